@@ -1,0 +1,34 @@
+"""hf_arith: train, evaluate, publish and demo small transformers that do exact arithmetic.
+
+Importing the package registers every model family and the tokenizer with the Auto classes.
+"""
+
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+from .bundled import bundled_models, bundled_path
+from .formatting import FormatError, NumberFormat
+from .models.minimal import MinimalConfig, MinimalForCausalLM, MinimalModel
+from .solving import solve
+from .tokenization_arith import ArithTokenizer
+
+__version__ = "0.1.0"
+
+
+def _register(config_cls, base_cls, lm_cls):
+    AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)
+    AutoModel.register(config_cls, base_cls, exist_ok=True)
+    AutoModelForCausalLM.register(config_cls, lm_cls, exist_ok=True)
+    AutoTokenizer.register(config_cls, tokenizer_class=ArithTokenizer, exist_ok=True)
+    # Hub remote code: save_pretrained copies the family's files and writes auto_map.
+    config_cls.register_for_auto_class()
+    base_cls.register_for_auto_class("AutoModel")
+    lm_cls.register_for_auto_class("AutoModelForCausalLM")
+
+
+_register(MinimalConfig, MinimalModel, MinimalForCausalLM)
+ArithTokenizer.register_for_auto_class("AutoTokenizer")
+
+__all__ = [
+    "ArithTokenizer", "FormatError", "MinimalConfig", "MinimalForCausalLM", "MinimalModel", "NumberFormat",
+    "bundled_models", "bundled_path", "solve",
+]

@@ -1,0 +1,192 @@
+"""Vectorized, seeded problem generation for every task, with a train/test split by hash.
+
+Operands are sampled as digit arrays in the target base, so one generator serves 10-digit
+adders and 100-digit looped models alike. Every (len_a, len_b) pair is equally likely, as in
+the Abacus paper: lengths are drawn uniformly and independently, then digits (the leading
+digit of a multi-digit number is non-zero).
+
+Disjointness: a problem's split is a pure function of (task, operand values). We hash each
+operand's value modulo two primes (Horner's rule over its digits, so the hash does not depend
+on base, padding or digit order), mix them with splitmix64 and put the problem in "test" when
+the hash falls below `test_fraction`. Train sampling rejects test problems and vice versa, so
+no problem can ever appear in both, whatever the seed, digit range or batch size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .formatting import TASKS, FormatError, Problems
+
+SPLITS = ("train", "test")
+DEFAULT_TEST_FRACTION = 0.1
+_PRIMES = (np.uint64(2147483647), np.uint64(2147483629))
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@dataclass(frozen=True)
+class ProblemSpec:
+    """What to sample: task, operand digit range (in `base` digits), and item count for sort."""
+
+    task: str = "add"
+    min_digits: int = 1
+    max_digits: int = 10
+    base: int = 10
+    min_items: int = 2
+    max_items: int = 5
+
+    def __post_init__(self):
+        if self.task not in TASKS:
+            raise FormatError(f"unknown task {self.task!r}; known tasks: {', '.join(TASKS)}")
+        if not 2 <= self.base <= 36:
+            raise FormatError(f"base must be from 2 to 36, got {self.base}")
+        if not 1 <= self.min_digits <= self.max_digits:
+            raise FormatError(f"digit range must satisfy 1 <= min <= max, got {self.min_digits}-{self.max_digits}")
+        if self.task == "sort" and not 2 <= self.min_items <= self.max_items <= 26:
+            raise FormatError(f"sort item range must satisfy 2 <= min <= max <= 26, got {self.min_items}-{self.max_items}")
+
+    @property
+    def n_operands(self) -> int:
+        return self.max_items if self.task == "sort" else 2
+
+
+# -- sampling -----------------------------------------------------------------------------
+def _sample_operands(spec: ProblemSpec, n: int, rng: np.random.Generator):
+    k, width = spec.n_operands, spec.max_digits
+    lengths = rng.integers(spec.min_digits, spec.max_digits + 1, size=(n, k))
+    digits = rng.integers(0, spec.base, size=(n, k, width), dtype=np.int8)
+    # Leading digit of a multi-digit number must be non-zero, so its length is what we drew.
+    top = np.take_along_axis(digits, (lengths - 1)[..., None], axis=2)[..., 0]
+    fixed = np.where((lengths > 1) & (top == 0), rng.integers(1, spec.base, size=(n, k)), top)
+    np.put_along_axis(digits, (lengths - 1)[..., None], fixed[..., None].astype(np.int8), axis=2)
+    digits[np.arange(width)[None, None, :] >= lengths[..., None]] = 0
+    if spec.task == "sort":
+        count = rng.integers(spec.min_items, spec.max_items + 1, size=n)
+        absent = np.arange(k)[None, :] >= count[:, None]
+        lengths = np.where(absent, 0, lengths)
+        digits[absent] = 0
+    return digits, lengths
+
+
+def _normalise(acc: np.ndarray, base: int) -> np.ndarray:
+    """Propagate carries in an [n, L] array of non-negative column sums."""
+    acc = acc.astype(np.int64)
+    for i in range(acc.shape[1] - 1):
+        carry, acc[:, i] = np.divmod(acc[:, i], base)
+        acc[:, i + 1] += carry
+    return acc
+
+
+def _digit_count(digits: np.ndarray) -> np.ndarray:
+    nonzero = digits != 0
+    last = digits.shape[1] - 1 - np.argmax(nonzero[:, ::-1], axis=1)
+    return np.where(nonzero.any(axis=1), last + 1, 1)
+
+
+def _compare(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sign of a - b for equal-width digit arrays (most significant differing digit wins)."""
+    diff = np.sign(a.astype(np.int64) - b.astype(np.int64))[:, ::-1]
+    first = np.argmax(diff != 0, axis=1)
+    return diff[np.arange(len(a)), first]
+
+
+def solve_digits(task: str, operands: np.ndarray, lengths: np.ndarray, base: int):
+    """Reference answers on digit arrays: (answer [n, La], answer_lengths [n], negative [n])."""
+    n, _, width = operands.shape
+    negative = np.zeros(n, dtype=bool)
+    if task == "sort":
+        # Order items by value: primary key row, then digits from most significant down;
+        # lexsort is stable, so equal values keep their label order.
+        k = operands.shape[1]
+        flat = operands.reshape(n * k, width).astype(np.int64)
+        value_keys = [flat[:, i] for i in range(width)]
+        present = lengths.reshape(-1) > 0
+        rows = np.repeat(np.arange(n), k)
+        order = np.lexsort(value_keys + [~present, rows]).reshape(n, k) % k
+        return order, (lengths > 0).sum(axis=1), negative
+    a, b = operands[:, 0].astype(np.int64), operands[:, 1].astype(np.int64)
+    if task == "add":
+        answer = _normalise(np.pad(a + b, ((0, 0), (0, 1))), base)
+    elif task == "mul":
+        acc = np.zeros((n, 2 * width), dtype=np.int64)
+        for i in range(width):
+            acc[:, i : i + width] += a[:, i : i + 1] * b
+            if i % 8 == 7:  # keep column sums small for large bases
+                acc = _normalise(acc, base)
+        answer = _normalise(acc, base)
+    elif task == "sub":
+        negative = _compare(a, b) < 0
+        big, small = np.where(negative[:, None], b, a), np.where(negative[:, None], a, b)
+        diff = big - small
+        for i in range(width - 1):
+            borrow = diff[:, i] < 0
+            diff[:, i] += borrow * base
+            diff[:, i + 1] -= borrow
+        answer = diff
+    else:
+        raise FormatError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
+    answer = answer.astype(np.int8)
+    return answer, _digit_count(answer), negative
+
+
+def with_answers(problems: Problems) -> Problems:
+    answer, answer_lengths, negative = solve_digits(problems.task, problems.operands, problems.lengths, problems.base)
+    return Problems(problems.task, problems.base, problems.operands, problems.lengths, answer, answer_lengths, negative)
+
+
+# -- the split ----------------------------------------------------------------------------
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        x = (x + np.uint64(0x9E3779B97F4A7C15)) & _MASK64
+        x = ((x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _MASK64
+        x = ((x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _MASK64
+        return x ^ (x >> np.uint64(31))
+
+
+def problem_hash(problems: Problems) -> np.ndarray:
+    """A 64-bit hash per problem of (task, operand values); independent of base and format."""
+    n, k, width = problems.operands.shape
+    base = np.uint64(problems.base)
+    fingerprints = []
+    for p in _PRIMES:
+        v = np.zeros((n, k), dtype=np.uint64)
+        for i in range(width - 1, -1, -1):
+            v = (v * base + problems.operands[:, :, i].astype(np.uint64)) % p
+        fingerprints.append(v)
+    h = np.full(n, TASKS.index(problems.task) + 1, dtype=np.uint64)
+    for j in range(k):
+        present = (problems.lengths[:, j] > 0).astype(np.uint64)
+        word = (fingerprints[0][:, j] << np.uint64(32)) | (fingerprints[1][:, j] << np.uint64(1)) | present
+        h = _splitmix64(h ^ word)
+    return h
+
+
+def split_of(problems: Problems, test_fraction: float = DEFAULT_TEST_FRACTION) -> np.ndarray:
+    """'test' or 'train' for each problem, as a boolean array (True = test)."""
+    threshold = np.uint64(int(test_fraction * 2**32))
+    return (problem_hash(problems) >> np.uint64(32)) < threshold
+
+
+def sample(spec: ProblemSpec, n: int, rng: np.random.Generator, split: str | None = "train",
+           test_fraction: float = DEFAULT_TEST_FRACTION) -> Problems:
+    """n problems with answers, all from `split` ('train', 'test', or None for no filter)."""
+    if split not in (*SPLITS, None):
+        raise FormatError(f"unknown split {split!r}; use one of {SPLITS}")
+    chunks, have = [], 0
+    for _ in range(1000):
+        digits, lengths = _sample_operands(spec, max(n - have, 16) + (n - have) // 4, rng)
+        batch = Problems(spec.task, spec.base, digits, lengths)
+        if split is not None:
+            keep = split_of(batch, test_fraction) == (split == "test")
+            batch = batch.select(keep)
+        chunks.append(batch)
+        have += len(batch)
+        if have >= n:
+            break
+    else:
+        raise FormatError(f"could not draw {n} {split} problems for {spec}; the range is too small for that split")
+    merged = Problems(spec.task, spec.base, np.concatenate([c.operands for c in chunks])[:n],
+                      np.concatenate([c.lengths for c in chunks])[:n])
+    return with_answers(merged)

@@ -1,0 +1,52 @@
+"""`solve`: plain decimal problems in, plain decimal answers out, through the model alone."""
+
+from __future__ import annotations
+
+
+from .decoding import greedy_decode
+from .formatting import FormatError, parse_problems
+
+
+def answer_budget(tokenizer, problems: list[str]) -> int:
+    """New tokens the decoder may need for the longest answer in `problems`."""
+    return tokenizer.arith_format.max_answer_tokens(parse_problems(problems, tokenizer.arith_format))
+
+
+def check_context(model, prompt_length: int, budget: int) -> None:
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit is not None and prompt_length + budget > limit:
+        raise FormatError(
+            f"problem too long for this model: {prompt_length} prompt + {budget} answer tokens "
+            f"exceed its context of {limit} positions"
+        )
+
+
+def solve(model, tokenizer, problems: list[str] | str, batch_size: int = 4096, use_cache: bool = True):
+    """Answer plain problems ('123+456') with greedy decoding; None where the output is malformed.
+
+    The tokenizer writes each problem in the model's format and reads the answer back; the
+    model generates every answer token. No arithmetic happens here.
+    """
+    single = isinstance(problems, str)
+    problems = [problems] if single else list(problems)
+    if not problems:
+        return []
+    if not hasattr(tokenizer, "arith_format"):
+        raise FormatError(f"{type(tokenizer).__name__} is not an hf_arith tokenizer (no number format)")
+    answers = []
+    model_device = next(model.parameters()).device
+    for start in range(0, len(problems), batch_size):
+        chunk = problems[start : start + batch_size]
+        budget = answer_budget(tokenizer, chunk)
+        enc = tokenizer(chunk, padding=True, return_tensors="pt")
+        check_context(model, enc["input_ids"].shape[1], budget)
+        new = greedy_decode(
+            model, enc["input_ids"].to(model_device), enc["attention_mask"].to(model_device), budget,
+            eos_token_id=tokenizer.eos_token_id if tokenizer.arith_format.end_token else None,
+            pad_token_id=tokenizer.pad_token_id, use_cache=use_cache,
+        )
+        answers.extend(tokenizer.decode_answers(new.cpu()))
+    return answers[0] if single else answers
+
+
+__all__ = ["solve", "answer_budget", "check_context"]
