@@ -1,0 +1,74 @@
+"""Scoring: exact match overall and per operand length, and the public tiny-adder protocol."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import defaultdict
+
+import numpy as np
+
+from .problems import ProblemSpec, sample
+from .solving import solve
+
+# The tiny-adder leaderboard's fixed cases (its verify script lists 9999999999+9999999999 twice).
+TINY_ADDER_EDGE_CASES = [
+    (0, 0), (0, 1), (9999999999, 0), (9999999999, 1), (9999999999, 9999999999),
+    (5000000000, 5000000000), (1111111111, 8888888889), (1234567890, 9876543210),
+    (9999999999, 9999999999), (1, 9999999999),
+]
+TINY_ADDER_MAX = 9_999_999_999
+
+
+def heldout_problems(spec: ProblemSpec, n: int, seed: int = 1234, test_fraction: float = 0.1):
+    """n problems from the test split (never seen in training): (texts, answers, lengths [n, k])."""
+    problems = sample(spec, n, np.random.default_rng(seed), split="test", test_fraction=test_fraction)
+    return problems.to_text(), problems.answer_text(), problems.lengths
+
+
+def score(predictions: list[str | None], references: list[str], lengths=None) -> dict:
+    """Exact match overall, the malformed share, and (with lengths) accuracy per operand length."""
+    correct = [p == r for p, r in zip(predictions, references)]
+    report = {
+        "exact_match": float(np.mean(correct)) if correct else 0.0,
+        "malformed": float(np.mean([p is None for p in predictions])) if predictions else 0.0,
+        "n": len(correct),
+    }
+    if lengths is not None:
+        cells = defaultdict(list)
+        for ok, row in zip(correct, np.asarray(lengths)):
+            cells[int(row.max())].append(ok)
+        report["by_max_operand_length"] = {k: float(np.mean(v)) for k, v in sorted(cells.items())}
+    return report
+
+
+def evaluate_model(model, tokenizer, spec: ProblemSpec, n: int = 2000, seed: int = 1234,
+                   batch_size: int = 4096, test_fraction: float = 0.1) -> dict:
+    texts, answers, lengths = heldout_problems(spec, n, seed, test_fraction)
+    start = time.perf_counter()
+    predictions = solve(model, tokenizer, texts, batch_size=batch_size)
+    report = score(predictions, answers, lengths)
+    report["seconds"] = time.perf_counter() - start
+    return report
+
+
+def tiny_adder_cases(seed: int = 2025, n_random: int = 10_000) -> list[tuple[int, int]]:
+    rng = random.Random(seed)
+    pairs = [(rng.randint(0, TINY_ADDER_MAX), rng.randint(0, TINY_ADDER_MAX)) for _ in range(n_random)]
+    return list(TINY_ADDER_EDGE_CASES) + pairs
+
+
+def verify_tiny_adder(model, tokenizer, seed: int = 2025, batch_size: int = 16384) -> dict:
+    """The public tiny-adder protocol: 10 edge cases + 10,000 random pairs from random.Random(seed)."""
+    cases = tiny_adder_cases(seed)
+    texts = [f"{a}+{b}" for a, b in cases]
+    start = time.perf_counter()
+    predictions = solve(model, tokenizer, texts, batch_size=batch_size)
+    seconds = time.perf_counter() - start
+    correct = sum(p == str(a + b) for p, (a, b) in zip(predictions, cases))
+    return {
+        "accuracy": correct / len(cases), "correct": correct, "total": len(cases),
+        "edge_cases_correct": sum(p == str(a + b) for p, (a, b) in zip(predictions[:10], cases[:10])),
+        "unique_params": model.num_parameters(), "seconds": seconds, "additions_per_second": len(cases) / seconds,
+        "seed": seed,
+    }

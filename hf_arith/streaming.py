@@ -1,0 +1,86 @@
+"""Infinite, seeded training data for the Trainer, drawn from the problem generator.
+
+Examples are generated in vectorized chunks and padded to one fixed length (the longest
+problem the digit range allows), so batches have a constant shape: cheap to collate, and safe
+for accelerate's batch dispatch across processes. The digit range is read from a shared
+`CurriculumState` that a TrainerCallback moves forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .formatting import NumberFormat, Problems, render
+from .problems import ProblemSpec, sample, with_answers
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class CurriculumState:
+    """The digit range the stream draws from right now (shared with the curriculum callback)."""
+
+    min_digits: int
+    max_digits: int
+
+
+def worst_case_length(spec: ProblemSpec, fmt: NumberFormat) -> int:
+    """Token length of the longest example the spec can produce (prompt, answer and <eos>)."""
+    k = spec.n_operands
+    operands = np.full((1, k, spec.max_digits), spec.base - 1, dtype=np.int8)
+    lengths = np.full((1, k), spec.max_digits)
+    problems = with_answers(Problems(spec.task, spec.base, operands, lengths))
+    _, _, prompt = render(problems, fmt, with_answer=False)
+    return int(prompt[0]) + fmt.max_answer_tokens(problems)
+
+
+def encode_examples(problems: Problems, fmt: NumberFormat, length: int):
+    """input_ids, attention_mask and labels (answer tokens only), right-padded to `length`."""
+    ids, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
+    n, width = ids.shape
+    if width > length:
+        raise ValueError(f"examples of {width} tokens exceed the fixed length {length}")
+    pad_id = fmt.token_id("<pad>")
+    input_ids = np.full((n, length), pad_id, dtype=np.int64)
+    input_ids[:, :width] = ids
+    cols = np.arange(length)[None, :]
+    attention_mask = (cols < lengths[:, None]).astype(np.int64)
+    answer = (cols >= prompt_lengths[:, None]) & (cols < lengths[:, None])
+    labels = np.where(answer, input_ids, IGNORE_INDEX)
+    return input_ids, attention_mask, labels
+
+
+def stack_examples(features: list[dict]) -> dict:
+    """Collate fixed-length examples by stacking (the tokenizer's pad() is far slower and not needed)."""
+    return {key: torch.from_numpy(np.stack([f[key] for f in features])) for key in features[0]}
+
+
+class ProblemStream(torch.utils.data.IterableDataset):
+    """Endless training examples. Each (seed, rank, worker) gets its own random stream."""
+
+    def __init__(self, spec: ProblemSpec, fmt: NumberFormat, state: CurriculumState | None = None,
+                 seed: int = 0, rank: int = 0, chunk_size: int = 2048, test_fraction: float = 0.1):
+        self.spec, self.fmt, self.seed, self.rank = spec, fmt, seed, rank
+        self.state = state or CurriculumState(spec.min_digits, spec.max_digits)
+        self.chunk_size, self.test_fraction = chunk_size, test_fraction
+        self.length = worst_case_length(spec, fmt)
+
+    def current_spec(self) -> ProblemSpec:
+        return ProblemSpec(task=self.spec.task, base=self.spec.base, min_digits=self.state.min_digits,
+                           max_digits=self.state.max_digits, min_items=self.spec.min_items,
+                           max_items=self.spec.max_items)
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        worker = info.id if info is not None else 0
+        rng = np.random.default_rng([self.seed, self.rank, worker])
+        while True:
+            problems = sample(self.current_spec(), self.chunk_size, rng, split="train",
+                              test_fraction=self.test_fraction)
+            # Operands shorter than the spec's widest keep the fixed sequence length by padding.
+            input_ids, attention_mask, labels = encode_examples(problems, self.fmt, self.length)
+            for i in range(len(input_ids)):
+                yield {"input_ids": input_ids[i], "attention_mask": attention_mask[i], "labels": labels[i]}

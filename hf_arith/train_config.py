@@ -1,0 +1,191 @@
+"""Training recipes: YAML presets shipped in the package, overridable from the command line.
+
+A recipe names a model family and its config, the number format, the data (digit range and
+curriculum) and the optimisation. Every malformed value is reported in one line naming its key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import yaml
+
+PRESETS_DIR = Path(__file__).parent / "presets"
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be used, with a one-line reason."""
+
+
+@dataclass
+class CurriculumPhase:
+    until_step: int  # this phase lasts until global step `until_step`
+    min_digits: int = 1
+    max_digits: int = 10
+
+
+@dataclass
+class DataRecipe:
+    min_digits: int = 1
+    max_digits: int = 10
+    min_items: int = 2
+    max_items: int = 5
+    test_fraction: float = 0.1
+    curriculum: list[CurriculumPhase] = field(default_factory=list)
+    chunk_size: int = 2048  # problems generated per vectorized call
+
+
+@dataclass
+class OptimRecipe:
+    steps: int = 20000
+    batch_size: int = 128
+    learning_rate: float = 3e-3
+    weight_decay: float = 0.0
+    warmup_steps: float = 0.02  # < 1 is a fraction of steps
+    adam_beta2: float = 0.99
+    max_grad_norm: float = 1.0
+    restart_at: float = 0.0  # > 0: a second cosine phase starts at this fraction of steps
+    restart_lr_scale: float = 0.3  # peak of the second phase relative to learning_rate
+    seed: int = 0
+    threads: int = 1  # tiny models run faster on one torch thread
+    save_steps: int = 5000
+    logging_steps: int = 500
+
+
+@dataclass
+class EvalRecipe:
+    samples: int = 2000  # held-out problems for the final report
+    verify: bool = False  # also run the tiny-adder protocol (10-digit addition only)
+    batch_size: int = 4096
+
+
+@dataclass
+class Recipe:
+    family: str = "minimal"
+    model: dict = field(default_factory=dict)
+    format: dict = field(default_factory=dict)
+    data: DataRecipe = field(default_factory=DataRecipe)
+    optim: OptimRecipe = field(default_factory=OptimRecipe)
+    eval: EvalRecipe = field(default_factory=EvalRecipe)
+    output_dir: str = "runs/minimal-add10"
+    name: str = "minimal-add10"
+
+
+_SECTIONS = {"data": DataRecipe, "optim": OptimRecipe, "eval": EvalRecipe}
+
+
+def _build(cls, data: dict, where: str):
+    if not isinstance(data, dict):
+        raise RecipeError(f"{where} must be a mapping, got {type(data).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise RecipeError(f"unknown key(s) {unknown} in {where}; known: {sorted(known)}")
+    values = {}
+    for key, value in data.items():
+        default = getattr(cls(), key) if key not in ("curriculum",) else None
+        if key == "curriculum":
+            if not isinstance(value, list):
+                raise RecipeError(f"{where}.curriculum must be a list of phases")
+            value = [_build(CurriculumPhase, p, f"{where}.curriculum[{i}]") for i, p in enumerate(value)]
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise RecipeError(f"{where}.{key} must be true or false, got {value!r}")
+        elif isinstance(default, (int, float)) and not isinstance(default, bool):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise RecipeError(f"{where}.{key} must be a number, got {value!r}")
+            if isinstance(default, int) and not float(value).is_integer():
+                raise RecipeError(f"{where}.{key} must be an integer, got {value!r}")
+            value = type(default)(value)
+        values[key] = value
+    return cls(**values)
+
+
+def recipe_from_dict(data: dict) -> Recipe:
+    if not isinstance(data, dict):
+        raise RecipeError(f"a recipe must be a YAML mapping, got {type(data).__name__}")
+    known = {f.name for f in fields(Recipe)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise RecipeError(f"unknown top-level key(s) {unknown}; known: {sorted(known)}")
+    kwargs = {}
+    for key, value in data.items():
+        if key in _SECTIONS:
+            kwargs[key] = _build(_SECTIONS[key], value or {}, key)
+        elif key in ("model", "format"):
+            if not isinstance(value, dict):
+                raise RecipeError(f"{key} must be a mapping, got {type(value).__name__}")
+            kwargs[key] = value
+        else:
+            if not isinstance(value, str):
+                raise RecipeError(f"{key} must be a string, got {value!r}")
+            kwargs[key] = value
+    recipe = Recipe(**kwargs)
+    _check(recipe)
+    return recipe
+
+
+def _check(recipe: Recipe) -> None:
+    d, o = recipe.data, recipe.optim
+    if not 1 <= d.min_digits <= d.max_digits:
+        raise RecipeError(f"data: need 1 <= min_digits <= max_digits, got {d.min_digits}..{d.max_digits}")
+    if not 0 < d.test_fraction < 1:
+        raise RecipeError(f"data.test_fraction must be between 0 and 1, got {d.test_fraction}")
+    last = 0
+    for i, phase in enumerate(d.curriculum):
+        if phase.until_step <= last:
+            raise RecipeError(f"data.curriculum[{i}].until_step must increase, got {phase.until_step} after {last}")
+        if not 1 <= phase.min_digits <= phase.max_digits <= d.max_digits:
+            raise RecipeError(f"data.curriculum[{i}]: digits must lie in 1..data.max_digits ({d.max_digits})")
+        last = phase.until_step
+    if o.steps < 1 or o.batch_size < 1 or o.learning_rate <= 0:
+        raise RecipeError("optim: steps, batch_size and learning_rate must be positive")
+    if not 0 <= o.restart_at < 1:
+        raise RecipeError(f"optim.restart_at must be in [0, 1), got {o.restart_at}")
+
+
+def list_presets() -> list[str]:
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+
+
+def _parse_value(text: str):
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply `section.key=value` overrides (values parsed as YAML) to a raw recipe dict."""
+    for item in overrides:
+        if "=" not in item:
+            raise RecipeError(f"override {item!r} must look like section.key=value")
+        path, value = item.split("=", 1)
+        keys = path.strip().split(".")
+        node = data
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise RecipeError(f"override {item!r}: {k!r} is not a section")
+        node[keys[-1]] = _parse_value(value)
+    return data
+
+
+def load_recipe(name_or_path: str | None = None, overrides: list[str] | None = None) -> Recipe:
+    """A preset name (see `list_presets`) or a YAML file path, plus overrides."""
+    name_or_path = name_or_path or "minimal-add10"
+    path = Path(name_or_path)
+    if not path.is_file():
+        preset = PRESETS_DIR / f"{name_or_path}.yaml"
+        if not preset.is_file():
+            raise RecipeError(f"no preset or file named {name_or_path!r}; presets: {', '.join(list_presets())}")
+        path = preset
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise RecipeError(f"{path}: malformed YAML{where}: {getattr(err, 'problem', err)}") from None
+    data = apply_overrides(data or {}, overrides or [])
+    return recipe_from_dict(data)
