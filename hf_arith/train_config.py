@@ -20,7 +20,7 @@ class RecipeError(ValueError):
 
 @dataclass
 class CurriculumPhase:
-    until_step: int  # this phase lasts until global step `until_step`
+    until_step: int = 0  # this phase lasts until global step `until_step` (must increase)
     min_digits: int = 1
     max_digits: int = 10
 
@@ -79,12 +79,13 @@ def _build(cls, data: dict, where: str):
     if not isinstance(data, dict):
         raise RecipeError(f"{where} must be a mapping, got {type(data).__name__}")
     known = {f.name: f for f in fields(cls)}
+    defaults = {f.name: f.default for f in fields(cls)}
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise RecipeError(f"unknown key(s) {unknown} in {where}; known: {sorted(known)}")
     values = {}
     for key, value in data.items():
-        default = getattr(cls(), key) if key not in ("curriculum",) else None
+        default = defaults[key]
         if key == "curriculum":
             if not isinstance(value, list):
                 raise RecipeError(f"{where}.curriculum must be a list of phases")

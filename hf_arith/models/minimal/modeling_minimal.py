@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.masking_utils import create_causal_mask
@@ -79,8 +80,11 @@ class TokenEmbedding(nn.Module):
         self.hidden_size = config.hidden_size
         self.weight = nn.Parameter(torch.empty(config.vocab_size - self.num_digits, config.hidden_size))
         if self.arc:
-            # radius, start angle, angle step: digits spread over most of a circle.
-            self.arc_params = nn.Parameter(torch.tensor([1.0, 0.0, 2 * math.pi / (config.num_digit_tokens + 1)]))
+            self.arc_params = nn.Parameter(self.default_arc())
+
+    def default_arc(self) -> torch.Tensor:
+        """radius, start angle, angle step: the digits spread over most of a circle."""
+        return torch.tensor([1.0, 0.0, 2 * math.pi / (self.num_digits + 1)])
 
     def table(self) -> torch.Tensor:
         if not self.arc:
@@ -98,9 +102,11 @@ class TokenEmbedding(nn.Module):
 class RotaryEmbedding(nn.Module):
     def __init__(self, config: MinimalConfig):
         super().__init__()
-        dim = config.head_dim
-        inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.dim, self.theta = config.head_dim, config.rope_theta
+        self.register_buffer("inv_freq", self.compute_inv_freq(), persistent=False)
+
+    def compute_inv_freq(self) -> torch.Tensor:
+        return 1.0 / (self.theta ** (torch.arange(0, self.dim, 2, dtype=torch.float) / self.dim))
 
     @torch.no_grad()
     def forward(self, x, position_ids):
@@ -229,22 +235,27 @@ class MinimalPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module):
         # Explicit small init: with PyTorch defaults the tied tiny models learned nothing.
+        # transformers.initialization skips tensors that were loaded from a checkpoint.
         std = self.config.initializer_range
         if isinstance(module, Projection):
             for p in (module.down, module.up) if module.low_rank else (module.weight,):
-                nn.init.normal_(p, mean=0.0, std=std)
+                init.normal_(p, mean=0.0, std=std)
             if module.bias is not None:
-                nn.init.zeros_(module.bias)
+                init.zeros_(module.bias)
         elif isinstance(module, TokenEmbedding):
-            nn.init.normal_(module.weight, mean=0.0, std=std)
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.arc:
+                init.copy_(module.arc_params, module.default_arc())
         elif isinstance(module, Norm) and module.weight is not None:
-            nn.init.ones_(module.weight)
+            init.ones_(module.weight)
             if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=std)
-        elif isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=std)
+                init.zeros_(module.bias)
+        elif isinstance(module, RotaryEmbedding):
+            # A non-persistent buffer is not in the checkpoint: from_pretrained leaves it
+            # uninitialised unless it is recomputed here.
+            init.copy_(module.inv_freq, module.compute_inv_freq())
+        elif isinstance(module, (nn.Embedding, nn.Linear)):
+            init.normal_(module.weight, mean=0.0, std=std)
 
 
 def positions_from_mask(attention_mask, length: int, past_length: int, device):

@@ -1,0 +1,90 @@
+"""Train a tiny-adder preset from scratch and record what it measured.
+
+    python bench/train_minimal.py                       # the default preset, minimal-add10
+    python bench/train_minimal.py minimal-add10-long    # another preset
+    python bench/train_minimal.py minimal-add10 optim.threads=2 --output-dir /tmp/run
+
+Writes bench/results/<preset>.json (wall time, steps, steps/s, verify accuracy on the public
+tiny-adder protocol, unique parameters, held-out exact match, the machine and the exact command)
+and prints it. Overrides are `section.key=value`, as for `hf-arith train`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import transformers
+
+from hf_arith.train_config import load_recipe
+from hf_arith.training import train
+
+RESULTS_DIR = Path(__file__).parent / "results"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("preset", nargs="?", default="minimal-add10", help="preset name or YAML path")
+    parser.add_argument("overrides", nargs="*", help="section.key=value overrides")
+    parser.add_argument("--output-dir", default=None, help="training output (default: a temporary folder)")
+    parser.add_argument("--results", default=None, help="results JSON (default: bench/results/<preset>.json)")
+    args = parser.parse_args(argv)
+
+    recipe = load_recipe(args.preset, args.overrides)
+    output_dir = args.output_dir or tempfile.mkdtemp(prefix=f"bench-{recipe.name}-")
+    start = time.perf_counter()
+    summary = train(recipe, output_dir=output_dir)
+    wall = time.perf_counter() - start  # everything: model build, training, saving, held-out eval, verify
+
+    verify, heldout = summary.get("verify", {}), summary.get("heldout", {})
+    train_seconds = summary["train_seconds"]
+    result = {
+        "preset": args.preset,
+        "name": recipe.name,
+        "overrides": args.overrides,
+        "wall_seconds": round(wall, 2),
+        "train_seconds": round(train_seconds, 2) if train_seconds else None,
+        "steps": summary["steps"],
+        "steps_per_second": round(summary["steps"] / train_seconds, 2) if train_seconds else None,
+        "batch_size": recipe.optim.batch_size,
+        "learning_rate": recipe.optim.learning_rate,
+        "verify_accuracy": verify.get("accuracy"),
+        "verify_correct": verify.get("correct"),
+        "verify_total": verify.get("total"),
+        "verify_edge_cases_correct": verify.get("edge_cases_correct"),
+        "unique_params": summary["unique_params"],
+        "heldout_exact_match": heldout.get("exact_match"),
+        "heldout_n": heldout.get("n"),
+        "train_loss": summary.get("train_loss"),
+        "output": summary["output"],
+        "machine": {
+            "processor": platform.processor(),
+            "machine": platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "threads": torch.get_num_threads(),
+            "cuda": torch.cuda.is_available(),
+        },
+        "command": "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    path = Path(args.results) if args.results else RESULTS_DIR / f"{Path(args.preset).stem}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    print(f"wrote {path}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

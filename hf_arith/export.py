@@ -1,0 +1,152 @@
+"""Export arithmetic problems as a Hub-ready Parquet dataset folder.
+
+    out_dir/
+      README.md                              dataset card, YAML `configs:` block pointing at data/
+      data/train-00000-of-00001.parquet
+      data/test-00000-of-00001.parquet
+
+`datasets.load_dataset(str(out_dir))` loads both splits, and the folder can be uploaded as is
+(`HfApi.upload_folder(repo_type="dataset")`). The rows are exactly those of
+`ArithProblems` with the same settings (the same generator, chunk by chunk).
+
+The card is rendered from the Jinja template `dataset_card.md`: a copy shipped inside the
+package (`hf_arith/templates/`) wins, else the repository's `hub_cards/` (editable installs).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .dataset_builder import FEATURES, SPEC_KEYS, check_run_settings, iter_column_chunks, make_spec
+from .formatting import OPERATORS, TASK_NAMES
+
+TEMPLATE_NAME = "dataset_card.md"
+SPLIT_FILES = {"train": "data/train-00000-of-00001.parquet", "test": "data/test-00000-of-00001.parquet"}
+_SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+                    (10**7, "1M<n<10M"), (10**8, "10M<n<100M"), (10**9, "100M<n<1B"), (10**10, "1B<n<10B"),
+                    (10**11, "10B<n<100B"), (10**12, "100B<n<1T")]
+
+
+def template_path() -> Path:
+    """Where the dataset card template is: inside the package if shipped there, else the repo's hub_cards/."""
+    package = Path(__file__).resolve().parent
+    candidates = [package / "templates" / TEMPLATE_NAME, package.parent / "hub_cards" / TEMPLATE_NAME]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"dataset card template not found; looked in {', '.join(str(p) for p in candidates)}")
+
+
+def export_parquet(out_dir: str | os.PathLike, task: str = "add", train_size: int = 10_000, test_size: int = 1_000,
+                   seed: int = 0, *, test_fraction: float = 0.1, overwrite: bool = False,
+                   pretty_name: str | None = None, license: str | None = "apache-2.0",
+                   card_template: str | os.PathLike | None = None, **spec_kwargs) -> Path:
+    """Write train/test Parquet files and a dataset card to `out_dir`; return its path.
+
+    spec_kwargs: min_digits, max_digits, base, min_items, max_items (a None or missing value
+    takes the task's default, as in the builder's named configs). Raises a one-line ValueError
+    for an unknown task or setting, bad sizes, or an out_dir that is not writable or already
+    holds files (unless overwrite=True, which replaces README.md and data/{train,test}-*.parquet
+    and leaves other files alone).
+    """
+    spec = make_spec(task, **spec_kwargs)
+    check_run_settings(train_size, test_size, seed, test_fraction)
+    template = Path(card_template) if card_template is not None else template_path()
+    if not template.is_file():
+        raise ValueError(f"card template {str(template)!r} is not a file")
+    out = _prepare_dir(Path(out_dir).expanduser(), overwrite)
+
+    counts, examples = {}, []
+    schema = FEATURES.arrow_schema  # carries the `datasets` features (int32 lengths) in its metadata
+    for split, size in (("train", train_size), ("test", test_size)):
+        target = out / SPLIT_FILES[split]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        counts[split] = 0
+        with pq.ParquetWriter(target, schema) as writer:  # chunk by chunk: memory stays flat
+            for chunk in iter_column_chunks(spec, size, seed, split, test_fraction):
+                table = pa.Table.from_pydict(chunk, schema=schema)
+                writer.write_table(table)
+                counts[split] += table.num_rows
+                if split == "train" and not examples:
+                    examples = table.slice(0, 5).to_pylist()
+
+    card = _dataset_card(spec, counts, seed, test_fraction, examples, pretty_name, license, template)
+    card.save(out / "README.md")
+    return out
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def _prepare_dir(out: Path, overwrite: bool) -> Path:
+    """Create (or check) out_dir, making sure we can write there; clear old exports on overwrite."""
+    try:
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"out_dir {str(out)!r} exists and is not a directory")
+        if out.is_dir() and any(out.iterdir()):
+            if not overwrite:
+                raise ValueError(f"out_dir {str(out)!r} is not empty; pass overwrite=True to replace an export there")
+            for old in [out / "README.md", *(out / "data").glob("train-*.parquet"), *(out / "data").glob("test-*.parquet")]:
+                if old.is_file():
+                    old.unlink()
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ValueError(f"out_dir {str(out)!r} is not writable: {reason}") from None
+    return out.resolve()
+
+
+def _size_category(n: int) -> str:
+    for bound, name in _SIZE_CATEGORIES:
+        if n < bound:
+            return name
+    return "n>1T"
+
+
+def _dataset_card(spec, counts, seed, test_fraction, examples, pretty_name, license, template: Path):
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    from . import __version__
+
+    task_name = TASK_NAMES[spec.task]
+    if pretty_name is None:
+        items = f", {spec.min_items}-{spec.max_items} items" if spec.task == "sort" else ""
+        pretty_name = (f"Arithmetic: {task_name}, {spec.min_digits}-{spec.max_digits} digits"
+                       f"{items} (base {spec.base})")
+    card_data = DatasetCardData(
+        pretty_name=pretty_name,
+        license=license,
+        task_categories=["text-generation"],
+        tags=["arithmetic", "synthetic", "math", spec.task],
+        size_categories=[_size_category(sum(counts.values()))],
+        configs=[{
+            "config_name": "default",
+            "data_files": [{"split": split, "path": path} for split, path in SPLIT_FILES.items()],
+        }],
+    )
+    settings = {"task": spec.task, **{k: getattr(spec, k) for k in SPEC_KEYS if spec.task == "sort" or "items" not in k},
+                "train_size": counts["train"], "test_size": counts["test"], "seed": seed, "test_fraction": test_fraction}
+    reproduce = ", ".join(f"{k}={v!r}" for k, v in settings.items())
+    return DatasetCard.from_template(
+        card_data,
+        template_path=str(template),
+        **{k: getattr(spec, k) for k in SPEC_KEYS},
+        task=spec.task,
+        task_name=task_name,
+        operator=OPERATORS.get(spec.task, ""),
+        train_size=counts["train"],
+        test_size=counts["test"],
+        seed=seed,
+        test_fraction=test_fraction,
+        examples=examples,
+        reproduce=reproduce,
+        version=__version__,
+    )
+
+
+__all__ = ["export_parquet", "template_path"]

@@ -1,0 +1,54 @@
+"""Test isolation from the network and from the user's Hugging Face caches.
+
+The environment is set here, at import time, because huggingface_hub and datasets read it
+once when they are imported; the autouse fixture then gives every test its own cache folders
+(environment and the already-imported libraries' settings), restored afterwards.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_SESSION_HOME = Path(tempfile.mkdtemp(prefix="hf_arith_tests_"))
+atexit.register(shutil.rmtree, _SESSION_HOME, ignore_errors=True)
+
+_OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+os.environ.update(_OFFLINE)
+os.environ["HF_HOME"] = str(_SESSION_HOME / "hf_home")
+os.environ["HF_DATASETS_CACHE"] = str(_SESSION_HOME / "hf_home" / "datasets")
+os.environ.pop("HF_TOKEN", None)
+os.environ.pop("HUGGING_FACE_HUB_TOKEN", None)
+
+
+@pytest.fixture(autouse=True)
+def hf_offline_tmp_home(tmp_path_factory, monkeypatch):
+    """HF_HUB_OFFLINE=1 and HF_HOME / HF_DATASETS_CACHE in a fresh temporary folder for each test."""
+    home = tmp_path_factory.mktemp("hf_home")
+    cache = home / "datasets"
+    for key, value in _OFFLINE.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(cache))
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub import constants
+
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+        monkeypatch.setattr(constants, "HF_HOME", str(home))
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
+    if "datasets" in sys.modules:
+        from datasets import config
+
+        monkeypatch.setattr(config, "HF_HUB_OFFLINE", True)
+        monkeypatch.setattr(config, "HF_DATASETS_OFFLINE", True)
+        monkeypatch.setattr(config, "HF_CACHE_HOME", str(home))
+        monkeypatch.setattr(config, "HF_DATASETS_CACHE", cache)
+        monkeypatch.setattr(config, "DOWNLOADED_DATASETS_PATH", cache / "downloads")
+        monkeypatch.setattr(config, "EXTRACTED_DATASETS_PATH", cache / "downloads" / "extracted")
+    yield home

@@ -1,0 +1,221 @@
+"""The minimal family: registration, unique parameter counting, decoding paths, remote code."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+import hf_arith
+from hf_arith import ArithTokenizer, MinimalConfig, MinimalForCausalLM, NumberFormat
+from hf_arith.decoding import greedy_decode
+
+FMT10 = NumberFormat(operand_width=10, answer_width=11, end_token=False)
+
+
+def make(seed=0, **overrides):
+    torch.manual_seed(seed)
+    tok = ArithTokenizer(number_format=FMT10, model_max_length=64)
+    kwargs = dict(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    kwargs.update(overrides)
+    model = MinimalForCausalLM(MinimalConfig(**kwargs)).eval()
+    # Spread the weights so greedy outputs differ between rows and steps (not all one token).
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.7)
+    return model, tok
+
+
+def test_auto_classes_resolve_the_minimal_family(tmp_path):
+    model, tok = make()
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    assert isinstance(AutoConfig.from_pretrained(tmp_path), MinimalConfig)
+    assert type(AutoModelForCausalLM.from_pretrained(tmp_path)) is MinimalForCausalLM
+    assert type(AutoModel.from_pretrained(tmp_path)).__name__ == "MinimalModel"
+    assert type(AutoTokenizer.from_pretrained(tmp_path)) is ArithTokenizer
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    for (name, a), b in zip(model.state_dict().items(), reloaded.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def count(module):
+    return sum(p.numel() for p in module.parameters())
+
+
+@pytest.mark.parametrize("flags", [
+    {},
+    {"tie_kv": True},
+    {"tie_qo": True},
+    {"tie_kv": True, "tie_qo": True},
+    {"projection_rank": 2},
+    {"digit_embedding": "circular_arc"},
+    {"tie_word_embeddings": False},
+    {"position_embedding": "learned", "norm_type": "layernorm", "mlp_type": "plain", "hidden_act": "gelu"},
+])
+def test_num_parameters_counts_unique_weights(flags):
+    model, _ = make(**flags)
+    c = model.config
+    d, h, kv, hd, f, v = c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size, c.vocab_size
+    r = c.projection_rank
+
+    def proj(i, o):
+        return r * (i + o) if 0 < r < min(i, o) else i * o
+
+    attn = proj(d, h * hd) + proj(d, kv * hd)
+    attn += 0 if c.tie_kv else proj(d, kv * hd)
+    attn += 0 if c.tie_qo else proj(h * hd, d)
+    mlp = proj(d, f) * (3 if c.mlp_type == "gated" else 2)
+    norm = {"rmsnorm": d, "layernorm": 2 * d, "none": 0}[c.norm_type]
+    norms = 2 * norm + (norm if c.final_norm else 0) + (2 * norm // d * hd if c.qk_norm else 0)
+    emb = (v - 10) * d + 3 if c.digit_embedding == "circular_arc" else v * d
+    head = 0 if c.tie_word_embeddings else v * d
+    pos = c.max_position_embeddings * d if c.position_embedding == "learned" else 0
+    expected = emb + attn + mlp + norms + head + pos
+    assert model.num_parameters() == expected == count(model)
+
+
+def test_tied_kv_and_qo_share_storage_not_copies():
+    model, _ = make(tie_kv=True, tie_qo=True)
+    attn = model.model.layers[0].self_attn
+    assert attn.v_proj is None and attn.o_proj is None
+    assert model.num_parameters() < make()[0].num_parameters()
+
+
+def test_circular_arc_embedding_puts_digits_on_an_arc():
+    model, _ = make(digit_embedding="circular_arc")
+    table = model.model.embed_tokens.table().detach()
+    radius = model.model.embed_tokens.arc_params[0].abs().item()
+    norms = table[:10, :2].norm(dim=-1)
+    assert torch.allclose(norms, torch.full((10,), radius), atol=1e-5)
+    assert torch.count_nonzero(table[:10, 2:]) == 0
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_greedy_decoder_matches_generate_and_cache_matches_no_cache(attn):
+    model, tok = make(seed=1)
+    model.set_attn_implementation(attn)
+    enc = tok(["12+34", "9999999999+1", "5+5", "123456+654321"], padding=True, return_tensors="pt")
+    reference = model.generate(**enc, max_new_tokens=11, do_sample=False)[:, enc.input_ids.shape[1]:]
+    stop = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)  # as generate() does
+    cached = greedy_decode(model, enc.input_ids, enc.attention_mask, 11, use_cache=True, **stop)
+    uncached = greedy_decode(model, enc.input_ids, enc.attention_mask, 11, use_cache=False, **stop)
+    assert torch.equal(cached, reference)
+    assert torch.equal(uncached, reference)
+    assert len(set(map(tuple, reference.tolist()))) > 1  # the rows really differ
+
+
+def test_eager_and_sdpa_agree():
+    model, tok = make(seed=2)
+    enc = tok(["1+2", "999+1"], padding=True, return_tensors="pt")
+    model.set_attn_implementation("eager")
+    eager = model(**enc).logits
+    model.set_attn_implementation("sdpa")
+    sdpa = model(**enc).logits
+    assert torch.allclose(eager, sdpa, atol=1e-5)
+
+
+def test_left_padding_does_not_change_a_rows_output():
+    fmt = NumberFormat(end_token=True)  # unpadded operands: prompts differ in length
+    tok = ArithTokenizer(number_format=fmt)
+    torch.manual_seed(0)
+    model = MinimalForCausalLM(MinimalConfig(vocab_size=len(tok), eos_token_id=tok.eos_token_id)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.7)
+    alone = tok(["7+8"], return_tensors="pt")
+    batch = tok(["7+8", "123456+7"], padding=True, return_tensors="pt")
+    a = greedy_decode(model, alone.input_ids, alone.attention_mask, 6)
+    b = greedy_decode(model, batch.input_ids, batch.attention_mask, 6)
+    assert batch.attention_mask[0, 0] == 0  # row 0 really is left-padded
+    assert torch.equal(a[0], b[0])
+
+
+def test_solve_returns_plain_decimal_or_none():
+    model, tok = make(seed=3)
+    answers = hf_arith.solve(model, tok, ["1234567890+9876543210", "0+0"])
+    assert len(answers) == 2
+    assert all(a is None or a.isdigit() for a in answers)
+
+
+def test_context_overflow_is_a_clear_error():
+    model, _ = make(max_position_embeddings=16)
+    ids = torch.zeros((1, 20), dtype=torch.long)
+    with pytest.raises(ValueError, match="longer than this model's context"):
+        model(input_ids=ids)
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"hidden_size": 0}, "hidden_size"),
+    ({"num_attention_heads": 3, "num_key_value_heads": 2}, "num_key_value_heads"),
+    ({"norm_type": "batchnorm"}, "norm_type"),
+    ({"position_embedding": "alibi"}, "position_embedding"),
+    ({"projection_rank": -1}, "projection_rank"),
+    ({"head_dim": 3}, "rope"),
+])
+def test_malformed_config_names_the_field(bad, field):
+    with pytest.raises(ValueError, match=field):
+        MinimalConfig(**bad)
+
+
+def test_bundled_minimal_add10_solves_the_issue_example():
+    path = hf_arith.bundled_path("minimal-add10")
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tok = AutoTokenizer.from_pretrained(path)
+    assert model.num_parameters() <= 777
+    assert hf_arith.solve(model, tok, ["1234567890+9876543210", "0+0"]) == ["11111111100", "0"]
+
+
+def test_unknown_bundled_name_lists_the_known_ones():
+    with pytest.raises(FileNotFoundError, match="minimal-add10"):
+        hf_arith.bundled_path("nope")
+
+
+BLOCK_HF_ARITH = textwrap.dedent("""
+    import importlib.abc, sys
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "hf_arith" or name.startswith("hf_arith."):
+                raise ImportError("hf_arith is blocked in this process")
+    sys.meta_path.insert(0, Block())
+    try:
+        import hf_arith
+        raise SystemExit("hf_arith was importable")
+    except ImportError:
+        pass
+""")
+
+
+def test_remote_code_loads_without_hf_arith(tmp_path):
+    model, tok = make(seed=4)
+    folder = tmp_path / "hub_folder"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    assert "AutoModelForCausalLM" in config["auto_map"]
+    for name in ("modeling_minimal.py", "configuration_minimal.py", "tokenization_arith.py", "formatting.py"):
+        source = (folder / name).read_text()
+        assert "hf_arith" not in source.replace("hf_arith_minimal", ""), name
+    enc = tok(["1234567890+9876543210", "7+5"], padding=True, return_tensors="pt")
+    expected = greedy_decode(model, enc.input_ids, enc.attention_mask, 11,
+                             eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id).tolist()
+    script = BLOCK_HF_ARITH + textwrap.dedent(f"""
+        import json, torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        model = AutoModelForCausalLM.from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
+        tok = AutoTokenizer.from_pretrained({str(folder)!r}, trust_remote_code=True)
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        enc = tok(["1234567890+9876543210", "7+5"], padding=True, return_tensors="pt")
+        out = model.generate(**enc, max_new_tokens=11, do_sample=False)[:, enc.input_ids.shape[1]:]
+        print(json.dumps({{"ids": out.tolist(), "answers": tok.decode_answers(out), "params": model.num_parameters()}}))
+    """)
+    env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded["ids"] == expected
+    assert loaded["params"] == model.num_parameters()
+    assert loaded["answers"] == tok.decode_answers(torch.tensor(expected))

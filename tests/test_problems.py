@@ -1,0 +1,218 @@
+"""The problem generator: exact answers, the length distribution, and the hash split."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from hf_arith.formatting import FormatError, Problems, digits_to_int, int_to_digits, problems_from_ints
+from hf_arith.problems import ProblemSpec, problem_hash, sample, solve_digits, split_of, with_answers
+
+ARITH = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
+
+
+def _answer_ints(problems: Problems) -> list[int]:
+    out = []
+    for row, n, neg in zip(problems.answer, problems.answer_lengths, problems.negative, strict=True):
+        value = digits_to_int(row[:n], problems.base)
+        out.append(-value if neg else value)
+    return out
+
+
+def _keys(problems: Problems) -> set[tuple[int, ...]]:
+    return {tuple(v) for v in problems.operand_values()}
+
+
+# -- determinism ---------------------------------------------------------------------------
+@pytest.mark.parametrize("task", ["add", "sub", "mul", "sort"])
+def test_sample_is_deterministic_for_a_seed(task):
+    spec = ProblemSpec(task=task, min_digits=1, max_digits=8)
+    first = sample(spec, 300, np.random.default_rng(7))
+    again = sample(spec, 300, np.random.default_rng(7))
+    other = sample(spec, 300, np.random.default_rng(8))
+    for name in ("operands", "lengths", "answer", "answer_lengths", "negative"):
+        np.testing.assert_array_equal(getattr(first, name), getattr(again, name))
+    assert first.to_text() == again.to_text()
+    assert first.to_text() != other.to_text()
+    assert len(first) == 300
+
+
+# -- exact answers ---------------------------------------------------------------------------
+@pytest.mark.parametrize("base", [2, 10, 16, 36])
+@pytest.mark.parametrize("task", ["add", "sub", "mul"])
+def test_answers_match_python_ints(task, base):
+    spec = ProblemSpec(task=task, min_digits=1, max_digits=30, base=base)
+    problems = sample(spec, 200, np.random.default_rng(base), split=None)
+    values = problems.operand_values()
+    expected = [ARITH[task](a, b) for a, b in values]
+    assert _answer_ints(problems) == expected
+    # The digit count is exact (no leading zeros), and the decimal text agrees.
+    assert [len(int_to_digits(abs(v), base)) for v in expected] == problems.answer_lengths.tolist()
+    assert problems.answer_text() == [str(v) for v in expected]
+    assert problems.to_text() == [f"{a}{'+-*'[['add', 'sub', 'mul'].index(task)]}{b}" for a, b in values]
+
+
+def test_answers_at_the_edges():
+    """Carries through every digit, zero results, the largest products, a - a = 0 (never '-0')."""
+    rows = [[99999, 1], [0, 0], [999, 999], [1, 999], [12345, 12345], [10**29 - 1, 10**29 - 1]]
+    for task, fn in ARITH.items():
+        problems = with_answers(problems_from_ints(task, rows, 10))
+        assert _answer_ints(problems) == [fn(a, b) for a, b in rows]
+        assert "-0" not in problems.answer_text()
+
+
+@pytest.mark.parametrize("max_digits", [1, 4])
+def test_sort_answer_is_a_stable_python_sort(max_digits):
+    # max_digits=1 forces many equal values, so the tie order is exercised.
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=max_digits, base=10, min_items=2, max_items=7)
+    problems = sample(spec, 400, np.random.default_rng(3), split=None)
+    values = problems.operand_values()
+    for row, n, vals in zip(problems.answer, problems.answer_lengths, values, strict=True):
+        assert n == len(vals)
+        assert row[:n].tolist() == sorted(range(len(vals)), key=lambda i: vals[i])
+    labels = problems.answer_text()
+    assert labels[0] == "".join("abcdefg"[i] for i in sorted(range(len(values[0])), key=lambda i: values[0][i]))
+    assert any(len(set(v)) < len(v) for v in values)  # ties did occur
+
+
+def test_sort_with_hand_made_ties():
+    problems = with_answers(problems_from_ints("sort", [[5, 3, 5, 1], [7, 7]], 10))
+    assert problems.answer_text() == ["dbac", "ab"]
+
+
+# -- lengths and leading digits -----------------------------------------------------------------
+@pytest.mark.parametrize("task,base", [("add", 10), ("mul", 2), ("sub", 16), ("sort", 36)])
+def test_leading_digit_nonzero_and_lengths_as_drawn(task, base):
+    spec = ProblemSpec(task=task, min_digits=2, max_digits=9, base=base, min_items=2, max_items=6)
+    problems = sample(spec, 500, np.random.default_rng(11), split=None)
+    lengths = problems.lengths
+    present = lengths > 0
+    assert (lengths[present] >= 2).all() and (lengths[present] <= 9).all()
+    top = np.take_along_axis(problems.operands, np.maximum(lengths - 1, 0)[..., None], axis=2)[..., 0]
+    assert (top[present] != 0).all()
+    beyond = np.arange(problems.operands.shape[2])[None, None, :] >= lengths[..., None]
+    assert (problems.operands[beyond] == 0).all()
+    for row_values, row_lengths in zip(problems.operand_values(), lengths, strict=True):
+        assert [len(int_to_digits(v, base)) for v in row_values] == row_lengths[row_lengths > 0].tolist()
+
+
+def test_one_digit_operands_may_be_zero():
+    spec = ProblemSpec(task="add", min_digits=1, max_digits=1)
+    values = np.array(sample(spec, 2000, np.random.default_rng(0), split=None).operand_values())
+    assert set(np.unique(values)) == set(range(10))
+
+
+def _chi_square(counts: np.ndarray) -> float:
+    expected = counts.sum() / counts.size
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+@pytest.mark.parametrize("split", [None, "train"])
+def test_length_pairs_are_uniform(split):
+    spec = ProblemSpec(task="add", min_digits=1, max_digits=4)
+    problems = sample(spec, 16_000, np.random.default_rng(5), split=split)
+    counts = np.zeros((4, 4))
+    np.add.at(counts, (problems.lengths[:, 0] - 1, problems.lengths[:, 1] - 1), 1)
+    # 15 degrees of freedom: the 99.99th percentile is about 44. Sampling values uniformly
+    # (or lengths from values) would put ~90% of operands at 4 digits and score in the thousands.
+    assert _chi_square(counts) < 44, counts
+    # And the bound is tight enough that moving 30% of the (1,1) mass to (4,4) fails it.
+    tilted = counts.copy()
+    tilted[3, 3] *= 1.3
+    tilted[0, 0] *= 0.7
+    assert _chi_square(tilted) > 44
+
+
+def test_sort_item_counts_are_uniform():
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=3, min_items=2, max_items=6)
+    problems = sample(spec, 10_000, np.random.default_rng(2), split=None)
+    counts = np.bincount((problems.lengths > 0).sum(axis=1), minlength=7)[2:]
+    assert _chi_square(counts) < 25, counts  # 4 degrees of freedom
+
+
+# -- the split ----------------------------------------------------------------------------------
+def _all_small_additions() -> Problems:
+    return problems_from_ints("add", [[a, b] for a, b in itertools.product(range(100), repeat=2)], 10)
+
+
+def test_exhaustive_small_space_train_and_test_never_overlap():
+    everything = _all_small_additions()
+    is_test = split_of(everything)
+    test_keys = {tuple(k) for k, t in zip(everything.operand_values(), is_test, strict=True) if t}
+    assert 0.07 < len(test_keys) / len(everything) < 0.13
+
+    spec = ProblemSpec(task="add", min_digits=1, max_digits=2)
+    train = sample(spec, 5000, np.random.default_rng(0), split="train")
+    test = sample(spec, 1000, np.random.default_rng(1), split="test")
+    train_keys, sampled_test_keys = _keys(train), _keys(test)
+    assert not train_keys & test_keys
+    assert sampled_test_keys <= test_keys
+    assert not train_keys & sampled_test_keys
+    assert not split_of(train).any()
+    assert split_of(test).all()
+    # Lengths are uniform, so ~1/4 of the test draws are 1+1 digit problems: all ~10 of those show up.
+    one_digit = {k for k in test_keys if max(k) < 10}
+    assert one_digit and one_digit <= sampled_test_keys
+
+
+@pytest.mark.parametrize("task", ["add", "sub", "mul", "sort"])
+def test_sampled_splits_agree_with_split_of(task):
+    spec = ProblemSpec(task=task, min_digits=1, max_digits=6, min_items=2, max_items=4)
+    train = sample(spec, 2000, np.random.default_rng(0), split="train", test_fraction=0.25)
+    test = sample(spec, 500, np.random.default_rng(0), split="test", test_fraction=0.25)
+    assert not split_of(train, 0.25).any()
+    assert split_of(test, 0.25).all()
+    assert not _keys(train) & _keys(test)
+
+
+@pytest.mark.parametrize("task", ["add", "sub", "mul"])
+def test_split_is_the_same_in_base_10_and_base_16(task):
+    rows = [[a, b] for a, b in np.random.default_rng(4).integers(0, 10**6, size=(3000, 2)).tolist()]
+    rows += [[0, 0], [15, 16], [255, 1], [10**20, 3]]
+    decimal = problems_from_ints(task, rows, 10)
+    hexadecimal = problems_from_ints(task, rows, 16)
+    np.testing.assert_array_equal(problem_hash(decimal), problem_hash(hexadecimal))
+    np.testing.assert_array_equal(split_of(decimal), split_of(hexadecimal))
+    assert 0 < split_of(decimal).sum() < len(rows)
+    # Extra zero digit columns (a wider batch) do not change the hash either.
+    wide = Problems(task, 10, np.pad(decimal.operands, ((0, 0), (0, 0), (0, 7))), decimal.lengths)
+    np.testing.assert_array_equal(problem_hash(wide), problem_hash(decimal))
+
+
+def test_split_depends_on_the_task():
+    rows = [[a, b] for a, b in np.random.default_rng(9).integers(0, 1000, size=(2000, 2)).tolist()]
+    add, mul = split_of(problems_from_ints("add", rows, 10)), split_of(problems_from_ints("mul", rows, 10))
+    assert (add != mul).any()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG problems.problem_hash: absent sort item slots are mixed into the hash, so a sort problem's "
+    "split depends on how many item slots its batch has (spec.max_items, or the longest row of a parsed "
+    "batch), not only on its values; see the report"))
+def test_sort_split_does_not_depend_on_item_slots():
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=3, min_items=2, max_items=5)
+    sampled = sample(spec, 2000, np.random.default_rng(0), split=None)
+    reparsed = [split_of(problems_from_ints("sort", [v], 10))[0] for v in sampled.operand_values()]
+    np.testing.assert_array_equal(split_of(sampled), np.array(reparsed))
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.3])
+def test_test_fraction_is_roughly_respected(fraction):
+    spec = ProblemSpec(task="add", min_digits=1, max_digits=10)
+    problems = sample(spec, 20_000, np.random.default_rng(0), split=None)
+    assert abs(split_of(problems, fraction).mean() - fraction) < 0.015
+
+
+def test_bad_arguments_raise_format_errors():
+    with pytest.raises(FormatError, match="unknown task"):
+        ProblemSpec(task="div")
+    with pytest.raises(FormatError, match="digit range"):
+        ProblemSpec(min_digits=3, max_digits=2)
+    with pytest.raises(FormatError, match="base"):
+        ProblemSpec(base=37)
+    with pytest.raises(FormatError, match="unknown split"):
+        sample(ProblemSpec(), 5, np.random.default_rng(0), split="validation")
+    with pytest.raises(FormatError, match="unknown task"):
+        solve_digits("div", np.zeros((1, 2, 1), dtype=np.int8), np.ones((1, 2), dtype=np.int64), 10)

@@ -1,0 +1,142 @@
+"""The endless training stream: fixed-length rows, answer-only labels, per-rank data, train split only."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from hf_arith.formatting import EOS_TOKEN, PROMPT_END, NumberFormat, Problems, decode_answer, problems_from_ints
+from hf_arith.problems import ProblemSpec, split_of, with_answers
+from hf_arith.streaming import (
+    IGNORE_INDEX,
+    CurriculumState,
+    ProblemStream,
+    encode_examples,
+    stack_examples,
+    worst_case_length,
+)
+
+
+def take(stream, n: int) -> list[dict]:
+    return list(itertools.islice(iter(stream), n))
+
+
+def prompt_operands(row: dict, fmt: NumberFormat) -> list[int]:
+    """Read the operands back from a row's prompt tokens (any task)."""
+    vocab = fmt.vocab()
+    tokens = [vocab[i] for i in row["input_ids"][: int(row["attention_mask"].sum())]]
+    prompt = "".join(tokens[: tokens.index(PROMPT_END)])
+    if fmt.task == "sort":
+        numbers = [item.split(":")[1] for item in prompt.split(",")]
+    else:
+        numbers = prompt.split({"add": "+", "sub": "-", "mul": "*"}[fmt.task])
+    return [int(n[::-1] if fmt.reverse_operands else n, fmt.base) for n in numbers]
+
+
+@pytest.mark.parametrize("task,settings", [
+    ("add", dict()),
+    ("sub", dict(reverse_answer=False)),
+    ("mul", dict(end_token=False, operand_width=4, answer_width=8)),
+    ("sort", dict(reverse_operands=False)),
+    ("add", dict(base=16, end_token=False)),
+])
+def test_rows_are_fixed_length_with_answer_only_labels(task, settings):
+    spec = ProblemSpec(task=task, min_digits=1, max_digits=4, base=settings.get("base", 10), max_items=4)
+    fmt = NumberFormat(task=task, **settings)
+    stream = ProblemStream(spec, fmt, seed=3, chunk_size=64)
+    rows = take(stream, 150)  # spans three chunks
+    length = worst_case_length(spec, fmt)
+    assert stream.length == length
+    eq_id, eos_id = fmt.token_id(PROMPT_END), fmt.token_id(EOS_TOKEN)
+    vocab = fmt.vocab()
+    for row in rows:
+        assert set(row) == {"input_ids", "attention_mask", "labels"}
+        assert all(row[k].shape == (length,) and row[k].dtype == np.int64 for k in row)
+        n = int(row["attention_mask"].sum())
+        assert row["attention_mask"][:n].all() and not row["attention_mask"][n:].any()
+        answer_start = int(np.argmax(row["input_ids"] == eq_id)) + 1
+        labelled = row["labels"] != IGNORE_INDEX
+        expected = np.zeros(length, dtype=bool)
+        expected[answer_start:n] = True
+        np.testing.assert_array_equal(labelled, expected)
+        np.testing.assert_array_equal(row["labels"][labelled], row["input_ids"][labelled])
+        assert (row["labels"][labelled][-1] == eos_id) == fmt.end_token
+        assert eos_id not in row["labels"][labelled][:-1]
+        # The labelled tokens are the right answer to the prompt.
+        values = prompt_operands(row, fmt)
+        answer = decode_answer([vocab[i] for i in row["labels"][labelled]], fmt)
+        if task == "sort":
+            assert answer == "".join("abcd"[i] for i in sorted(range(len(values)), key=lambda i: values[i]))
+        else:
+            a, b = values
+            assert answer == str({"add": a + b, "sub": a - b, "mul": a * b}[task])
+
+
+def test_worst_case_length_is_reached():
+    spec, fmt = ProblemSpec(task="add", min_digits=3, max_digits=3), NumberFormat()
+    problems = problems_from_ints("add", [[999, 999]], 10)
+    input_ids, attention_mask, _ = encode_examples(with_answers(problems), fmt, worst_case_length(spec, fmt))
+    assert attention_mask.sum() == worst_case_length(spec, fmt) == len("999+999=1998") + 1
+    with pytest.raises(ValueError, match="exceed the fixed length"):
+        encode_examples(with_answers(problems), fmt, 5)
+
+
+def test_same_seed_and_rank_repeat_and_other_ranks_differ():
+    spec, fmt = ProblemSpec(task="add", min_digits=1, max_digits=8), NumberFormat()
+
+    def ids(**kw):
+        return np.stack([r["input_ids"] for r in take(ProblemStream(spec, fmt, chunk_size=50, **kw), 100)])
+
+    base = ids(seed=0, rank=0)
+    np.testing.assert_array_equal(base, ids(seed=0, rank=0))
+    other_rank, other_seed = ids(seed=0, rank=1), ids(seed=1, rank=0)
+    for other in (other_rank, other_seed):
+        same_rows = (base == other).all(axis=1)
+        assert same_rows.mean() < 0.05
+
+
+@pytest.mark.parametrize("task", ["add", "mul", "sort"])
+def test_streamed_problems_are_all_in_the_train_split(task):
+    spec = ProblemSpec(task=task, min_digits=1, max_digits=2, max_items=3)
+    fmt = NumberFormat(task=task)
+    rows = take(ProblemStream(spec, fmt, chunk_size=256, test_fraction=0.3), 600)
+    values = [prompt_operands(r, fmt) for r in rows]
+    # Rebuild each problem from its prompt alone (one item-slot count for sort, see test_problems).
+    k = spec.n_operands
+    operands = np.zeros((len(values), k, 4), dtype=np.int8)
+    lengths = np.zeros((len(values), k), dtype=np.int64)
+    for i, row in enumerate(values):
+        one = problems_from_ints(task, [row], 10)
+        operands[i, : one.operands.shape[1], : one.operands.shape[2]] = one.operands[0]
+        lengths[i, : one.lengths.shape[1]] = one.lengths[0]
+    rebuilt = Problems(task, 10, operands, lengths)
+    assert rebuilt.operand_values() == values
+    assert not split_of(rebuilt, 0.3).any()
+    # ... while ~30% of such problems are test problems, so the filter is doing the work.
+    everything = problems_from_ints("add", [[a, b] for a in range(100) for b in range(100)], 10)
+    assert 0.25 < split_of(everything, 0.3).mean() < 0.35
+
+
+def test_curriculum_state_moves_the_digit_range():
+    spec, fmt = ProblemSpec(task="add", min_digits=1, max_digits=5), NumberFormat()
+    state = CurriculumState(min_digits=1, max_digits=1)
+    it = iter(ProblemStream(spec, fmt, state=state, chunk_size=16))
+    first = [next(it) for _ in range(16)]
+    state.min_digits = state.max_digits = 5
+    later = [next(it) for _ in range(16)]
+    assert all(max(prompt_operands(r, fmt)) < 10 for r in first)
+    assert all(min(prompt_operands(r, fmt)) >= 10_000 for r in later)
+    assert len({r["input_ids"].shape for r in first + later}) == 1
+
+
+def test_dataloader_batches_with_stack_examples():
+    spec, fmt = ProblemSpec(task="sub", min_digits=1, max_digits=6), NumberFormat(task="sub")
+    loader = torch.utils.data.DataLoader(ProblemStream(spec, fmt, chunk_size=32), batch_size=8,
+                                         collate_fn=stack_examples)
+    batch = next(iter(loader))
+    assert set(batch) == {"input_ids", "attention_mask", "labels"}
+    for value in batch.values():
+        assert value.shape == (8, worst_case_length(spec, fmt)) and value.dtype == torch.int64

@@ -1,0 +1,93 @@
+"""Training: the Trainer learns on the stream, the curriculum and schedule behave, runs resume."""
+
+import json
+
+import pytest
+import torch
+
+from hf_arith.train_config import CurriculumPhase, RecipeError, load_recipe
+from hf_arith.training import CurriculumCallback, cosine_with_restart, train
+from hf_arith.streaming import CurriculumState
+
+# A small but not tiny model on unpadded 1-2 digit addition: ~98% held-out after 1,200 steps (~15 s).
+SMALL = [
+    "format.operand_width=0", "format.answer_width=0", "format.end_token=true", "data.max_digits=2",
+    "model.hidden_size=64", "model.head_dim=32", "model.num_key_value_heads=2", "model.intermediate_size=128",
+    "model.position_embedding=learned", "model.qk_norm=false",
+    "optim.batch_size=64", "optim.learning_rate=0.002", "optim.logging_steps=100",
+    "eval.verify=false", "eval.samples=400",
+]
+
+
+def test_training_learns_addition_measured_on_the_held_out_split(tmp_path):
+    summary = train(load_recipe("minimal-add10", SMALL + ["optim.steps=1200", "optim.save_steps=100000",
+                                                          f"output_dir={tmp_path}"]))
+    heldout = summary["heldout"]
+    assert heldout["n"] == 400
+    assert heldout["exact_match"] >= 0.9, heldout
+    saved = json.loads((tmp_path / "final" / "training_summary.json").read_text())
+    assert saved["heldout"]["exact_match"] == heldout["exact_match"]
+    assert (tmp_path / "final" / "model.safetensors").is_file()
+
+
+def test_resume_continues_from_the_last_checkpoint(tmp_path):
+    common = SMALL + ["optim.save_steps=10", "eval.samples=20", f"output_dir={tmp_path}"]
+    first = train(load_recipe("minimal-add10", common + ["optim.steps=20"]), evaluate=False)
+    assert first["steps"] == 20
+    assert (tmp_path / "checkpoint-20").is_dir()
+    resumed = train(load_recipe("minimal-add10", common + ["optim.steps=30"]), resume=True, evaluate=False)
+    assert resumed["steps"] == 30
+    state = json.loads((tmp_path / "checkpoint-30" / "trainer_state.json").read_text())
+    logged = [entry["step"] for entry in state["log_history"] if "loss" in entry]
+    assert state["global_step"] == 30 and logged == sorted(logged)
+
+
+def test_resume_without_a_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(RecipeError, match="no checkpoint"):
+        train(load_recipe("minimal-add10", SMALL + ["optim.steps=5", f"output_dir={tmp_path}"]), resume=True)
+
+
+def test_curriculum_phase_is_a_function_of_the_global_step():
+    state = CurriculumState(1, 10)
+    phases = [CurriculumPhase(until_step=100, max_digits=3), CurriculumPhase(until_step=300, max_digits=6)]
+    callback = CurriculumCallback(state, phases, (1, 10))
+    assert [callback.range_at(s) for s in (0, 99, 100, 299, 300, 10**6)] == [
+        (1, 3), (1, 3), (1, 6), (1, 6), (1, 10), (1, 10)]
+
+    class Step:
+        global_step = 150
+
+    callback.on_step_begin(None, Step(), None)
+    assert (state.min_digits, state.max_digits) == (1, 6)
+
+
+def test_cosine_schedule_restarts_at_the_second_phase():
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = cosine_with_restart(opt, total=100, warmup=10, restart_at=0.6, restart_scale=0.5)
+    factors = [sched.lr_lambdas[0](step) for step in range(100)]
+    assert factors[9] == pytest.approx(1.0)
+    assert factors[59] < 0.01  # first phase decays to ~0
+    assert factors[60] == pytest.approx(0.5)  # restart at half the peak
+    assert all(a >= b for a, b in zip(factors[60:], factors[61:]))
+
+
+@pytest.mark.parametrize("override, message", [
+    ("format.task=pow", "unknown task"),
+    ("data.max_digits=0", "min_digits"),
+    ("optim.learning_rate=fast", "must be a number"),
+    ("optim.stepz=5", "unknown key"),
+    ("model.hidden_size=-1", "hidden_size"),
+    ("data.curriculum=[{until_step: 5, max_digits: 3}, {until_step: 2, max_digits: 4}]", "must increase"),
+])
+def test_bad_recipes_fail_before_training_with_the_key_named(tmp_path, override, message):
+    with pytest.raises(RecipeError, match=message):
+        train(load_recipe("minimal-add10", [override, "optim.steps=1", f"output_dir={tmp_path}"]))
+
+
+def test_unknown_preset_and_malformed_yaml(tmp_path):
+    with pytest.raises(RecipeError, match="minimal-add10"):
+        load_recipe("no-such-preset")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("optim: {steps: 5\n")
+    with pytest.raises(RecipeError, match="malformed YAML"):
+        load_recipe(str(bad))
