@@ -182,6 +182,8 @@ def problems_from_ints(task: str, rows: list[list[int]], base: int) -> Problems:
     """Operand tuples (Python ints, any size) to a `Problems` batch without answers."""
     if not rows:
         raise FormatError("no problems given")
+    if any(v < 0 for row in rows for v in row):
+        raise FormatError("negative numbers are not supported")
     digit_rows = [[int_to_digits(v, base) for v in row] for row in rows]
     k = max(len(r) for r in rows)
     width = max(len(d) for r in digit_rows for d in r)
@@ -195,11 +197,12 @@ def problems_from_ints(task: str, rows: list[list[int]], base: int) -> Problems:
 
 
 # -- parsing what a user types ------------------------------------------------------------
-_NUMBER = re.compile(r"\d+")
-_SORT_ITEM = re.compile(r"([a-z]):(\d+)")
+_NUMBER = re.compile(r"[0-9]+")
+_SORT_ITEM = re.compile(r"([a-z]):([0-9]+)")
 
 
-def _check_number(text: str, token: str, problem: str) -> int:
+def _check_number(text: str, token: str, problem: str) -> str:
+    """A validated decimal operand, leading zeros dropped ('007' -> '7')."""
     if token == "":
         raise FormatError(f"{problem!r}: missing operand")
     if token.startswith("-"):
@@ -207,11 +210,11 @@ def _check_number(text: str, token: str, problem: str) -> int:
     if not _NUMBER.fullmatch(token):
         bad = next(c for c in token if not c.isdigit() or not c.isascii())
         raise FormatError(f"{problem!r}: {bad!r} is not a decimal digit")
-    return int(token)
+    return token.lstrip("0") or "0"
 
 
-def parse_problem(text: str, fmt: NumberFormat) -> list[int]:
-    """'123+456' -> [123, 456] (or the sort items), with one-line errors for anything else."""
+def parse_problem(text: str, fmt: NumberFormat) -> list[str]:
+    """'123+456' -> ['123', '456'] (or the sort items), with one-line errors for anything else."""
     if not isinstance(text, str):
         raise FormatError(f"a problem must be a string, got {type(text).__name__}")
     problem = text.strip().replace(" ", "")
@@ -219,6 +222,8 @@ def parse_problem(text: str, fmt: NumberFormat) -> list[int]:
         raise FormatError("empty problem")
     if fmt.task == "sort":
         items = problem.split(",")
+        if not 2 <= len(items) <= fmt.max_items:
+            raise FormatError(f"{problem!r}: this format sorts 2 to {fmt.max_items} items, got {len(items)}")
         values = []
         for i, item in enumerate(items):
             m = _SORT_ITEM.fullmatch(item)
@@ -244,9 +249,24 @@ def parse_problem(text: str, fmt: NumberFormat) -> list[int]:
     return [_check_number(problem, left, problem), _check_number(problem, right, problem)]
 
 
+def problems_from_decimal(task: str, rows: list[list[str]], base: int) -> Problems:
+    """Decimal operand strings to digit arrays; base 10 skips big-int conversion entirely."""
+    if base != 10:
+        return problems_from_ints(task, [[int(v) for v in row] for row in rows], base)
+    k = max(len(r) for r in rows)
+    width = max(len(v) for r in rows for v in r)
+    cells = [row[j] if j < len(row) else "" for row in rows for j in range(k)]
+    lengths = np.array([len(v) for v in cells], dtype=np.int64).reshape(len(rows), k)
+    text = "".join(v[::-1].ljust(width, "0") for v in cells)  # least significant digit first
+    digits = (np.frombuffer(text.encode("ascii"), dtype=np.uint8) - ord("0")).astype(np.int8)
+    return Problems(task, base, digits.reshape(len(rows), k, width), lengths)
+
+
 def parse_problems(texts: list[str], fmt: NumberFormat) -> Problems:
+    if isinstance(texts, str) or not len(texts):
+        raise FormatError("expected a non-empty list of problems")
     rows = [parse_problem(t, fmt) for t in texts]
-    problems = problems_from_ints(fmt.task, rows, fmt.base)
+    problems = problems_from_decimal(fmt.task, rows, fmt.base)
     check_fits(problems, fmt)
     return problems
 

@@ -159,7 +159,8 @@ def problem_hash(problems: Problems) -> np.ndarray:
     for j in range(k):
         present = (problems.lengths[:, j] > 0).astype(np.uint64)
         word = (fingerprints[0][:, j] << np.uint64(32)) | (fingerprints[1][:, j] << np.uint64(1)) | present
-        h = _splitmix64(h ^ word)
+        # Absent sort slots leave the hash alone, so 'a:3,b:5' hashes the same in any batch width.
+        h = np.where(present.astype(bool), _splitmix64(h ^ word), h)
     return h
 
 

@@ -9,7 +9,9 @@ sibling `formatting` module.
 
 from __future__ import annotations
 
+import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers.tokenization_utils_base import BatchEncoding, PaddingStrategy, TruncationStrategy
 from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
 from .formatting import EOS_TOKEN, PAD_TOKEN, FormatError, NumberFormat, decode_answer, parse_problems, render
@@ -80,9 +82,52 @@ class ArithTokenizer(TokenizersBackend):
         if not kwargs.get("is_split_into_words"):
             single = isinstance(text, str)
             texts = [text] if single else list(text)
+            if format_problems and self._can_encode_directly(kwargs):
+                return self._encode_problems(texts, single, **kwargs)
             if format_problems:
                 texts = self.format_problems(texts)
             else:
                 self._check_characters(texts)
             text = texts[0] if single else texts
         return super()._encode_plus(text, None, *args, **kwargs)
+
+    @staticmethod
+    def _can_encode_directly(kwargs) -> bool:
+        simple = not any(kwargs.get(k) for k in (
+            "return_overflowing_tokens", "return_special_tokens_mask", "return_offsets_mapping",
+            "return_length", "return_token_type_ids"))
+        truncation = kwargs.get("truncation_strategy", TruncationStrategy.DO_NOT_TRUNCATE)
+        return simple and truncation == TruncationStrategy.DO_NOT_TRUNCATE and kwargs.get("return_tensors") in (None, "pt", "np")
+
+    def _encode_problems(self, texts, single, padding_strategy=PaddingStrategy.DO_NOT_PAD, max_length=None,
+                         pad_to_multiple_of=None, padding_side=None, return_tensors=None,
+                         return_attention_mask=None, **_):
+        """Problems straight to ids through `render`: the same ids as tokenizing the formatted
+        strings, without the string round trip (10,000 prompts in milliseconds, not seconds)."""
+        ids, lengths, _ = render(parse_problems(texts, self.arith_format), self.arith_format, with_answer=False)
+        pad = padding_strategy != PaddingStrategy.DO_NOT_PAD
+        if not pad and return_tensors is not None and len(set(lengths.tolist())) > 1:
+            raise FormatError("problems of different lengths need padding=True to become one tensor")
+        width = int(lengths.max())
+        if padding_strategy == PaddingStrategy.MAX_LENGTH and max_length:
+            width = max(width, max_length)
+        if pad_to_multiple_of:
+            width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+        left = (padding_side or self.padding_side) == "left"
+        cols = np.arange(width)[None, :]
+        start = (width - lengths)[:, None] if left else np.zeros_like(lengths)[:, None]
+        mask = (cols >= start) & (cols < start + lengths[:, None])
+        input_ids = np.full((len(texts), width), self.pad_token_id, dtype=np.int64)
+        input_ids[mask] = ids[np.arange(ids.shape[1])[None, :] < lengths[:, None]]
+        data = {"input_ids": input_ids}
+        if return_attention_mask is not False:
+            data["attention_mask"] = mask.astype(np.int64)
+        if return_tensors == "pt":
+            import torch
+
+            data = {k: torch.from_numpy(v) for k, v in data.items()}
+        elif return_tensors is None:
+            data = {k: [row[m].tolist() if not pad else row.tolist() for row, m in zip(v, mask)] for k, v in data.items()}
+            if single:
+                data = {k: v[0] for k, v in data.items()}
+        return BatchEncoding(data)

@@ -187,10 +187,6 @@ def test_split_depends_on_the_task():
     assert (add != mul).any()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG problems.problem_hash: absent sort item slots are mixed into the hash, so a sort problem's "
-    "split depends on how many item slots its batch has (spec.max_items, or the longest row of a parsed "
-    "batch), not only on its values; see the report"))
 def test_sort_split_does_not_depend_on_item_slots():
     spec = ProblemSpec(task="sort", min_digits=1, max_digits=3, min_items=2, max_items=5)
     sampled = sample(spec, 2000, np.random.default_rng(0), split=None)

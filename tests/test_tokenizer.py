@@ -101,3 +101,26 @@ def test_malformed_format_is_rejected():
 def test_tokenizer_is_registered_for_every_family_config():
     from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING
     assert TOKENIZER_MAPPING[MinimalConfig] is ArithTokenizer
+
+
+@pytest.mark.parametrize("fmt", [
+    NumberFormat(operand_width=10, answer_width=11, end_token=False),
+    NumberFormat(base=16, reverse_operands=False),
+    NumberFormat(task="sort"),
+])
+@pytest.mark.parametrize("kwargs", [{}, {"padding": True, "return_tensors": "pt"},
+                                    {"padding": "max_length", "max_length": 64, "padding_side": "right"}])
+def test_direct_encoding_equals_the_tokenizers_backend_on_formatted_text(fmt, kwargs):
+    """tok(problems) renders ids directly; the backend tokenizing the formatted strings must agree."""
+    import numpy as np
+
+    from hf_arith.problems import ProblemSpec, sample
+
+    spec = ProblemSpec(task=fmt.task, base=fmt.base, max_digits=8, max_items=5)
+    problems = sample(spec, 50, np.random.default_rng(0), split=None).to_text()
+    tok = ArithTokenizer(number_format=fmt)
+    direct = tok(problems, **kwargs)
+    backend = tok(tok.format_problems(problems), format_problems=False, **kwargs)
+    for key in ("input_ids", "attention_mask"):
+        a, b = direct[key], backend[key]
+        assert (a.tolist() if hasattr(a, "tolist") else a) == (b.tolist() if hasattr(b, "tolist") else b)
