@@ -152,18 +152,14 @@ def check_digit_range(model, fmt, min_digits: int, max_digits: int) -> None:
 def cmd_train(args) -> int:
     from transformers.trainer_utils import get_last_checkpoint
 
-    from .formatting import NumberFormat
     from .train_config import load_recipe
-    from .training import train
+    from .training import problem_spec, recipe_format, train
 
     overrides = list(args.set or [])
     if args.threads is not None:
         overrides.append(f"optim.threads={args.threads}")
     recipe = load_recipe(args.recipe or DEFAULT_PRESET, overrides)
-    try:
-        fmt = NumberFormat.from_dict(recipe.format)
-    except ValueError as err:
-        raise RecipeError(f"format: {err}") from None
+    fmt = recipe_format(recipe)  # every recipe mistake is reported now, not after training
     output_dir = args.output_dir or recipe.output_dir
     out = Path(output_dir)
     if out.exists() and not out.is_dir():
@@ -174,22 +170,33 @@ def cmd_train(args) -> int:
             raise CLIError(f"--resume: no checkpoint-* folder in {output_dir} to resume from (train without --resume first)")
         print(f"Resuming from {last}")
     else:
-        out.mkdir(parents=True, exist_ok=True)  # a bad output path fails now, not after training
+        try:
+            out.mkdir(parents=True, exist_ok=True)  # a bad output path fails now, not after training
+        except OSError as err:
+            raise CLIError(f"--output-dir {output_dir}: cannot create it ({err.strerror or err})") from None
     d, o = recipe.data, recipe.optim
     print(f"Training {recipe.name}: {recipe.family} family, {describe_format(fmt)}, {d.min_digits}-{d.max_digits} "
           f"digits, {o.steps} steps of {o.batch_size} on {'GPU' if torch.cuda.is_available() else 'CPU'}; "
           f"output in {output_dir}", flush=True)
-    summary = train(recipe, output_dir=output_dir, resume=args.resume)
+    try:
+        summary = train(recipe, output_dir=output_dir, resume=args.resume)
+    except KeyboardInterrupt:
+        print(f"{PROG}: training interrupted; --resume continues from the last checkpoint-* in {output_dir}",
+              file=sys.stderr)
+        raise
     print()
     loss = summary.get("train_loss")
     seconds = summary.get("train_seconds")
     print(f"Trained {summary.get('steps')} steps"
           + (f" in {float(seconds):.1f} s" if seconds is not None else "")
-          + (f", final loss {loss:.4f}" if isinstance(loss, (int, float)) else "")
+          + (f", mean training loss {loss:.4f}" if isinstance(loss, (int, float)) else "")
           + f"; {summary['unique_params']} unique parameters")
     if "heldout" in summary:
+        # The same held-out draw as training's report (its default seed), for per-length counts.
+        _, _, lengths = heldout_problems(problem_spec(recipe, fmt), recipe.eval.samples,
+                                         test_fraction=recipe.data.test_fraction)
         print()
-        _print_report(summary["heldout"], lengths=None)
+        _print_report(summary["heldout"], lengths)
     verify = summary.get("verify")
     if verify:
         print()
@@ -256,18 +263,6 @@ def _print_verify(result: dict, name: str) -> None:
 def cmd_verify(args) -> int:
     _set_threads(args, default=1)
     model, tokenizer = load_checkpoint(args.model)
-    fmt = tokenizer.arith_format
-    if fmt.task != "add" or fmt.base != 10:
-        raise CLIError(
-            f"verify runs the tiny-adder protocol, which needs a 10-digit decimal addition model; "
-            f"{args.model} does {TASK_NAMES.get(fmt.task, fmt.task)} in base {fmt.base}"
-        )
-    if fmt.operand_width and fmt.operand_width < 10:
-        raise CLIError(f"verify needs 10-digit operands; {args.model} writes operands in {fmt.operand_width} digits")
-    context = _context(model)
-    need = worst_case_length(ProblemSpec(task="add", base=10, min_digits=1, max_digits=10), fmt)
-    if context and need > context:
-        raise CLIError(f"verify needs 10-digit operands ({need} positions); {args.model} has a context of {context}")
     _print_verify(verify_tiny_adder(model, tokenizer, seed=args.seed), name=args.model)
     return 0
 
@@ -277,7 +272,7 @@ def cmd_solve(args) -> int:
     _set_threads(args, default=1)
     model, tokenizer = load_checkpoint(args.model)
     answers = solve(model, tokenizer, list(args.problems))
-    for problem, answer in zip(args.problems, answers):
+    for problem, answer in zip(args.problems, answers, strict=True):
         shown = problem.strip().replace(" ", "")
         print(f"{shown} = {MALFORMED if answer is None else answer}")
     return 0
@@ -329,11 +324,11 @@ def cmd_data_export(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     # --threads is accepted before or after the subcommand (SUPPRESS keeps the top-level value).
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--threads", type=_positive_int, default=argparse.SUPPRESS,
+    common.add_argument("--threads", type=_positive_int, default=argparse.SUPPRESS, metavar="N",
+                        help="torch CPU threads (also accepted before the command)")
+    parser = _Parser(prog=PROG, description="Train, evaluate and use small transformers that do exact arithmetic.")
+    parser.add_argument("--threads", type=_positive_int, default=None, metavar="N",
                         help="torch CPU threads (default: 1 for eval/verify/solve, the recipe's optim.threads for train)")
-    parser = _Parser(prog=PROG, description="Train, evaluate and use small transformers that do exact arithmetic.",
-                     parents=[common])
-    parser.set_defaults(threads=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("train", parents=[common], help="train a model from a recipe (default: the minimal-add10 preset)",

@@ -8,6 +8,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from .formatting import TASK_NAMES, FormatError
 from .problems import ProblemSpec, sample
 from .solving import solve
 
@@ -58,8 +59,18 @@ def tiny_adder_cases(seed: int = 2025, n_random: int = 10_000) -> list[tuple[int
     return list(TINY_ADDER_EDGE_CASES) + pairs
 
 
+def is_tiny_adder_format(fmt) -> bool:
+    """Whether a number format can hold the tiny-adder protocol's problems (10-digit decimal sums)."""
+    return fmt.task == "add" and fmt.base == 10 and not 0 < fmt.operand_width < 10
+
+
 def verify_tiny_adder(model, tokenizer, seed: int = 2025, batch_size: int = 16384) -> dict:
     """The public tiny-adder protocol: 10 edge cases + 10,000 random pairs from random.Random(seed)."""
+    fmt = tokenizer.arith_format
+    if not is_tiny_adder_format(fmt):
+        raise FormatError(f"the tiny-adder protocol needs a model of 10-digit decimal addition; this one does "
+                          f"{TASK_NAMES[fmt.task]} in base {fmt.base}"
+                          + (f" with {fmt.operand_width}-digit operands" if fmt.operand_width else ""))
     cases = tiny_adder_cases(seed)
     texts = [f"{a}+{b}" for a, b in cases]
     start = time.perf_counter()

@@ -131,8 +131,8 @@ def load_checkpoint(name_or_path: str | Path):
         except (OSError, ValueError, TypeError, KeyError) as err:
             raise CheckpointError(f"{label}: cannot load the tokenizer (corrupt or incompatible files): {_one_line(err)}") from None
         except Exception as err:
-            if type(err).__module__.split(".")[0] not in ("tokenizers", "builtins"):
-                raise
+            if type(err) is not Exception and not type(err).__module__.startswith("tokenizers"):
+                raise  # a bug, not a damaged file
             raise CheckpointError(f"{label}: cannot load the tokenizer (corrupt tokenizer.json?): {_one_line(err)}") from None
         if not hasattr(tokenizer, "arith_format"):
             raise CheckpointError(f"{label}: incompatible checkpoint: {type(tokenizer).__name__} is not an hf_arith tokenizer")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from .decoding import greedy_decode
 from .formatting import FormatError, parse_problems
 

@@ -183,7 +183,9 @@ def load_recipe(name_or_path: str | None = None, overrides: list[str] | None = N
             raise RecipeError(f"no preset or file named {name_or_path!r}; presets: {', '.join(list_presets())}")
         path = preset
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise RecipeError(f"{path}: not a UTF-8 text file, so not a YAML recipe") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

@@ -7,6 +7,7 @@ with an optional restarted second phase.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -16,9 +17,9 @@ import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
-from .evaluation import evaluate_model, verify_tiny_adder
+from .evaluation import evaluate_model, is_tiny_adder_format, verify_tiny_adder
 from .families import family_classes
-from .formatting import NumberFormat
+from .formatting import TASK_NAMES, NumberFormat
 from .problems import ProblemSpec
 from .streaming import CurriculumState, ProblemStream, stack_examples, worst_case_length
 from .tokenization_arith import ArithTokenizer
@@ -33,6 +34,30 @@ def problem_spec(recipe: Recipe, fmt: NumberFormat) -> ProblemSpec:
 
 def build_tokenizer(fmt: NumberFormat, context: int) -> ArithTokenizer:
     return ArithTokenizer(number_format=fmt, model_max_length=context)
+
+
+def recipe_format(recipe: Recipe) -> NumberFormat:
+    """The recipe's number format, checked against its data and eval sections before any training."""
+    try:
+        fmt = NumberFormat.from_dict(recipe.format)
+    except ValueError as err:
+        raise RecipeError(f"format: {err}") from None
+    if fmt.operand_width and recipe.data.max_digits > fmt.operand_width:
+        raise RecipeError(f"data.max_digits {recipe.data.max_digits} exceeds format.operand_width {fmt.operand_width}")
+    if recipe.eval.verify and not is_tiny_adder_format(fmt):
+        raise RecipeError(f"eval.verify: the tiny-adder protocol needs 10-digit decimal addition, but this recipe "
+                          f"trains {TASK_NAMES[fmt.task]} in base {fmt.base}; set eval.verify=false")
+    try:
+        config_cls, _ = family_classes(recipe.family)
+    except ValueError as err:
+        raise RecipeError(f"family: {err}") from None
+    # A config stores unknown keyword arguments silently, so a misspelt key would train the default.
+    known = {n for n, p in inspect.signature(config_cls.__init__).parameters.items()
+             if n != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    unknown = sorted(set(recipe.model) - known - {"attn_implementation", "dtype"})
+    if unknown:
+        raise RecipeError(f"unknown key(s) {unknown} in model for the {recipe.family!r} family; known: {sorted(known)}")
+    return fmt
 
 
 def build_model(recipe: Recipe, tokenizer: ArithTokenizer, context: int):
@@ -128,11 +153,8 @@ def training_arguments(recipe: Recipe, output_dir: str) -> TrainingArguments:
 def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, evaluate: bool = True) -> dict:
     """Train a model from a recipe; returns a summary with the held-out report."""
     output_dir = output_dir or recipe.output_dir
+    fmt = recipe_format(recipe)
     torch.set_num_threads(recipe.optim.threads)
-    try:
-        fmt = NumberFormat.from_dict(recipe.format)
-    except ValueError as err:
-        raise RecipeError(f"format: {err}") from None
     spec = problem_spec(recipe, fmt)
     context = worst_case_length(spec, fmt)
     tokenizer = build_tokenizer(fmt, context)
@@ -161,6 +183,9 @@ def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, e
     final_dir = Path(output_dir) / "final"
     trainer.save_model(str(final_dir))
     tokenizer.save_pretrained(str(final_dir))
+    # The final folder is a publishable checkpoint: safetensors only. Trainer.save_model also
+    # pickles the TrainingArguments (training_args.bin); checkpoint-* folders keep theirs for --resume.
+    (final_dir / "training_args.bin").unlink(missing_ok=True)
     summary = {
         "name": recipe.name, "output": str(final_dir), "steps": result.global_step,
         "train_seconds": result.metrics.get("train_runtime"), "train_loss": result.training_loss,

@@ -124,3 +124,14 @@ def test_direct_encoding_equals_the_tokenizers_backend_on_formatted_text(fmt, kw
     for key in ("input_ids", "attention_mask"):
         a, b = direct[key], backend[key]
         assert (a.tolist() if hasattr(a, "tolist") else a) == (b.tolist() if hasattr(b, "tolist") else b)
+
+
+def test_a_saved_tokenizer_without_its_format_is_refused(tmp_path):
+    import json
+
+    ArithTokenizer(number_format=NumberFormat(operand_width=10)).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    del config["number_format"]
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(FormatError, match="no number_format"):
+        ArithTokenizer.from_pretrained(tmp_path)

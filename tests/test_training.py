@@ -5,9 +5,9 @@ import json
 import pytest
 import torch
 
+from hf_arith.streaming import CurriculumState
 from hf_arith.train_config import CurriculumPhase, RecipeError, load_recipe
 from hf_arith.training import CurriculumCallback, cosine_with_restart, train
-from hf_arith.streaming import CurriculumState
 
 # A small but not tiny model on unpadded 1-2 digit addition: ~98% held-out after 1,200 steps (~15 s).
 SMALL = [
@@ -91,3 +91,9 @@ def test_unknown_preset_and_malformed_yaml(tmp_path):
     bad.write_text("optim: {steps: 5\n")
     with pytest.raises(RecipeError, match="malformed YAML"):
         load_recipe(str(bad))
+
+
+def test_misspelt_model_key_is_refused_before_training(tmp_path):
+    with pytest.raises(RecipeError, match="hiden_size"):
+        train(load_recipe("minimal-add10", ["model.hiden_size=8", f"output_dir={tmp_path}"]))
+    assert not (tmp_path / "final").exists()

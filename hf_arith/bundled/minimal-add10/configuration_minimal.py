@@ -1,0 +1,135 @@
+"""Configuration for the minimal family: tiny decoder-only adders.
+
+The tricks of the tiny-adder literature are flags here, not forks of the model. Shipped as Hub
+remote code: imports only transformers.
+"""
+
+from transformers import PreTrainedConfig
+
+_CHOICES = {
+    "mlp_type": ("gated", "plain"),
+    "norm_type": ("rmsnorm", "layernorm", "none"),
+    "position_embedding": ("rope", "learned", "none"),
+    "digit_embedding": ("learned", "circular_arc"),
+    "hidden_act": ("relu", "gelu", "silu", "tanh"),
+}
+
+
+class MinimalConfig(PreTrainedConfig):
+    r"""
+    Args:
+        vocab_size: tokens in the tokenizer (digits first, so ids `0..num_digit_tokens-1` are digits).
+        hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim,
+        intermediate_size: the usual shape knobs (`num_key_value_heads < num_attention_heads` is GQA).
+        mlp_type: "gated" (SwiGLU-style, three matrices) or "plain" (up, act, down).
+        norm_type: "rmsnorm", "layernorm" or "none"; `qk_norm` normalises queries and keys per
+            head; `final_norm` adds a norm before the output head.
+        position_embedding: "rope" (with `rope_theta`; a small theta such as 3 separates the ~35
+            positions of a 10-digit sum), "learned" (counted parameters) or "none".
+        tie_kv: keys and values share one projection (K = V).
+        tie_qo: the output projection is the transpose of the query projection (O = Q^T).
+        projection_rank: factorise every projection as two matrices of this rank (0 = full rank).
+        digit_embedding: "learned" or "circular_arc": digit d embeds as r*(cos(a + d*s), sin(a + d*s))
+            in the first two dimensions, three parameters for all digits.
+        tie_word_embeddings: the output head reuses the embedding table.
+    """
+
+    model_type = "hf_arith_minimal"
+    keys_to_ignore_at_inference = ["past_key_values"]
+
+    def __init__(
+        self,
+        vocab_size: int = 14,
+        hidden_size: int = 4,
+        num_hidden_layers: int = 1,
+        num_attention_heads: int = 2,
+        num_key_value_heads: int = 1,
+        head_dim: int = 4,
+        intermediate_size: int = 6,
+        hidden_act: str = "silu",
+        mlp_type: str = "gated",
+        mlp_bias: bool = False,
+        attention_bias: bool = False,
+        norm_type: str = "rmsnorm",
+        qk_norm: bool = True,
+        final_norm: bool = True,
+        norm_eps: float = 1e-6,
+        position_embedding: str = "rope",
+        rope_theta: float = 3.0,
+        max_position_embeddings: int = 64,
+        tie_kv: bool = False,
+        tie_qo: bool = False,
+        projection_rank: int = 0,
+        digit_embedding: str = "learned",
+        num_digit_tokens: int = 10,
+        initializer_range: float = 0.02,
+        tie_word_embeddings: bool = True,
+        pad_token_id: int | None = None,
+        eos_token_id: int | None = None,
+        bos_token_id: int | None = None,
+        **kwargs,
+    ):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.num_key_value_heads = num_key_value_heads
+        self.head_dim = head_dim
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.mlp_type = mlp_type
+        self.mlp_bias = mlp_bias
+        self.attention_bias = attention_bias
+        self.norm_type = norm_type
+        self.qk_norm = qk_norm
+        self.final_norm = final_norm
+        self.norm_eps = norm_eps
+        self.position_embedding = position_embedding
+        self.rope_theta = rope_theta
+        self.max_position_embeddings = max_position_embeddings
+        self.tie_kv = tie_kv
+        self.tie_qo = tie_qo
+        self.projection_rank = projection_rank
+        self.digit_embedding = digit_embedding
+        self.num_digit_tokens = num_digit_tokens
+        self.initializer_range = initializer_range
+        self._validate()
+        super().__init__(
+            tie_word_embeddings=tie_word_embeddings,
+            pad_token_id=pad_token_id,
+            eos_token_id=eos_token_id,
+            bos_token_id=bos_token_id,
+            **kwargs,
+        )
+
+    def _validate(self):
+        """Reject malformed configs with one line that names the field, before torch sees them."""
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "num_key_value_heads", "head_dim", "intermediate_size", "max_position_embeddings"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"MinimalConfig.{name} must be a positive integer, got {value!r}")
+        for name, allowed in _CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"MinimalConfig.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"MinimalConfig.num_attention_heads ({self.num_attention_heads}) must be a multiple of "
+                f"num_key_value_heads ({self.num_key_value_heads})"
+            )
+        if self.position_embedding == "rope" and (self.head_dim % 2 or self.rope_theta <= 0):
+            raise ValueError("MinimalConfig: rope needs an even head_dim and rope_theta > 0")
+        if self.tie_kv and self.num_key_value_heads * self.head_dim < 1:
+            raise ValueError("MinimalConfig.tie_kv needs key/value projections")
+        if self.tie_qo and self.attention_bias:
+            raise ValueError("MinimalConfig.tie_qo (O = Q^T) needs attention_bias=False")
+        if not isinstance(self.projection_rank, int) or self.projection_rank < 0:
+            raise ValueError(f"MinimalConfig.projection_rank must be >= 0, got {self.projection_rank!r}")
+        if self.digit_embedding == "circular_arc":
+            if self.hidden_size < 2:
+                raise ValueError("MinimalConfig.digit_embedding='circular_arc' needs hidden_size >= 2")
+            if not 2 <= self.num_digit_tokens <= self.vocab_size:
+                raise ValueError("MinimalConfig.num_digit_tokens must be between 2 and vocab_size")
+
+
+__all__ = ["MinimalConfig"]

@@ -1,0 +1,362 @@
+"""The minimal family: a tiny decoder-only transformer for exact 10-digit addition.
+
+Layout follows transformers' own model files (attention chosen through
+ALL_ATTENTION_FUNCTIONS, `Cache` objects, `GenerationMixin`, `CausalLMOutputWithPast`).
+Shipped as Hub remote code: imports only torch, transformers and the sibling config file.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.masking_utils import create_causal_mask
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .configuration_minimal import MinimalConfig
+
+
+class Projection(nn.Module):
+    """A linear map, optionally factorised as two rank-r matrices (`projection_rank`).
+
+    `transposed` applies the transpose, which is how O = Q^T reuses the query weights.
+    """
+
+    def __init__(self, in_features: int, out_features: int, rank: int, bias: bool):
+        super().__init__()
+        self.low_rank = 0 < rank < min(in_features, out_features)
+        if self.low_rank:
+            self.down = nn.Parameter(torch.empty(rank, in_features))
+            self.up = nn.Parameter(torch.empty(out_features, rank))
+        else:
+            self.weight = nn.Parameter(torch.empty(out_features, in_features))
+        self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
+
+    def forward(self, x):
+        if self.low_rank:
+            return F.linear(F.linear(x, self.down), self.up, self.bias)
+        return F.linear(x, self.weight, self.bias)
+
+    def transposed(self, x):
+        if self.low_rank:
+            return F.linear(F.linear(x, self.up.t()), self.down.t())
+        return F.linear(x, self.weight.t())
+
+
+class Norm(nn.Module):
+    """RMSNorm, LayerNorm or identity, chosen by `norm_type`."""
+
+    def __init__(self, dim: int, kind: str, eps: float):
+        super().__init__()
+        self.kind, self.eps = kind, eps
+        self.weight = nn.Parameter(torch.ones(dim)) if kind != "none" else None
+        self.bias = nn.Parameter(torch.zeros(dim)) if kind == "layernorm" else None
+
+    def forward(self, x):
+        if self.kind == "rmsnorm":
+            dtype = x.dtype
+            x = x.float()
+            x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+            return self.weight * x.to(dtype)
+        if self.kind == "layernorm":
+            return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)
+        return x
+
+
+class TokenEmbedding(nn.Module):
+    """Token table; with `circular_arc`, digit rows are points on an arc (three parameters)."""
+
+    def __init__(self, config: MinimalConfig):
+        super().__init__()
+        self.arc = config.digit_embedding == "circular_arc"
+        self.num_digits = config.num_digit_tokens if self.arc else 0
+        self.hidden_size = config.hidden_size
+        self.weight = nn.Parameter(torch.empty(config.vocab_size - self.num_digits, config.hidden_size))
+        if self.arc:
+            self.arc_params = nn.Parameter(self.default_arc())
+
+    def default_arc(self) -> torch.Tensor:
+        """radius, start angle, angle step: the digits spread over most of a circle."""
+        return torch.tensor([1.0, 0.0, 2 * math.pi / (self.num_digits + 1)])
+
+    def table(self) -> torch.Tensor:
+        if not self.arc:
+            return self.weight
+        radius, start, step = self.arc_params
+        angles = start + step * torch.arange(self.num_digits, device=self.weight.device, dtype=self.weight.dtype)
+        digits = torch.stack([radius * angles.cos(), radius * angles.sin()], dim=-1)
+        digits = F.pad(digits, (0, self.hidden_size - 2))
+        return torch.cat([digits, self.weight], dim=0)
+
+    def forward(self, input_ids):
+        return F.embedding(input_ids, self.table())
+
+
+class RotaryEmbedding(nn.Module):
+    def __init__(self, config: MinimalConfig):
+        super().__init__()
+        self.dim, self.theta = config.head_dim, config.rope_theta
+        self.register_buffer("inv_freq", self.compute_inv_freq(), persistent=False)
+
+    def compute_inv_freq(self) -> torch.Tensor:
+        return 1.0 / (self.theta ** (torch.arange(0, self.dim, 2, dtype=torch.float) / self.dim))
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        freqs = position_ids[..., None].float() * self.inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin):
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def repeat_kv(hidden_states: torch.Tensor, n_rep: int) -> torch.Tensor:
+    if n_rep == 1:
+        return hidden_states
+    batch, heads, length, dim = hidden_states.shape
+    hidden_states = hidden_states[:, :, None].expand(batch, heads, n_rep, length, dim)
+    return hidden_states.reshape(batch, heads * n_rep, length, dim)
+
+
+def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    key = repeat_kv(key, module.num_key_value_groups)
+    value = repeat_kv(value, module.num_key_value_groups)
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    else:  # no mask from the builder means plain causal attention
+        q_len, k_len = scores.shape[-2:]
+        causal = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).tril(k_len - q_len)
+        scores = scores.masked_fill(~causal, torch.finfo(scores.dtype).min)
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    return output, weights
+
+
+class MinimalAttention(nn.Module):
+    def __init__(self, config: MinimalConfig, layer_idx: int):
+        super().__init__()
+        self.config, self.layer_idx = config, layer_idx
+        self.head_dim = config.head_dim
+        self.num_heads, self.num_kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.num_key_value_groups = self.num_heads // self.num_kv_heads
+        self.scaling = self.head_dim**-0.5
+        self.is_causal = True
+        rank, bias, d = config.projection_rank, config.attention_bias, config.hidden_size
+        self.q_proj = Projection(d, self.num_heads * self.head_dim, rank, bias)
+        self.k_proj = Projection(d, self.num_kv_heads * self.head_dim, rank, bias)
+        # K = V and O = Q^T share weights instead of holding copies, so parameters() stays unique.
+        self.v_proj = None if config.tie_kv else Projection(d, self.num_kv_heads * self.head_dim, rank, bias)
+        self.o_proj = None if config.tie_qo else Projection(self.num_heads * self.head_dim, d, rank, bias)
+        self.q_norm = Norm(self.head_dim, config.norm_type, config.norm_eps) if config.qk_norm else None
+        self.k_norm = Norm(self.head_dim, config.norm_type, config.norm_eps) if config.qk_norm else None
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, **kwargs):
+        batch, length, _ = hidden_states.shape
+        q = self.q_proj(hidden_states).view(batch, length, self.num_heads, self.head_dim)
+        k_flat = self.k_proj(hidden_states)
+        v_flat = k_flat if self.v_proj is None else self.v_proj(hidden_states)
+        k = k_flat.view(batch, length, self.num_kv_heads, self.head_dim)
+        v = v_flat.view(batch, length, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        if position_embeddings is not None:
+            q, k = apply_rotary_pos_emb(q, k, *position_embeddings)
+        if past_key_values is not None:
+            k, v = past_key_values.update(k, v, self.layer_idx)
+
+        attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        output, weights = attention_interface(self, q, k, v, attention_mask, scaling=self.scaling, dropout=0.0, **kwargs)
+        output = output.reshape(batch, length, -1)
+        output = self.q_proj.transposed(output) if self.o_proj is None else self.o_proj(output)
+        return output, weights
+
+
+class MinimalMLP(nn.Module):
+    def __init__(self, config: MinimalConfig):
+        super().__init__()
+        d, f, rank, bias = config.hidden_size, config.intermediate_size, config.projection_rank, config.mlp_bias
+        self.gate_proj = Projection(d, f, rank, bias) if config.mlp_type == "gated" else None
+        self.up_proj = Projection(d, f, rank, bias)
+        self.down_proj = Projection(f, d, rank, bias)
+        self.act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, x):
+        if self.gate_proj is None:
+            return self.down_proj(self.act_fn(self.up_proj(x)))
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class MinimalDecoderLayer(nn.Module):
+    def __init__(self, config: MinimalConfig, layer_idx: int):
+        super().__init__()
+        self.input_layernorm = Norm(config.hidden_size, config.norm_type, config.norm_eps)
+        self.self_attn = MinimalAttention(config, layer_idx)
+        self.post_attention_layernorm = Norm(config.hidden_size, config.norm_type, config.norm_eps)
+        self.mlp = MinimalMLP(config)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, **kwargs):
+        attn_out, weights = self.self_attn(
+            self.input_layernorm(hidden_states), position_embeddings, attention_mask, past_key_values, **kwargs
+        )
+        hidden_states = hidden_states + attn_out
+        hidden_states = hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
+        return hidden_states, weights
+
+
+class MinimalPreTrainedModel(PreTrainedModel):
+    config: MinimalConfig
+    config_class = MinimalConfig
+    base_model_prefix = "model"
+    _no_split_modules = ["MinimalDecoderLayer"]
+    _supports_sdpa = True
+    _supports_flash_attn = False
+    _supports_attention_backend = True
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        # Explicit small init: with PyTorch defaults the tied tiny models learned nothing.
+        # transformers.initialization skips tensors that were loaded from a checkpoint.
+        std = self.config.initializer_range
+        if isinstance(module, Projection):
+            for p in (module.down, module.up) if module.low_rank else (module.weight,):
+                init.normal_(p, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, TokenEmbedding):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.arc:
+                init.copy_(module.arc_params, module.default_arc())
+        elif isinstance(module, Norm) and module.weight is not None:
+            init.ones_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, RotaryEmbedding):
+            # A non-persistent buffer is not in the checkpoint: from_pretrained leaves it
+            # uninitialised unless it is recomputed here.
+            init.copy_(module.inv_freq, module.compute_inv_freq())
+        elif isinstance(module, (nn.Embedding, nn.Linear)):
+            init.normal_(module.weight, mean=0.0, std=std)
+
+
+def positions_from_mask(attention_mask, length: int, past_length: int, device):
+    """Position ids for the last `length` tokens: counted over real tokens so left padding is skipped."""
+    if attention_mask is None:
+        return torch.arange(past_length, past_length + length, device=device).unsqueeze(0)
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -length:]
+
+
+class MinimalModel(MinimalPreTrainedModel):
+    def __init__(self, config: MinimalConfig):
+        super().__init__(config)
+        self.embed_tokens = TokenEmbedding(config)
+        self.embed_positions = (
+            nn.Embedding(config.max_position_embeddings, config.hidden_size)
+            if config.position_embedding == "learned" else None
+        )
+        self.rotary_emb = RotaryEmbedding(config) if config.position_embedding == "rope" else None
+        self.layers = nn.ModuleList([MinimalDecoderLayer(config, i) for i in range(config.num_hidden_layers)])
+        self.norm = Norm(config.hidden_size, config.norm_type, config.norm_eps) if config.final_norm else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embed_tokens
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                inputs_embeds=None, use_cache=None, output_attentions=False, **kwargs) -> BaseModelOutputWithPast:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds")
+        if inputs_embeds is None:
+            if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
+                raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}); got ids outside it")
+            inputs_embeds = self.embed_tokens(input_ids)
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache()
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        length = inputs_embeds.shape[1]
+        if past_length + length > self.config.max_position_embeddings:
+            raise ValueError(
+                f"sequence of {past_length + length} tokens is longer than this model's context "
+                f"({self.config.max_position_embeddings} positions)"
+            )
+        if position_ids is None:
+            position_ids = positions_from_mask(attention_mask, length, past_length, inputs_embeds.device)
+        hidden_states = inputs_embeds
+        if self.embed_positions is not None:
+            hidden_states = hidden_states + self.embed_positions(position_ids)
+        rope = self.rotary_emb(hidden_states, position_ids) if self.rotary_emb is not None else None
+
+        # The mask builder gets no position ids: it would read resets as packed sequences.
+        mask = create_causal_mask(
+            config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
+            past_key_values=past_key_values, position_ids=None,
+        )
+        attentions = []
+        for layer in self.layers:
+            hidden_states, weights = layer(hidden_states, rope, mask, past_key_values, **kwargs)
+            if output_attentions:
+                attentions.append(weights)
+        if self.norm is not None:
+            hidden_states = self.norm(hidden_states)
+        return BaseModelOutputWithPast(
+            last_hidden_state=hidden_states,
+            past_key_values=past_key_values if use_cache else None,
+            attentions=tuple(attentions) if output_attentions else None,
+        )
+
+
+class MinimalForCausalLM(MinimalPreTrainedModel, GenerationMixin):
+    def __init__(self, config: MinimalConfig):
+        super().__init__(config)
+        self.model = MinimalModel(config)
+        # Tied heads read the embedding table directly (it may be computed, e.g. a circular arc).
+        self.lm_head = None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.model.embed_tokens
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values: Cache | None = None,
+                inputs_embeds=None, labels=None, use_cache=None, logits_to_keep=0, output_attentions=False,
+                **kwargs) -> CausalLMOutputWithPast:
+        outputs = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+            past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache,
+            output_attentions=output_attentions, **kwargs,
+        )
+        hidden = outputs.last_hidden_state
+        if logits_to_keep:
+            hidden = hidden[:, -logits_to_keep:]
+        weight = self.model.embed_tokens.table() if self.lm_head is None else self.lm_head.weight
+        logits = F.linear(hidden, weight)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        return CausalLMOutputWithPast(
+            loss=loss, logits=logits, past_key_values=outputs.past_key_values, attentions=outputs.attentions
+        )
+
+
+__all__ = ["MinimalForCausalLM", "MinimalModel", "MinimalPreTrainedModel"]

@@ -1,0 +1,254 @@
+"""The `hf-arith` command line: what each subcommand prints, run in-process through `main`.
+
+The checkpoints here are trained for a few steps only, so the tests check the structure of the
+output, never accuracy. They work the same once the real bundled `minimal-add10` is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+import hf_arith.bundled
+from hf_arith.bundled import bundled_models
+from hf_arith.cli import main
+from hf_arith.loading import CheckpointError, load_checkpoint
+from hf_arith.train_config import load_recipe
+from hf_arith.training import train
+
+ANSWER_LINE = re.compile(r"^(\S+) = (\d+|<malformed>)$")
+
+
+def tiny_checkpoint(tmp_path_factory, name: str, overrides: list[str]):
+    """A few-step checkpoint of the minimal-add10 preset (shared by the test modules of a session)."""
+    root = tmp_path_factory.getbasetemp() / f"tiny-{name}"
+    final = root / "final"
+    if not (final / "config.json").is_file():
+        base = ["optim.steps=5", "eval.samples=20", "eval.verify=false", "optim.save_steps=1000"]
+        train(load_recipe("minimal-add10", [*base, *overrides, f"output_dir={root}"]))
+    return final
+
+
+@pytest.fixture(scope="session")
+def add10(tmp_path_factory):
+    return tiny_checkpoint(tmp_path_factory, "add10", [])
+
+
+@pytest.fixture
+def bundled_add10(add10, tmp_path, monkeypatch):
+    """The name `minimal-add10` resolves: the real bundled model, or the tiny one standing in for it."""
+    if "minimal-add10" not in bundled_models():
+        fake = tmp_path / "bundled"
+        shutil.copytree(add10, fake / "minimal-add10")
+        monkeypatch.setattr(hf_arith.bundled, "BUNDLED_DIR", fake)
+    return "minimal-add10"
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- solve ----------------------------------------------------------------------------------
+def test_solve_prints_one_answer_per_line(add10, capsys):
+    code, out, err = run(capsys, "solve", "1234567890+9876543210", " 0 + 0 ", "9999999999+1", "--model", add10)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 3
+    matches = [ANSWER_LINE.match(line) for line in lines]
+    assert all(matches), lines
+    assert [m.group(1) for m in matches] == ["1234567890+9876543210", "0+0", "9999999999+1"]
+
+
+def test_solve_defaults_to_the_bundled_minimal_add10(bundled_add10, capsys):
+    code, out, err = run(capsys, "solve", "1234567890+9876543210")
+    assert code == 0, err
+    assert ANSWER_LINE.match(out.strip())
+    assert out.startswith("1234567890+9876543210 = ")
+
+
+def test_solve_marks_malformed_answers(add10, capsys, monkeypatch):
+    import hf_arith.cli as cli
+
+    monkeypatch.setattr(cli, "solve", lambda model, tok, problems: [None, "3"])
+    code, out, _ = run(capsys, "solve", "1+1", "1+2", "--model", add10)
+    assert code == 0
+    assert out.splitlines() == ["1+1 = <malformed>", "1+2 = 3"]
+
+
+def test_threads_default_to_one_and_follow_the_option(add10, capsys, monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    assert run(capsys, "solve", "1+2", "--model", add10)[0] == 0
+    assert run(capsys, "--threads", "2", "solve", "1+2", "--model", add10)[0] == 0
+    assert run(capsys, "solve", "1+2", "--model", add10, "--threads", "3")[0] == 0
+    assert calls == [1, 2, 3]
+
+
+# -- eval -----------------------------------------------------------------------------------
+def test_eval_prints_a_table_per_operand_length_and_writes_json(add10, tmp_path, capsys):
+    report = tmp_path / "report.json"
+    code, out, err = run(capsys, "eval", add10, "--samples", 300, "--json", report)
+    assert code == 0, err
+    assert "addition, base 10" in out and "1-10 digits" in out
+    assert re.search(r"Held-out exact match: \d+\.\d\d% of 300 problems", out)
+    rows = re.findall(r"^\s+(\d+)\s+(\d+\.\d\d)%\s+(\d+)$", out, flags=re.M)
+    assert [int(r[0]) for r in rows] == list(range(1, 11))
+    assert sum(int(r[2]) for r in rows) == 300
+    data = json.loads(report.read_text())
+    assert data["n"] == 300 and data["task"] == "add" and data["base"] == 10
+    assert 0.0 <= data["exact_match"] <= 1.0 and 0.0 <= data["malformed"] <= 1.0
+    assert sorted(int(k) for k in data["by_max_operand_length"]) == list(range(1, 11))
+
+
+def test_eval_digit_range_and_seed(add10, capsys):
+    code, out, err = run(capsys, "eval", add10, "--samples", 50, "--min-digits", 3, "--max-digits", 4, "--seed", 7)
+    assert code == 0, err
+    assert "3-4 digits" in out and "seed 7" in out
+    rows = re.findall(r"^\s+(\d+)\s+\d+\.\d\d%\s+\d+$", out, flags=re.M)
+    assert {int(r) for r in rows} <= {3, 4}
+
+
+# -- verify ---------------------------------------------------------------------------------
+def test_verify_prints_the_tiny_adder_protocol(add10, capsys):
+    code, out, err = run(capsys, "verify", add10)
+    assert code == 0, err
+    assert "seed 2025" in out
+    assert re.search(r"accuracy\s+\d+\.\d\d%", out)
+    assert re.search(r"correct\s+\d+ / 10010", out)
+    assert re.search(r"edge cases\s+\d+ / 10", out)
+    params = load_checkpoint(add10)[0].num_parameters()
+    assert re.search(rf"unique params\s+{params}$", out, flags=re.M)
+    assert re.search(r"additions/s\s+[\d,]+", out)
+
+
+# -- models ---------------------------------------------------------------------------------
+def test_models_lists_bundled_checkpoints(bundled_add10, capsys):
+    code, out, err = run(capsys, "models")
+    assert code == 0, err
+    header, *rows = out.splitlines()
+    assert header.split()[:2] == ["name", "task"]
+    row = next(r for r in rows if r.startswith("minimal-add10 "))
+    assert "addition, base 10" in row
+    assert re.search(r"\s\d+\s", row)  # unique parameters
+    assert row.rstrip().endswith("minimal-add10")  # the path
+
+
+def test_models_with_nothing_bundled(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(hf_arith.bundled, "BUNDLED_DIR", tmp_path / "none")
+    code, out, _ = run(capsys, "models")
+    assert code == 0
+    assert "No bundled models" in out
+
+
+# -- train ----------------------------------------------------------------------------------
+def test_train_then_resume(tmp_path, capsys):
+    out_dir = tmp_path / "run"
+    small = ["--set", "optim.steps=3", "--set", "eval.samples=30", "--set", "optim.save_steps=1000"]
+    code, out, err = run(capsys, "train", *small, "--set", "eval.verify=true", "--output-dir", out_dir)
+    assert code == 0, err
+    assert out.startswith("Training minimal-add10:")  # the default preset
+    assert re.search(r"Trained 3 steps", out)
+    assert re.search(r"Held-out exact match: \d+\.\d\d% of 30 problems", out)
+    rows = re.findall(r"^\s+(\d+)\s+\d+\.\d\d%\s+\d+$", out, flags=re.M)
+    assert rows and all(1 <= int(r) <= 10 for r in rows)
+    assert re.search(r"correct\s+\d+ / 10010", out) and "unique params" in out
+    assert f"Checkpoint saved to {out_dir / 'final'}" in out
+    model, tokenizer = load_checkpoint(out_dir / "final")
+    assert tokenizer.arith_format.task == "add"
+
+    code, out, err = run(capsys, "train", "minimal-add10", *small, "--set", "optim.steps=5",
+                         "--set", "eval.verify=false", "--output-dir", out_dir, "--resume")
+    assert code == 0, err
+    assert f"Resuming from {out_dir / 'checkpoint-3'}" in out
+    assert "Trained 5 steps" in out
+    assert "10010" not in out  # no verify this time
+    assert (out_dir / "checkpoint-5").is_dir()
+
+
+def test_train_from_a_yaml_recipe_file(tmp_path, capsys):
+    recipe = tmp_path / "sub.yaml"
+    recipe.write_text(
+        "name: tiny-sub\nfamily: minimal\nmodel: {hidden_size: 4}\n"
+        "format: {task: sub, operand_width: 0, answer_width: 0, end_token: true}\n"
+        "data: {min_digits: 1, max_digits: 3}\noptim: {steps: 2, batch_size: 16, save_steps: 1000}\n"
+        "eval: {samples: 20, verify: false}\n"
+    )
+    code, out, err = run(capsys, "train", recipe, "--output-dir", tmp_path / "out", "--threads", 1)
+    assert code == 0, err
+    assert out.startswith("Training tiny-sub: minimal family, subtraction")
+    assert "Trained 2 steps" in out
+    assert (tmp_path / "out" / "final" / "config.json").is_file()
+
+
+# -- data export ----------------------------------------------------------------------------
+def test_data_export_passes_the_options_on(tmp_path, capsys, monkeypatch):
+    calls = []
+
+    def fake_export(out_dir, overwrite=False, **kwargs):
+        calls.append((out_dir, dict(kwargs, overwrite=overwrite)))
+        out = Path(out_dir)
+        if out.exists() and not overwrite:
+            raise FileExistsError(f"{out_dir} already holds files; pass overwrite=True")
+        (out / "data").mkdir(parents=True, exist_ok=True)
+        (out / "data" / "train-00000.parquet").write_bytes(b"PAR1")
+        return out
+
+    monkeypatch.setitem(sys.modules, "hf_arith.export", types.SimpleNamespace(export_parquet=fake_export))
+    target = tmp_path / "x"
+    code, out, err = run(capsys, "data", "export", target, "--task", "mul", "--train-size", 10,
+                         "--test-size", 5, "--seed", 3, "--min-digits", 2, "--max-digits", 4, "--base", 16)
+    assert code == 0, err
+    assert calls == [(str(target), dict(task="mul", train_size=10, test_size=5, seed=3, min_digits=2,
+                                        max_digits=4, base=16, overwrite=False))]
+    assert str(target) in out and "train-00000.parquet" in out
+    calls.clear()
+    code, _, err = run(capsys, "data", "export", target)
+    assert calls == [(str(target), dict(overwrite=False))]  # unset options: the exporter's own defaults
+    assert code == 2 and err.splitlines() == [f"hf-arith: error: {target} already holds files; pass overwrite=True"]
+    assert run(capsys, "data", "export", target, "--overwrite")[0] == 0
+
+
+def test_data_export_writes_parquet(tmp_path, capsys):
+    export = pytest.importorskip("hf_arith.export")
+    if not hasattr(export, "export_parquet"):
+        pytest.skip("hf_arith.export.export_parquet is not there yet")
+    out_dir = tmp_path / "ds"
+    code, out, err = run(capsys, "data", "export", out_dir, "--train-size", 40, "--test-size", 10, "--max-digits", 3)
+    assert code == 0, err
+    assert list(out_dir.rglob("*.parquet"))
+    assert str(out_dir) in out and ".parquet" in out
+    code, _, err = run(capsys, "data", "export", out_dir, "--train-size", 40, "--test-size", 10)
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("hf-arith: error: ")
+    assert run(capsys, "data", "export", out_dir, "--train-size", 40, "--test-size", 10, "--overwrite")[0] == 0
+
+
+# -- the command itself ---------------------------------------------------------------------
+def test_help_lists_the_subcommands(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for command in ("train", "eval", "verify", "solve", "models", "data"):
+        assert command in out
+
+
+def test_console_script_reports_errors_in_one_line(add10):
+    exe = shutil.which("hf-arith")
+    if exe is None:
+        pytest.skip("the hf-arith console script is not installed")
+    done = subprocess.run([exe, "solve", "-5+3", "--model", str(add10)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == ["hf-arith: error: '-5+3': negative numbers are not supported"]
+
+
+def test_checkpoint_error_is_a_value_error():
+    assert issubclass(CheckpointError, ValueError)
