@@ -52,3 +52,21 @@ def hf_offline_tmp_home(tmp_path_factory, monkeypatch):
         monkeypatch.setattr(config, "DOWNLOADED_DATASETS_PATH", cache / "downloads")
         monkeypatch.setattr(config, "EXTRACTED_DATASETS_PATH", cache / "downloads" / "extracted")
     yield home
+
+
+def tiny_checkpoint(tmp_path_factory, name: str, overrides: list[str]):
+    """A few-step checkpoint of the minimal-add10 preset (shared by the test modules of a session)."""
+    root = tmp_path_factory.getbasetemp() / f"tiny-{name}"
+    final = root / "final"
+    if not (final / "config.json").is_file():
+        base = ["optim.steps=5", "eval.samples=20", "eval.verify=false", "optim.save_steps=1000"]
+        from hf_arith.train_config import load_recipe
+        from hf_arith.training import train
+
+        train(load_recipe("minimal-add10", [*base, *overrides, f"output_dir={root}"]))
+    return final
+
+
+@pytest.fixture(scope="session")
+def add10(tmp_path_factory):
+    return tiny_checkpoint(tmp_path_factory, "add10", [])

@@ -10,31 +10,17 @@ import json
 import shutil
 
 import pytest
+from conftest import tiny_checkpoint
 from transformers import AutoTokenizer
 
 import hf_arith.bundled
 from hf_arith.cli import main
 from hf_arith.formatting import FormatError
 from hf_arith.loading import CheckpointError, load_checkpoint
-from hf_arith.train_config import load_recipe
-from hf_arith.training import train
 
 LONG = "1" * 40  # a 40-digit operand
 
 
-def tiny_checkpoint(tmp_path_factory, name: str, overrides: list[str]):
-    """A few-step checkpoint of the minimal-add10 preset (shared by the test modules of a session)."""
-    root = tmp_path_factory.getbasetemp() / f"tiny-{name}"
-    final = root / "final"
-    if not (final / "config.json").is_file():
-        base = ["optim.steps=5", "eval.samples=20", "eval.verify=false", "optim.save_steps=1000"]
-        train(load_recipe("minimal-add10", [*base, *overrides, f"output_dir={root}"]))
-    return final
-
-
-@pytest.fixture(scope="session")
-def add10(tmp_path_factory):
-    return tiny_checkpoint(tmp_path_factory, "add10", [])
 
 
 @pytest.fixture(scope="session")

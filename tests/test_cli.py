@@ -21,25 +21,10 @@ import hf_arith.bundled
 from hf_arith.bundled import bundled_models
 from hf_arith.cli import main
 from hf_arith.loading import CheckpointError, load_checkpoint
-from hf_arith.train_config import load_recipe
-from hf_arith.training import train
 
 ANSWER_LINE = re.compile(r"^(\S+) = (\d+|<malformed>)$")
 
 
-def tiny_checkpoint(tmp_path_factory, name: str, overrides: list[str]):
-    """A few-step checkpoint of the minimal-add10 preset (shared by the test modules of a session)."""
-    root = tmp_path_factory.getbasetemp() / f"tiny-{name}"
-    final = root / "final"
-    if not (final / "config.json").is_file():
-        base = ["optim.steps=5", "eval.samples=20", "eval.verify=false", "optim.save_steps=1000"]
-        train(load_recipe("minimal-add10", [*base, *overrides, f"output_dir={root}"]))
-    return final
-
-
-@pytest.fixture(scope="session")
-def add10(tmp_path_factory):
-    return tiny_checkpoint(tmp_path_factory, "add10", [])
 
 
 @pytest.fixture
