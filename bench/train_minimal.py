@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     recipe = load_recipe(args.preset, args.overrides)
     output_dir = args.output_dir or tempfile.mkdtemp(prefix=f"bench-{recipe.name}-")
+    load_before = os.getloadavg()[0]  # the machine may be shared: record how busy it was
     start = time.perf_counter()
     summary = train(recipe, output_dir=output_dir)
     wall = time.perf_counter() - start  # everything: model build, training, saving, held-out eval, verify
@@ -74,6 +75,8 @@ def main(argv: list[str] | None = None) -> dict:
             "transformers": transformers.__version__,
             "threads": torch.get_num_threads(),
             "cuda": torch.cuda.is_available(),
+            "load_average_1m_before": round(load_before, 2),
+            "load_average_1m_after": round(os.getloadavg()[0], 2),
         },
         "command": "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

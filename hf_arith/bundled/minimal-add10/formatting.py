@@ -127,7 +127,9 @@ class Problems:
         return self.operands.shape[0]
 
     def select(self, index) -> Problems:
-        pick = (lambda a: None if a is None else a[index])
+        def pick(a):
+            return None if a is None else a[index]
+
         return Problems(self.task, self.base, self.operands[index], self.lengths[index],
                         pick(self.answer), pick(self.answer_lengths), pick(self.negative))
 

@@ -33,6 +33,11 @@ class ArithTokenizer(TokenizersBackend):
     def __init__(self, number_format: dict | NumberFormat | None = None, tokenizer_object=None, **kwargs):
         if isinstance(number_format, NumberFormat):
             fmt = number_format
+        elif number_format is None and kwargs.get("name_or_path"):
+            # Loaded from a folder whose tokenizer_config.json has no format: guessing one would
+            # silently mis-format every problem for the model.
+            raise FormatError(f"{kwargs['name_or_path']}: tokenizer_config.json has no number_format, "
+                              "so the tokenizer cannot know how to write problems for its model")
         else:
             fmt = NumberFormat.from_dict(number_format or {})
         if tokenizer_object is None and not kwargs.get("tokenizer_file"):
