@@ -135,3 +135,12 @@ def test_a_saved_tokenizer_without_its_format_is_refused(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
     with pytest.raises(FormatError, match="no number_format"):
         ArithTokenizer.from_pretrained(tmp_path)
+
+
+def test_a_loaded_tokenizer_saves_back_the_same_config(tmp_path):
+    import json
+
+    ArithTokenizer(number_format=NumberFormat(operand_width=10), model_max_length=33).save_pretrained(tmp_path / "a")
+    ArithTokenizer.from_pretrained(tmp_path / "a").save_pretrained(tmp_path / "b")
+    first, second = (json.loads((tmp_path / d / "tokenizer_config.json").read_text()) for d in "ab")
+    assert first == second

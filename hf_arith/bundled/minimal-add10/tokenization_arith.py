@@ -50,6 +50,10 @@ class ArithTokenizer(TokenizersBackend):
         super().__init__(tokenizer_object=tokenizer_object, **kwargs)
         self.arith_format = fmt  # not "number_format": save_pretrained would serialize the attribute
         self.init_kwargs["number_format"] = fmt.to_dict()
+        # from_pretrained passes these along; saved back they would bloat tokenizer_config.json
+        # (the vocabulary lives in tokenizer.json) and record where the files were read from.
+        for key in ("vocab", "is_local", "local_files_only"):
+            self.init_kwargs.pop(key, None)
         self._vocab_list = fmt.vocab()
 
     # -- the format --------------------------------------------------------------------
