@@ -37,6 +37,15 @@ def worst_case_length(spec: ProblemSpec, fmt: NumberFormat) -> int:
     return int(prompt[0]) + fmt.max_answer_tokens(problems)
 
 
+def has_padding(spec: ProblemSpec, fmt: NumberFormat) -> bool:
+    """Whether examples can differ in length (else every row is exactly `worst_case_length`)."""
+    k = spec.n_operands
+    shortest = with_answers(Problems(spec.task, spec.base, np.zeros((1, k, 1), dtype=np.int8),
+                                     np.ones((1, k), dtype=np.int64)))
+    ids, _, _ = render(shortest, fmt, with_answer=True)
+    return ids.shape[1] != worst_case_length(spec, fmt) or spec.task == "sort"
+
+
 def encode_examples(problems: Problems, fmt: NumberFormat, length: int):
     """input_ids, attention_mask and labels (answer tokens only), right-padded to `length`."""
     ids, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
@@ -67,6 +76,8 @@ class ProblemStream(torch.utils.data.IterableDataset):
         self.state = state or CurriculumState(spec.min_digits, spec.max_digits)
         self.chunk_size, self.test_fraction = chunk_size, test_fraction
         self.length = worst_case_length(spec, fmt)
+        # Fixed-width formats never pad: without an attention mask the model skips building one.
+        self.with_mask = has_padding(spec, fmt)
 
     def current_spec(self) -> ProblemSpec:
         return ProblemSpec(task=self.spec.task, base=self.spec.base, min_digits=self.state.min_digits,
@@ -83,4 +94,7 @@ class ProblemStream(torch.utils.data.IterableDataset):
             # Operands shorter than the spec's widest keep the fixed sequence length by padding.
             input_ids, attention_mask, labels = encode_examples(problems, self.fmt, self.length)
             for i in range(len(input_ids)):
-                yield {"input_ids": input_ids[i], "attention_mask": attention_mask[i], "labels": labels[i]}
+                example = {"input_ids": input_ids[i], "labels": labels[i]}
+                if self.with_mask:
+                    example["attention_mask"] = attention_mask[i]
+                yield example

@@ -49,6 +49,7 @@ class OptimRecipe:
     restart_lr_scale: float = 0.3  # peak of the second phase relative to learning_rate
     seed: int = 0
     threads: int = 1  # tiny models run faster on one torch thread
+    compile: bool = False  # torch.compile the model for training (pays a one-off compile time)
     save_steps: int = 5000
     logging_steps: int = 500
 

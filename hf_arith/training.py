@@ -11,6 +11,8 @@ import inspect
 import json
 import math
 import os
+import shutil
+import sys
 from pathlib import Path
 
 import torch
@@ -21,6 +23,7 @@ from .evaluation import evaluate_model, is_tiny_adder_format, verify_tiny_adder
 from .families import family_classes
 from .formatting import TASK_NAMES, NumberFormat
 from .problems import ProblemSpec
+from .saving import save_checkpoint
 from .streaming import CurriculumState, ProblemStream, stack_examples, worst_case_length
 from .tokenization_arith import ArithTokenizer
 from .train_config import Recipe, RecipeError
@@ -127,8 +130,16 @@ class CurriculumCallback(TrainerCallback):
     on_train_begin = on_step_begin
 
 
+def can_compile() -> bool:
+    """torch.compile on CPU generates C++: without a compiler, train uncompiled instead of failing."""
+    return torch.cuda.is_available() or any(shutil.which(cc) for cc in ("g++", "c++", "clang++"))
+
+
 def training_arguments(recipe: Recipe, output_dir: str) -> TrainingArguments:
     o = recipe.optim
+    compile_model = o.compile and can_compile()
+    if o.compile and not compile_model:
+        print("hf-arith: no C++ compiler found, so training runs without torch.compile (slower)", file=sys.stderr)
     return TrainingArguments(
         output_dir=output_dir,
         max_steps=o.steps,
@@ -147,6 +158,7 @@ def training_arguments(recipe: Recipe, output_dir: str) -> TrainingArguments:
         dataloader_pin_memory=False,
         remove_unused_columns=False,
         use_cpu=not torch.cuda.is_available(),
+        torch_compile=compile_model,
     )
 
 
@@ -180,12 +192,9 @@ def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, e
         restart_lr_scale=recipe.optim.restart_lr_scale,
     )
     result = trainer.train(resume_from_checkpoint=checkpoint)
-    final_dir = Path(output_dir) / "final"
-    trainer.save_model(str(final_dir))
-    tokenizer.save_pretrained(str(final_dir))
-    # The final folder is a publishable checkpoint: safetensors only. Trainer.save_model also
-    # pickles the TrainingArguments (training_args.bin); checkpoint-* folders keep theirs for --resume.
-    (final_dir / "training_args.bin").unlink(missing_ok=True)
+    # The final folder is a publishable checkpoint (safetensors only: unlike Trainer.save_model,
+    # no pickled training_args.bin; the checkpoint-* folders keep theirs for --resume).
+    final_dir = save_checkpoint(model, tokenizer, Path(output_dir) / "final")
     summary = {
         "name": recipe.name, "output": str(final_dir), "steps": result.global_step,
         "train_seconds": result.metrics.get("train_runtime"), "train_loss": result.training_loss,

@@ -59,7 +59,7 @@ def tiny_checkpoint(tmp_path_factory, name: str, overrides: list[str]):
     root = tmp_path_factory.getbasetemp() / f"tiny-{name}"
     final = root / "final"
     if not (final / "config.json").is_file():
-        base = ["optim.steps=5", "eval.samples=20", "eval.verify=false", "optim.save_steps=1000"]
+        base = ["optim.steps=5", "optim.compile=false", "eval.samples=20", "eval.verify=false", "optim.save_steps=1000"]
         from hf_arith.train_config import load_recipe
         from hf_arith.training import train
 

@@ -230,7 +230,7 @@ def test_verify_a_non_addition_model(sub3, capsys):
 @pytest.fixture
 def safe(tmp_path):
     """Options that keep a train command tiny should it wrongly start training."""
-    return ["--set", "optim.steps=1", "--set", "eval.samples=10", "--output-dir", tmp_path / "out"]
+    return ["--set", "optim.steps=1", "--set", "optim.compile=false", "--set", "eval.samples=10", "--output-dir", tmp_path / "out"]
 
 
 def test_train_unknown_task(capsys, safe):

@@ -138,7 +138,7 @@ def test_models_with_nothing_bundled(tmp_path, capsys, monkeypatch):
 # -- train ----------------------------------------------------------------------------------
 def test_train_then_resume(tmp_path, capsys):
     out_dir = tmp_path / "run"
-    small = ["--set", "optim.steps=3", "--set", "eval.samples=30", "--set", "optim.save_steps=1000"]
+    small = ["--set", "optim.steps=3", "--set", "optim.compile=false", "--set", "eval.samples=30", "--set", "optim.save_steps=1000"]
     code, out, err = run(capsys, "train", *small, "--set", "eval.verify=true", "--output-dir", out_dir)
     assert code == 0, err
     assert out.startswith("Training minimal-add10:")  # the default preset

@@ -237,3 +237,19 @@ def test_bundled_checkpoint_carries_the_current_remote_code():
         assert (folder / name).read_text() == source.read_text(), f"bundled {name} is stale; re-save the checkpoint"
     weights = [p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".safetensors")]
     assert weights == ["model.safetensors"]
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_no_mask_equals_an_all_ones_mask(attn):
+    """Training batches of fixed-width formats carry no mask; the model must read that as causal."""
+    model, tok = make(seed=5)
+    model.set_attn_implementation(attn)
+    enc = tok(["12+34", "9999999999+1"], padding=True, return_tensors="pt")
+    assert enc.attention_mask.all()
+    with_mask = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask).logits
+    without = model(input_ids=enc.input_ids).logits
+    assert torch.allclose(with_mask, without, atol=1e-5)
+    # and causal: changing the last token leaves every earlier position's logits alone
+    changed = enc.input_ids.clone()
+    changed[:, -1] = 0
+    assert torch.allclose(model(input_ids=changed).logits[:, :-1], without[:, :-1], atol=1e-6)

@@ -27,7 +27,8 @@ def take(stream, n: int) -> list[dict]:
 def prompt_operands(row: dict, fmt: NumberFormat) -> list[int]:
     """Read the operands back from a row's prompt tokens (any task)."""
     vocab = fmt.vocab()
-    tokens = [vocab[i] for i in row["input_ids"][: int(row["attention_mask"].sum())]]
+    n = int(row["attention_mask"].sum()) if "attention_mask" in row else len(row["input_ids"])
+    tokens = [vocab[i] for i in row["input_ids"][:n]]
     prompt = "".join(tokens[: tokens.index(PROMPT_END)])
     if fmt.task == "sort":
         numbers = [item.split(":")[1] for item in prompt.split(",")]
@@ -52,11 +53,14 @@ def test_rows_are_fixed_length_with_answer_only_labels(task, settings):
     assert stream.length == length
     eq_id, eos_id = fmt.token_id(PROMPT_END), fmt.token_id(EOS_TOKEN)
     vocab = fmt.vocab()
+    # Only a format with fixed widths and no end token never pads; its rows carry no mask.
+    assert stream.with_mask == (task != "mul")
     for row in rows:
-        assert set(row) == {"input_ids", "attention_mask", "labels"}
+        assert set(row) == {"input_ids", "labels"} | ({"attention_mask"} if stream.with_mask else set())
         assert all(row[k].shape == (length,) and row[k].dtype == np.int64 for k in row)
-        n = int(row["attention_mask"].sum())
-        assert row["attention_mask"][:n].all() and not row["attention_mask"][n:].any()
+        mask = row.get("attention_mask", np.ones(length, dtype=np.int64))
+        n = int(mask.sum())
+        assert mask[:n].all() and not mask[n:].any()
         answer_start = int(np.argmax(row["input_ids"] == eq_id)) + 1
         labelled = row["labels"] != IGNORE_INDEX
         expected = np.zeros(length, dtype=bool)

@@ -15,7 +15,7 @@ SMALL = [
     "model.hidden_size=64", "model.head_dim=32", "model.num_key_value_heads=2", "model.intermediate_size=128",
     "model.position_embedding=learned", "model.qk_norm=false",
     "optim.batch_size=64", "optim.learning_rate=0.002", "optim.logging_steps=100",
-    "eval.verify=false", "eval.samples=400",
+    "eval.verify=false", "eval.samples=400", "optim.compile=false",
 ]
 
 
@@ -97,3 +97,23 @@ def test_misspelt_model_key_is_refused_before_training(tmp_path):
     with pytest.raises(RecipeError, match="hiden_size"):
         train(load_recipe("minimal-add10", ["model.hiden_size=8", f"output_dir={tmp_path}"]))
     assert not (tmp_path / "final").exists()
+
+
+@pytest.mark.slow
+def test_compiled_training_saves_a_plain_loadable_checkpoint(tmp_path):
+    from hf_arith.loading import load_checkpoint
+
+    train(load_recipe("minimal-add10", ["optim.steps=30", "optim.compile=true", "eval.verify=false",
+                                        "eval.samples=20", "optim.save_steps=1000", f"output_dir={tmp_path}"]))
+    model, _ = load_checkpoint(tmp_path / "final")  # refuses missing/unexpected keys (e.g. _orig_mod.*)
+    assert model.num_parameters() == 244
+
+
+def test_compile_without_a_cpp_compiler_falls_back_with_a_warning(tmp_path, monkeypatch, capsys):
+    import hf_arith.training as training
+
+    monkeypatch.setattr(training.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(training.shutil, "which", lambda name: None)
+    args = training.training_arguments(load_recipe("minimal-add10", ["optim.compile=true"]), str(tmp_path))
+    assert args.torch_compile is False
+    assert "no C++ compiler" in capsys.readouterr().err

@@ -305,11 +305,14 @@ class MinimalModel(MinimalPreTrainedModel):
             hidden_states = hidden_states + self.embed_positions(position_ids)
         rope = self.rotary_emb(hidden_states, position_ids) if self.rotary_emb is not None else None
 
-        # The mask builder gets no position ids: it would read resets as packed sequences.
-        mask = create_causal_mask(
-            config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
-            past_key_values=past_key_values, position_ids=None,
-        )
+        if attention_mask is None and past_key_values is None:
+            mask = None  # unpadded and uncached (training): attention is plain causal, no mask to build
+        else:
+            # The mask builder gets no position ids: it would read resets as packed sequences.
+            mask = create_causal_mask(
+                config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
+                past_key_values=past_key_values, position_ids=None,
+            )
         attentions = []
         for layer in self.layers:
             hidden_states, weights = layer(hidden_states, rope, mask, past_key_values, **kwargs)
