@@ -153,13 +153,13 @@ def cmd_train(args) -> int:
     from transformers.trainer_utils import get_last_checkpoint
 
     from .train_config import load_recipe
-    from .training import problem_spec, recipe_format, train
+    from .training import check_recipe, problem_spec, train
 
     overrides = list(args.set or [])
     if args.threads is not None:
         overrides.append(f"optim.threads={args.threads}")
     recipe = load_recipe(args.recipe or DEFAULT_PRESET, overrides)
-    fmt = recipe_format(recipe)  # every recipe mistake is reported now, not after training
+    fmt = check_recipe(recipe)  # every recipe mistake is reported now, not after training
     output_dir = args.output_dir or recipe.output_dir
     out = Path(output_dir)
     if out.exists() and not out.is_dir():

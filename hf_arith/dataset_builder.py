@@ -193,7 +193,7 @@ class ArithProblemsConfig(datasets.BuilderConfig):
 
 
 def _named_config(task: str) -> ArithProblemsConfig:
-    what = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "sort": "sorting"}[task]
+    what = formatting.TASK_NAMES[task]
     d = TASK_DEFAULTS[task]
     items = f", {d['min_items']}-{d['max_items']} items" if task == "sort" else ""
     return ArithProblemsConfig(

@@ -39,8 +39,8 @@ def build_tokenizer(fmt: NumberFormat, context: int) -> ArithTokenizer:
     return ArithTokenizer(number_format=fmt, model_max_length=context)
 
 
-def recipe_format(recipe: Recipe) -> NumberFormat:
-    """The recipe's number format, checked against its data and eval sections before any training."""
+def check_recipe(recipe: Recipe) -> NumberFormat:
+    """Check a recipe before any training (format, data vs format, eval, model keys); return its format."""
     try:
         fmt = NumberFormat.from_dict(recipe.format)
     except ValueError as err:
@@ -165,7 +165,7 @@ def training_arguments(recipe: Recipe, output_dir: str) -> TrainingArguments:
 def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, evaluate: bool = True) -> dict:
     """Train a model from a recipe; returns a summary with the held-out report."""
     output_dir = output_dir or recipe.output_dir
-    fmt = recipe_format(recipe)
+    fmt = check_recipe(recipe)
     torch.set_num_threads(recipe.optim.threads)
     spec = problem_spec(recipe, fmt)
     context = worst_case_length(spec, fmt)
