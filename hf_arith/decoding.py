@@ -19,7 +19,7 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
         attention_mask = torch.ones_like(input_ids)
     cache = DynamicCache() if use_cache else None
     finished = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)
-    sequence, step_input, new_tokens = input_ids, input_ids, []
+    step_input, new_tokens = input_ids, []
     for _ in range(max_new_tokens):
         out = model(input_ids=step_input, attention_mask=attention_mask, past_key_values=cache,
                     use_cache=use_cache, logits_to_keep=1)
@@ -31,8 +31,8 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
             if bool(finished.all()):
                 break
         attention_mask = torch.cat([attention_mask, torch.ones_like(token)[:, None]], dim=1)
-        sequence = torch.cat([sequence, token[:, None]], dim=1)
-        step_input = token[:, None] if use_cache else sequence
+        # With a cache the model needs only the new token; without one, the whole sequence again.
+        step_input = token[:, None] if use_cache else torch.cat([step_input, token[:, None]], dim=1)
     if not new_tokens:
         return input_ids.new_zeros((batch, 0))
     return torch.stack(new_tokens, dim=1)
