@@ -20,16 +20,15 @@ import contextlib
 import json
 import re
 import sys
-from collections import Counter
 from pathlib import Path
 
 import torch
 from transformers.utils import logging as hf_logging
 
 from .bundled import bundled_models, bundled_path
-from .evaluation import evaluate_model, heldout_problems, verify_tiny_adder
+from .evaluation import evaluate_model, verify_tiny_adder
 from .formatting import TASK_NAMES, FormatError
-from .loading import CheckpointError, load_checkpoint
+from .loading import CheckpointError, load_checkpoint, one_line
 from .problems import ProblemSpec
 from .solving import solve
 from .streaming import worst_case_length
@@ -55,10 +54,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         raise CLIError(f"{message} (see '{self.prog} --help')")
-
-
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
 
 
 def _positive_int(text: str) -> int:
@@ -153,7 +148,7 @@ def cmd_train(args) -> int:
     from transformers.trainer_utils import get_last_checkpoint
 
     from .train_config import load_recipe
-    from .training import check_recipe, problem_spec, train
+    from .training import check_recipe, train
 
     overrides = list(args.set or [])
     if args.threads is not None:
@@ -192,11 +187,8 @@ def cmd_train(args) -> int:
           + (f", mean training loss {loss:.4f}" if isinstance(loss, (int, float)) else "")
           + f"; {summary['unique_params']} unique parameters")
     if "heldout" in summary:
-        # The same held-out draw as training's report (its default seed), for per-length counts.
-        _, _, lengths = heldout_problems(problem_spec(recipe, fmt), recipe.eval.samples,
-                                         test_fraction=recipe.data.test_fraction)
         print()
-        _print_report(summary["heldout"], lengths)
+        _print_report(summary["heldout"])
     verify = summary.get("verify")
     if verify:
         print()
@@ -207,8 +199,8 @@ def cmd_train(args) -> int:
 
 
 # -- eval -----------------------------------------------------------------------------------
-def _print_report(report: dict, lengths) -> None:
-    counts = Counter(int(row.max()) for row in lengths) if lengths is not None else {}
+def _print_report(report: dict) -> None:
+    counts = {int(k): v for k, v in (report.get("count_by_max_operand_length") or {}).items()}
     print(f"Held-out exact match: {_pct(report['exact_match'])} of {report['n']} problems "
           f"(malformed answers: {_pct(report['malformed'])})")
     by_length = report.get("by_max_operand_length") or {}
@@ -237,9 +229,8 @@ def cmd_eval(args) -> int:
     check_digit_range(model, fmt, min_digits, max_digits)
     spec = _spec(fmt, min_digits, max_digits)
     report = evaluate_model(model, tokenizer, spec, n=args.samples, seed=args.seed)
-    _, _, lengths = heldout_problems(spec, args.samples, args.seed)  # same draw, for the per-length counts
     print(f"{args.model}: {describe_format(fmt)}; operands of {min_digits}-{max_digits} digits, seed {args.seed}")
-    _print_report(report, lengths)
+    _print_report(report)
     print(f"({report['seconds']:.2f} s)")
     if args.json:
         data = {"model": str(args.model), "task": fmt.task, "base": fmt.base, "min_digits": min_digits,
@@ -291,7 +282,7 @@ def cmd_models(args) -> int:
             model, tokenizer = load_checkpoint(name)
             rows.append((name, describe_format(tokenizer.arith_format), str(model.num_parameters()), bundled_path(name)))
         except CheckpointError as err:
-            rows.append((name, f"unreadable: {_one_line(err)}", "-", bundled_path(name)))
+            rows.append((name, f"unreadable: {one_line(err)}", "-", bundled_path(name)))
     header = ("name", "task", "unique params", "path")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
     for r in [header, *rows]:
@@ -304,7 +295,7 @@ def cmd_data_export(args) -> int:
     try:
         from .export import export_parquet
     except ImportError as err:
-        raise CLIError(f"data export is not available in this installation ({_one_line(err)})") from None
+        raise CLIError(f"data export is not available in this installation ({one_line(err)})") from None
     options = {k: getattr(args, k) for k in ("task", "train_size", "test_size", "seed", "min_digits", "max_digits", "base")}
     options = {k: v for k, v in options.items() if v is not None}  # unset: export_parquet's own defaults
     result = export_parquet(args.out_dir, overwrite=args.overwrite, **options)
@@ -393,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
             return args.func(args) or 0
     except USER_ERRORS as err:
         sys.stdout.flush()
-        print(f"{PROG}: error: {_one_line(err)}", file=sys.stderr)
+        print(f"{PROG}: error: {one_line(err)}", file=sys.stderr)
         return 2
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)

@@ -40,6 +40,7 @@ def score(predictions: list[str | None], references: list[str], lengths=None) ->
         for ok, row in zip(correct, np.asarray(lengths)):
             cells[int(row.max())].append(ok)
         report["by_max_operand_length"] = {k: float(np.mean(v)) for k, v in sorted(cells.items())}
+        report["count_by_max_operand_length"] = {k: len(v) for k, v in sorted(cells.items())}
     return report
 
 

@@ -100,7 +100,8 @@ def _quiet_transformers():
             hf_logging.enable_progress_bar()
 
 
-def _one_line(err: BaseException) -> str:
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line (used wherever a user error is printed)."""
     text = " ".join(str(err).split())
     return text or type(err).__name__
 
@@ -129,11 +130,11 @@ def load_checkpoint(name_or_path: str | Path):
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(path))
         except (OSError, ValueError, TypeError, KeyError) as err:
-            raise CheckpointError(f"{label}: cannot load the tokenizer (corrupt or incompatible files): {_one_line(err)}") from None
+            raise CheckpointError(f"{label}: cannot load the tokenizer (corrupt or incompatible files): {one_line(err)}") from None
         except Exception as err:
             if type(err) is not Exception and not type(err).__module__.startswith("tokenizers"):
                 raise  # a bug, not a damaged file
-            raise CheckpointError(f"{label}: cannot load the tokenizer (corrupt tokenizer.json?): {_one_line(err)}") from None
+            raise CheckpointError(f"{label}: cannot load the tokenizer (corrupt tokenizer.json?): {one_line(err)}") from None
         if not hasattr(tokenizer, "arith_format"):
             raise CheckpointError(f"{label}: incompatible checkpoint: {type(tokenizer).__name__} is not an hf_arith tokenizer")
         try:
@@ -141,7 +142,7 @@ def load_checkpoint(name_or_path: str | Path):
                 str(path), output_loading_info=True, ignore_mismatched_sizes=True
             )
         except (OSError, ValueError, TypeError, KeyError, RuntimeError, SafetensorError) as err:
-            raise CheckpointError(f"{label}: cannot load the model (corrupt or incompatible files): {_one_line(err)}") from None
+            raise CheckpointError(f"{label}: cannot load the model (corrupt or incompatible files): {one_line(err)}") from None
     problems = [(kind, info.get(kind) or ()) for kind in ("missing_keys", "mismatched_keys", "unexpected_keys")]
     for kind, keys in problems:
         if keys:
@@ -156,4 +157,4 @@ def load_checkpoint(name_or_path: str | Path):
     return model, tokenizer
 
 
-__all__ = ["CheckpointError", "known_model_types", "load_checkpoint", "resolve_checkpoint"]
+__all__ = ["CheckpointError", "known_model_types", "load_checkpoint", "one_line", "resolve_checkpoint"]
