@@ -1,7 +1,9 @@
-"""Batched greedy decoding with a KV cache, shared by `solve`, eval, verify and the CLI.
+"""Batched greedy decoding with a KV cache, shared by `solve`, eval, verify, the CLI and the Space.
 
 Generic autoregressive decoding: it knows nothing about arithmetic. Each row stops at the
-end token; rows that have stopped are filled with the pad token.
+end token; rows that have stopped are filled with the pad token. Models with several
+prediction heads (`config.num_future_tokens` > 1) can emit up to that many tokens per forward
+pass (`tokens_per_step`); the model returns the extra heads' logits as `future_logits`.
 """
 
 from __future__ import annotations
@@ -10,29 +12,64 @@ import torch
 from transformers import DynamicCache
 
 
+def max_tokens_per_step(model) -> int:
+    """How many tokens one forward pass of `model` can predict (its number of output heads)."""
+    return int(getattr(model.config, "num_future_tokens", 1) or 1)
+
+
+def check_tokens_per_step(model, tokens_per_step: int) -> None:
+    limit = max_tokens_per_step(model)
+    if not isinstance(tokens_per_step, int) or tokens_per_step < 1:
+        raise ValueError(f"tokens_per_step must be a positive integer, got {tokens_per_step!r}")
+    if tokens_per_step > limit:
+        raise ValueError(f"tokens_per_step={tokens_per_step} but this model was trained to predict at most "
+                         f"{limit} token(s) per forward pass (config.num_future_tokens={limit})")
+
+
+def _next_tokens(out, tokens_per_step: int) -> torch.Tensor:
+    """The greedy tokens of the last position: [batch, tokens_per_step]."""
+    first = out.logits[:, -1].argmax(-1, keepdim=True)
+    if tokens_per_step == 1:
+        return first
+    future = out.future_logits[:, -1, : tokens_per_step - 1].argmax(-1)  # [batch, k-1]
+    return torch.cat([first, future], dim=1)
+
+
 @torch.inference_mode()
 def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, max_new_tokens: int,
-                  eos_token_id: int | None = None, pad_token_id: int = 0, use_cache: bool = True) -> torch.Tensor:
-    """Generate up to `max_new_tokens` greedily; returns only the new tokens, [batch, <= max_new_tokens]."""
+                  eos_token_id: int | None = None, pad_token_id: int = 0, use_cache: bool = True,
+                  tokens_per_step: int = 1, model_kwargs: dict | None = None, return_passes: bool = False):
+    """Generate up to `max_new_tokens` greedily; returns only the new tokens, [batch, <= max_new_tokens].
+
+    `model_kwargs` go to every forward call (e.g. `num_recurrences` for looped models). With
+    `return_passes`, returns (tokens, number of forward passes).
+    """
+    check_tokens_per_step(model, tokens_per_step)
     batch = input_ids.shape[0]
+    extra = dict(model_kwargs or {})
+    if tokens_per_step > 1:
+        extra["num_future_tokens"] = tokens_per_step
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     cache = DynamicCache() if use_cache else None
     finished = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)
-    step_input, new_tokens = input_ids, []
-    for _ in range(max_new_tokens):
+    step_input, new_tokens, produced, passes = input_ids, [], 0, 0
+    while produced < max_new_tokens:
         out = model(input_ids=step_input, attention_mask=attention_mask, past_key_values=cache,
-                    use_cache=use_cache, logits_to_keep=1)
-        token = out.logits[:, -1].argmax(-1)
-        token = torch.where(finished, torch.full_like(token, pad_token_id), token)
-        new_tokens.append(token)
-        if eos_token_id is not None:
-            finished |= token == eos_token_id
-            if bool(finished.all()):
-                break
-        attention_mask = torch.cat([attention_mask, torch.ones_like(token)[:, None]], dim=1)
-        # With a cache the model needs only the new token; without one, the whole sequence again.
-        step_input = token[:, None] if use_cache else torch.cat([step_input, token[:, None]], dim=1)
-    if not new_tokens:
-        return input_ids.new_zeros((batch, 0))
-    return torch.stack(new_tokens, dim=1)
+                    use_cache=use_cache, logits_to_keep=1, **extra)
+        passes += 1
+        tokens = _next_tokens(out, tokens_per_step)[:, : max_new_tokens - produced]
+        for column in tokens.unbind(1):  # a row stops at its first end token, also inside a step
+            column = torch.where(finished, torch.full_like(column, pad_token_id), column)
+            new_tokens.append(column)
+            if eos_token_id is not None:
+                finished |= column == eos_token_id
+        produced += tokens.shape[1]
+        if eos_token_id is not None and bool(finished.all()):
+            break
+        step = torch.stack(new_tokens[-tokens.shape[1]:], dim=1)
+        attention_mask = torch.cat([attention_mask, torch.ones_like(step)], dim=1)
+        # With a cache the model needs only the new tokens; without one, the whole sequence again.
+        step_input = step if use_cache else torch.cat([step_input, step], dim=1)
+    result = torch.stack(new_tokens, dim=1) if new_tokens else input_ids.new_zeros((batch, 0))
+    return (result, passes) if return_passes else result

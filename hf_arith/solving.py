@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .decoding import greedy_decode
+from .decoding import check_tokens_per_step, greedy_decode
 from .formatting import FormatError, parse_problems
 
 
@@ -20,11 +20,14 @@ def check_context(model, prompt_length: int, budget: int) -> None:
         )
 
 
-def solve(model, tokenizer, problems: list[str] | str, batch_size: int = 4096, use_cache: bool = True):
+def solve(model, tokenizer, problems: list[str] | str, batch_size: int = 4096, use_cache: bool = True,
+          tokens_per_step: int = 1, model_kwargs: dict | None = None):
     """Answer plain problems ('123+456') with greedy decoding; None where the output is malformed.
 
     The tokenizer writes each problem in the model's format and reads the answer back; the
-    model generates every answer token. No arithmetic happens here.
+    model generates every answer token. No arithmetic happens here. `tokens_per_step` > 1 uses
+    a multi-token model's extra heads; `model_kwargs` reach every forward pass (for example
+    `{"num_recurrences": 8}` for a looped model).
     """
     single = isinstance(problems, str)
     problems = [problems] if single else list(problems)
@@ -32,6 +35,7 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int = 4096, u
         return []
     if not hasattr(tokenizer, "arith_format"):
         raise FormatError(f"{type(tokenizer).__name__} is not an hf_arith tokenizer (no number format)")
+    check_tokens_per_step(model, tokens_per_step)
     answers = []
     model_device = next(model.parameters()).device
     for start in range(0, len(problems), batch_size):
@@ -43,6 +47,7 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int = 4096, u
             model, enc["input_ids"].to(model_device), enc["attention_mask"].to(model_device), budget,
             eos_token_id=tokenizer.eos_token_id if tokenizer.arith_format.end_token else None,
             pad_token_id=tokenizer.pad_token_id, use_cache=use_cache,
+            tokens_per_step=tokens_per_step, model_kwargs=model_kwargs,
         )
         answers.extend(tokenizer.decode_answers(new.cpu()))
     return answers[0] if single else answers
