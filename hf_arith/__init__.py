@@ -7,6 +7,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokeni
 
 from .bundled import bundled_models, bundled_path
 from .formatting import FormatError, NumberFormat
+from .models.abacus import AbacusGPT2Config, AbacusGPT2ForCausalLM, AbacusGPT2Model
 from .models.minimal import MinimalConfig, MinimalForCausalLM, MinimalModel
 from .solving import solve
 from .tokenization_arith import ArithTokenizer
@@ -26,9 +27,10 @@ def _register(config_cls, base_cls, lm_cls):
 
 
 _register(MinimalConfig, MinimalModel, MinimalForCausalLM)
+_register(AbacusGPT2Config, AbacusGPT2Model, AbacusGPT2ForCausalLM)
 ArithTokenizer.register_for_auto_class("AutoTokenizer")
 
 __all__ = [
-    "ArithTokenizer", "FormatError", "MinimalConfig", "MinimalForCausalLM", "MinimalModel", "NumberFormat",
+    "AbacusGPT2Config", "AbacusGPT2ForCausalLM", "AbacusGPT2Model", "ArithTokenizer", "FormatError", "MinimalConfig", "MinimalForCausalLM", "MinimalModel", "NumberFormat",
     "bundled_models", "bundled_path", "solve",
 ]

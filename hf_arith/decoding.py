@@ -52,9 +52,14 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     cache = DynamicCache() if use_cache else None
+    # Models whose positions depend on the whole sequence (abacus ids) get them computed from it.
+    positions_of = getattr(model, "position_ids_from_input_ids", None)
+    sequence = input_ids
     finished = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)
     step_input, new_tokens, produced, passes = input_ids, [], 0, 0
     while produced < max_new_tokens:
+        if positions_of is not None:
+            extra["position_ids"] = positions_of(sequence)[:, -step_input.shape[1]:]
         out = model(input_ids=step_input, attention_mask=attention_mask, past_key_values=cache,
                     use_cache=use_cache, logits_to_keep=1, **extra)
         passes += 1
@@ -69,7 +74,9 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
             break
         step = torch.stack(new_tokens[-tokens.shape[1]:], dim=1)
         attention_mask = torch.cat([attention_mask, torch.ones_like(step)], dim=1)
+        if positions_of is not None or not use_cache:
+            sequence = torch.cat([sequence, step], dim=1)
         # With a cache the model needs only the new tokens; without one, the whole sequence again.
-        step_input = step if use_cache else torch.cat([step_input, step], dim=1)
+        step_input = step if use_cache else sequence
     result = torch.stack(new_tokens, dim=1) if new_tokens else input_ids.new_zeros((batch, 0))
     return (result, passes) if return_passes else result

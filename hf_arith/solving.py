@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .decoding import check_tokens_per_step, greedy_decode
 from .formatting import FormatError, parse_problems
 
@@ -9,6 +11,20 @@ from .formatting import FormatError, parse_problems
 def answer_budget(tokenizer, problems: list[str]) -> int:
     """New tokens the decoder may need for the longest answer in `problems`."""
     return tokenizer.arith_format.max_answer_tokens(parse_problems(problems, tokenizer.arith_format))
+
+
+def check_number_lengths(model, fmt, parsed, problems: list[str]) -> None:
+    """Models with per-digit positions (abacus) can place numbers up to `abacus_max_digits` long."""
+    limit = getattr(model.config, "abacus_max_digits", None)
+    if limit is None:
+        return
+    longest = np.maximum(parsed.lengths.max(axis=1), fmt.max_answer_digits(parsed.lengths))
+    if (longest > limit).any():
+        i = int(np.argmax(longest > limit))
+        raise FormatError(
+            f"{problems[i]!r}: needs numbers of {int(longest[i])} digits, beyond this model's abacus range of "
+            f"{limit} digits (config.abacus_max_digits)"
+        )
 
 
 def check_context(model, prompt_length: int, budget: int) -> None:
@@ -40,7 +56,9 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int = 4096, u
     model_device = next(model.parameters()).device
     for start in range(0, len(problems), batch_size):
         chunk = problems[start : start + batch_size]
-        budget = answer_budget(tokenizer, chunk)
+        parsed = parse_problems(chunk, tokenizer.arith_format)
+        budget = tokenizer.arith_format.max_answer_tokens(parsed)
+        check_number_lengths(model, tokenizer.arith_format, parsed, chunk)
         enc = tokenizer(chunk, padding=True, return_tensors="pt")
         check_context(model, enc["input_ids"].shape[1], budget)
         new = greedy_decode(
@@ -53,4 +71,4 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int = 4096, u
     return answers[0] if single else answers
 
 
-__all__ = ["solve", "answer_budget", "check_context"]
+__all__ = ["solve", "answer_budget", "check_context", "check_number_lengths"]

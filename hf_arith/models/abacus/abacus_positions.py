@@ -1,0 +1,53 @@
+"""Abacus position ids (McLeish et al. 2024, arXiv 2405.17399), shared by every abacus family.
+
+Each digit gets its index within its own number, counting from 1 at the first digit written
+(the least significant one in reversed formats); every other token gets 0. Digit `i` of every
+operand and of the answer then shares one position embedding, which is what lets a model line
+digits up at lengths it never saw, provided those indices were trained: hence the random
+training offset. Shipped as Hub remote code: imports only torch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def abacus_position_ids(input_ids: torch.Tensor, num_digit_tokens: int) -> torch.Tensor:
+    """Per-digit positions for a batch of token ids [batch, length] (digit tokens are ids < num_digit_tokens)."""
+    is_digit = input_ids < num_digit_tokens  # the tokenizer puts digits first: id == digit value
+    index = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
+    # Index of the latest non-digit token at or before each position (-1 before the first one).
+    last_break = torch.where(is_digit, torch.full_like(index, -1), index).cummax(dim=-1).values
+    return torch.where(is_digit, index - last_break, torch.zeros_like(index))
+
+
+def check_abacus_range(position_ids: torch.Tensor, max_digits: int) -> None:
+    """One clear error for a number longer than the position table, instead of an index error in torch."""
+    longest = int(position_ids.max()) if position_ids.numel() else 0
+    if longest > max_digits:
+        raise ValueError(
+            f"a number of {longest} digits is longer than this model's abacus range of {max_digits} digits "
+            "(config.abacus_max_digits)"
+        )
+
+
+def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int, per_sequence: bool) -> torch.Tensor:
+    """Shift every digit position by a random k in [0, max_offset] (one k per batch or per sequence).
+
+    Without the shift, indices beyond the training length never receive gradient and length
+    generalization fails. k is capped so that no shifted index leaves the table.
+    """
+    if max_offset <= 0 or position_ids.numel() == 0:
+        return position_ids
+    longest = position_ids.max(dim=-1).values  # [batch]
+    room = (max_digits - longest).clamp(min=0, max=max_offset)
+    if not per_sequence:  # the paper's choice: one k for the whole batch
+        room = room.min().expand_as(room)
+        draw = torch.rand((), device=position_ids.device).expand_as(room)
+    else:
+        draw = torch.rand(room.shape, device=position_ids.device)
+    k = (draw * (room + 1)).floor().long().clamp(max=room)
+    return torch.where(position_ids > 0, position_ids + k[:, None], position_ids)
+
+
+__all__ = ["abacus_position_ids", "check_abacus_range", "random_offsets"]

@@ -1,0 +1,102 @@
+"""Configuration for the abacus GPT-2 family: GPT-2 blocks with per-digit (abacus) positions.
+
+Shipped as Hub remote code: imports only transformers.
+"""
+
+from transformers import PreTrainedConfig
+
+
+class AbacusGPT2Config(PreTrainedConfig):
+    r"""
+    Args:
+        vocab_size: tokens in the tokenizer (digits first, so ids `0..num_digit_tokens-1` are digits).
+        hidden_size, num_hidden_layers, num_attention_heads, intermediate_size (default 4 *
+            hidden_size), activation_function, layer_norm_epsilon, resid_pdrop, embd_pdrop,
+            attn_pdrop: GPT-2's shape and regularisation knobs.
+        num_digit_tokens: the base; token ids below it are digits and get abacus positions.
+        abacus_max_digits: rows of the abacus table, i.e. the longest number the model can position.
+        abacus_max_offset: training draws a random k in [0, abacus_max_offset] added to every digit
+            position (the paper's max_k = 100), so that indices beyond the training length get trained.
+        abacus_offset_per_sequence: draw k per sequence instead of once per batch (the paper).
+        absolute_position_embedding: also add a learned absolute position (GPT-2's wpe), over
+            `max_position_embeddings` tokens.
+        max_position_embeddings: the longest sequence the model accepts.
+        num_future_tokens: output heads; head j predicts the token j positions after the next one,
+            so decoding can emit up to this many tokens per forward pass.
+    """
+
+    model_type = "hf_arith_abacus_gpt2"
+    keys_to_ignore_at_inference = ["past_key_values"]
+
+    def __init__(
+        self,
+        vocab_size: int = 17,
+        hidden_size: int = 64,
+        num_hidden_layers: int = 4,
+        num_attention_heads: int = 4,
+        intermediate_size: int | None = None,
+        activation_function: str = "gelu_new",
+        layer_norm_epsilon: float = 1e-5,
+        resid_pdrop: float = 0.0,
+        embd_pdrop: float = 0.0,
+        attn_pdrop: float = 0.0,
+        num_digit_tokens: int = 10,
+        abacus_max_digits: int = 128,
+        abacus_max_offset: int = 100,
+        abacus_offset_per_sequence: bool = False,
+        absolute_position_embedding: bool = False,
+        max_position_embeddings: int = 1024,
+        num_future_tokens: int = 1,
+        initializer_range: float = 0.02,
+        tie_word_embeddings: bool = True,
+        pad_token_id: int | None = None,
+        eos_token_id: int | None = None,
+        bos_token_id: int | None = None,
+        **kwargs,
+    ):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = 4 * hidden_size if intermediate_size is None else intermediate_size
+        self.activation_function = activation_function
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.resid_pdrop, self.embd_pdrop, self.attn_pdrop = resid_pdrop, embd_pdrop, attn_pdrop
+        self.num_digit_tokens = num_digit_tokens
+        self.abacus_max_digits = abacus_max_digits
+        self.abacus_max_offset = abacus_max_offset
+        self.abacus_offset_per_sequence = abacus_offset_per_sequence
+        self.absolute_position_embedding = absolute_position_embedding
+        self.max_position_embeddings = max_position_embeddings
+        self.num_future_tokens = num_future_tokens
+        self.initializer_range = initializer_range
+        self._validate()
+        super().__init__(
+            tie_word_embeddings=tie_word_embeddings,
+            pad_token_id=pad_token_id,
+            eos_token_id=eos_token_id,
+            bos_token_id=bos_token_id,
+            **kwargs,
+        )
+
+    def _validate(self):
+        """Reject malformed configs with one line that names the field, before torch sees them."""
+        name = type(self).__name__
+        for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                      "num_digit_tokens", "abacus_max_digits", "max_position_embeddings", "num_future_tokens"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name}.{field} must be a positive integer, got {value!r}")
+        if not isinstance(self.abacus_max_offset, int) or self.abacus_max_offset < 0:
+            raise ValueError(f"{name}.abacus_max_offset must be an integer >= 0, got {self.abacus_max_offset!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"{name}.hidden_size ({self.hidden_size}) must be a multiple of "
+                             f"num_attention_heads ({self.num_attention_heads})")
+        if not 2 <= self.num_digit_tokens <= self.vocab_size:
+            raise ValueError(f"{name}.num_digit_tokens must be between 2 and vocab_size, got {self.num_digit_tokens}")
+        for field in ("resid_pdrop", "embd_pdrop", "attn_pdrop"):
+            if not 0.0 <= getattr(self, field) < 1.0:
+                raise ValueError(f"{name}.{field} must lie in [0, 1), got {getattr(self, field)!r}")
+
+
+__all__ = ["AbacusGPT2Config"]

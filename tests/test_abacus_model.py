@@ -1,0 +1,268 @@
+"""The abacus GPT-2 family: abacus positions, offsets, multi-token heads, caching, remote code."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+import hf_arith
+from hf_arith import AbacusGPT2Config, AbacusGPT2ForCausalLM, ArithTokenizer, NumberFormat
+from hf_arith.decoding import greedy_decode
+from hf_arith.formatting import FormatError
+from hf_arith.models.abacus.abacus_positions import abacus_position_ids, check_abacus_range, random_offsets
+from hf_arith.saving import save_checkpoint
+
+REVERSED = NumberFormat(task="add", reverse_operands=True, reverse_answer=True, end_token=True)
+PROBLEMS = ["1342+879", "5+12345", "0+0", "99999999+1"]
+
+
+def make(seed=0, fmt=REVERSED, **overrides):
+    torch.manual_seed(seed)
+    tok = ArithTokenizer(number_format=fmt, model_max_length=256)
+    kwargs = dict(vocab_size=len(tok), num_digit_tokens=fmt.base, hidden_size=32, num_hidden_layers=2,
+                  num_attention_heads=4, abacus_max_digits=40, pad_token_id=tok.pad_token_id,
+                  eos_token_id=tok.eos_token_id, tie_word_embeddings=False)
+    kwargs.update(overrides)
+    model = AbacusGPT2ForCausalLM(AbacusGPT2Config(**kwargs)).eval()
+    # Spread the weights and untie the head so greedy outputs differ between rows and steps
+    # (a random tied model mostly repeats its last token).
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".ln_" not in name:  # norms keep their identity init, or their biases decide the output
+                p.normal_(0, 0.5)
+    return model, tok
+
+
+def test_positions_count_digits_within_each_number():
+    # The issue's example: "+1342+879+" (reversed digits) gives 0123401230.
+    plus, digits = 10, [1, 3, 4, 2, 8, 7, 9]
+    ids = torch.tensor([[plus, 1, 3, 4, 2, plus, 8, 7, 9, plus]])
+    assert abacus_position_ids(ids, 10).tolist() == [[0, 1, 2, 3, 4, 0, 1, 2, 3, 0]]
+    assert digits  # every digit id is < 10 and every symbol >= 10
+    # Through the tokenizer, with left padding: pads are not digits and do not shift the count.
+    _, tok = make()
+    enc = tok(["1342+879", "5+12345"], padding=True, return_tensors="pt")
+    assert abacus_position_ids(enc.input_ids, 10).tolist() == [
+        [1, 2, 3, 4, 0, 1, 2, 3, 0],
+        [0, 1, 0, 1, 2, 3, 4, 5, 0],
+    ]
+
+
+def test_base16_digits_get_positions_and_symbols_do_not():
+    fmt = NumberFormat(task="add", base=16, reverse_operands=True, reverse_answer=True, end_token=True)
+    model, tok = make(fmt=fmt)
+    enc = tok(["255+4096"], return_tensors="pt")  # ff + 1000 in hex
+    assert tok.convert_ids_to_tokens(enc.input_ids[0].tolist()) == ["F", "F", "+", "0", "0", "0", "1", "="]
+    assert model.position_ids_from_input_ids(enc.input_ids).tolist() == [[1, 2, 0, 1, 2, 3, 4, 0]]
+
+
+def test_random_offsets_shift_digits_only_and_stay_in_the_table():
+    torch.manual_seed(0)
+    base = abacus_position_ids(torch.randint(0, 12, (256, 30)), 10)
+    for per_sequence in (False, True):
+        shifted = random_offsets(base, max_offset=25, max_digits=40, per_sequence=per_sequence)
+        assert torch.equal(shifted == 0, base == 0)  # non-digits keep position 0
+        k = (shifted - base).max(dim=1).values
+        assert torch.equal((shifted - base)[base > 0], k[:, None].expand_as(base)[base > 0])  # one k per row
+        assert int(shifted.max()) <= 40 and int(k.min()) >= 0 and int(k.max()) <= 25
+        assert len(set(k.tolist())) == (1 if not per_sequence else len(set(k.tolist())))
+    per_row = random_offsets(base, 25, 40, per_sequence=True)
+    assert len(set((per_row - base).max(dim=1).values.tolist())) > 5  # per sequence really varies
+    assert torch.equal(random_offsets(base, 0, 40, True), base)
+
+
+def test_training_mode_draws_offsets_and_eval_mode_does_not():
+    model, tok = make()
+    enc = tok(["1342+879"], return_tensors="pt")
+    seen = []
+    hook = model.transformer.abacus.register_forward_hook(lambda m, args, out: seen.append(args[0].clone()))
+    model.eval()
+    model(input_ids=enc.input_ids)
+    model.train()
+    for _ in range(20):
+        model(input_ids=enc.input_ids)
+    hook.remove()
+    assert seen[0].tolist() == [[1, 2, 3, 4, 0, 1, 2, 3, 0]]
+    assert len({tuple(s[0].tolist()) for s in seen[1:]}) > 3
+
+
+def test_numbers_beyond_the_abacus_range_are_a_clear_error():
+    model, tok = make(abacus_max_digits=12)
+    with pytest.raises(FormatError, match="abacus range of 12 digits"):
+        hf_arith.solve(model, tok, ["1" * 13 + "+1"])
+    with pytest.raises(FormatError, match="abacus range of 12 digits"):
+        hf_arith.solve(model, tok, ["999999999999+1"])  # 12-digit operands, but a 13-digit answer
+    with pytest.raises(ValueError, match="longer than this model's abacus range"):
+        check_abacus_range(torch.tensor([[0, 13]]), 12)
+    with pytest.raises(ValueError, match="abacus range"):
+        model(input_ids=tok(["1" * 13 + "+1"], return_tensors="pt").input_ids)
+    assert hf_arith.solve(model, tok, "12+5") is None or isinstance(hf_arith.solve(model, tok, "12+5"), str)
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_decoder_equals_generate_and_cache_equals_no_cache(attn):
+    model, tok = make(seed=1)
+    model.set_attn_implementation(attn)
+    enc = tok(PROBLEMS, padding=True, return_tensors="pt")
+    assert tok.padding_side == "left" and not enc.attention_mask.all()
+    n = 12
+    generated = model.generate(**enc, max_new_tokens=n, do_sample=False, eos_token_id=None,
+                               pad_token_id=tok.pad_token_id)[:, enc.input_ids.shape[1]:]
+    uncached_generate = model.generate(**enc, max_new_tokens=n, do_sample=False, eos_token_id=None, use_cache=False,
+                                       pad_token_id=tok.pad_token_id)[:, enc.input_ids.shape[1]:]
+    cached = greedy_decode(model, enc.input_ids, enc.attention_mask, n, pad_token_id=tok.pad_token_id)
+    uncached = greedy_decode(model, enc.input_ids, enc.attention_mask, n, pad_token_id=tok.pad_token_id,
+                             use_cache=False)
+    assert len(set(cached.flatten().tolist())) > 2  # a non-trivial output
+    assert torch.equal(generated, cached) and torch.equal(cached, uncached) and torch.equal(generated, uncached_generate)
+
+
+def test_left_padding_does_not_change_a_rows_output():
+    model, tok = make(seed=2)
+    alone = tok(["5+12345"], return_tensors="pt")
+    batch = tok(["5+12345", "1234567890123+1"], padding=True, return_tensors="pt")
+    a = greedy_decode(model, alone.input_ids, alone.attention_mask, 8, pad_token_id=tok.pad_token_id)
+    b = greedy_decode(model, batch.input_ids, batch.attention_mask, 8, pad_token_id=tok.pad_token_id)
+    assert torch.equal(a[0], b[0])
+
+
+def test_eager_and_sdpa_agree():
+    model, tok = make(seed=3)
+    enc = tok(PROBLEMS, padding=True, return_tensors="pt")
+    model.set_attn_implementation("eager")
+    eager = model(**enc).logits
+    model.set_attn_implementation("sdpa")
+    sdpa = model(**enc).logits
+    assert torch.allclose(eager[enc.attention_mask.bool()], sdpa[enc.attention_mask.bool()], atol=1e-4)
+
+
+def test_absolute_positions_are_optional_and_counted():
+    plain, _ = make(absolute_position_embedding=False)
+    absolute, tok = make(absolute_position_embedding=True, max_position_embeddings=128)
+    assert absolute.num_parameters() - plain.num_parameters() == 128 * 32
+    enc = tok(PROBLEMS, padding=True, return_tensors="pt")
+    cached = greedy_decode(absolute, enc.input_ids, enc.attention_mask, 6, pad_token_id=tok.pad_token_id)
+    uncached = greedy_decode(absolute, enc.input_ids, enc.attention_mask, 6, pad_token_id=tok.pad_token_id,
+                             use_cache=False)
+    assert torch.equal(cached, uncached)
+
+
+# -- multi-token prediction -----------------------------------------------------------------
+def test_future_heads_train_on_labels_shifted_by_their_distance():
+    model, tok = make(num_future_tokens=3)
+    enc = tok(["1342+879", "5+12345"], padding=True, padding_side="right", return_tensors="pt")
+    labels = enc.input_ids.masked_fill(enc.attention_mask == 0, -100)
+    out = model(**enc, labels=labels)
+    assert out.future_logits.shape == (*enc.input_ids.shape, 2, len(tok))
+    expected = 0
+    for j, logits in enumerate([out.logits, out.future_logits[:, :, 0], out.future_logits[:, :, 1]]):
+        # head j at position t predicts token t + 1 + j
+        target = labels[:, 1 + j:]
+        expected += F.cross_entropy(logits[:, : target.shape[1]].reshape(-1, len(tok)), target.reshape(-1),
+                                    ignore_index=-100)
+    assert torch.allclose(out.loss, expected / 3, atol=1e-5)
+    # without labels only the next-token head runs, as generate() expects
+    assert model(**enc).future_logits is None
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_multi_token_decoding_is_cache_consistent_and_uses_fewer_passes(k):
+    model, tok = make(seed=6, num_future_tokens=3)
+    enc = tok(PROBLEMS, padding=True, return_tensors="pt")
+    n = 11
+    cached, passes = greedy_decode(model, enc.input_ids, enc.attention_mask, n, pad_token_id=tok.pad_token_id,
+                                   tokens_per_step=k, return_passes=True)
+    uncached = greedy_decode(model, enc.input_ids, enc.attention_mask, n, pad_token_id=tok.pad_token_id,
+                             tokens_per_step=k, use_cache=False)
+    assert torch.equal(cached, uncached) and cached.shape == (len(PROBLEMS), n)
+    assert passes == -(-n // k)
+    # The first pass's tokens are the argmax of the heads on the prompt.
+    out = model(**enc, num_future_tokens=k)
+    first = [out.logits[:, -1].argmax(-1)] + [out.future_logits[:, -1, j].argmax(-1) for j in range(k - 1)]
+    assert torch.equal(cached[:, :k], torch.stack(first, dim=1))
+
+
+def test_one_token_per_step_is_byte_identical_to_generate_on_a_multi_head_model():
+    model, tok = make(seed=7, num_future_tokens=2)
+    enc = tok(PROBLEMS, padding=True, return_tensors="pt")
+    generated = model.generate(**enc, max_new_tokens=10, do_sample=False, eos_token_id=None,
+                               pad_token_id=tok.pad_token_id)[:, enc.input_ids.shape[1]:]
+    assert torch.equal(generated, greedy_decode(model, enc.input_ids, enc.attention_mask, 10,
+                                                pad_token_id=tok.pad_token_id, tokens_per_step=1))
+
+
+def test_more_tokens_per_step_than_heads_is_a_clear_error():
+    model, tok = make(num_future_tokens=2)
+    with pytest.raises(ValueError, match="at most 2 token"):
+        hf_arith.solve(model, tok, ["1+1"], tokens_per_step=3)
+    with pytest.raises(ValueError, match="has 2 output head"):
+        model(input_ids=tok(["1+1"], return_tensors="pt").input_ids, num_future_tokens=4)
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"hidden_size": 30, "num_attention_heads": 4}, "hidden_size"),
+    ({"num_future_tokens": 0}, "num_future_tokens"),
+    ({"abacus_max_offset": -1}, "abacus_max_offset"),
+    ({"abacus_max_digits": "many"}, "abacus_max_digits"),
+    ({"num_digit_tokens": 40}, "num_digit_tokens"),
+])
+def test_malformed_config_names_the_field(bad, field):
+    with pytest.raises(ValueError, match=field):
+        AbacusGPT2Config(vocab_size=14, **bad)
+
+
+# -- registration and remote code -------------------------------------------------------------
+def test_auto_classes_resolve_the_abacus_family(tmp_path):
+    model, tok = make(num_future_tokens=2, tie_word_embeddings=True)
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    assert type(AutoConfig.from_pretrained(tmp_path)) is AbacusGPT2Config
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert type(loaded) is AbacusGPT2ForCausalLM
+    enc = tok(PROBLEMS, padding=True, return_tensors="pt")
+    assert torch.equal(model(**enc, num_future_tokens=2).future_logits, loaded(**enc, num_future_tokens=2).future_logits)
+    assert loaded.lm_head.weight.data_ptr() == loaded.transformer.wte.weight.data_ptr()  # tied, counted once
+    assert type(AutoTokenizer.from_pretrained(tmp_path)) is ArithTokenizer
+
+
+BLOCK_HF_ARITH = textwrap.dedent("""
+    import sys
+    class _Block:
+        def find_spec(self, name, path=None, target=None):
+            if name == "hf_arith" or name.startswith("hf_arith."):
+                raise ImportError("hf_arith is blocked in this process")
+    sys.meta_path.insert(0, _Block())
+""")
+
+
+def test_remote_code_loads_without_hf_arith(tmp_path):
+    model, tok = make(seed=8, num_future_tokens=2)
+    folder = tmp_path / "hub_folder"
+    save_checkpoint(model, tok, folder)
+    for name in ("modeling_abacus_gpt2.py", "configuration_abacus_gpt2.py", "abacus_positions.py"):
+        source = (folder / name).read_text()
+        assert "hf_arith" not in source.replace("hf_arith_abacus_gpt2", ""), name
+    enc = tok(PROBLEMS, padding=True, return_tensors="pt")
+    expected = greedy_decode(model, enc.input_ids, enc.attention_mask, 9, pad_token_id=tok.pad_token_id).tolist()
+    script = BLOCK_HF_ARITH + textwrap.dedent(f"""
+        import json
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        model = AutoModelForCausalLM.from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
+        tok = AutoTokenizer.from_pretrained({str(folder)!r}, trust_remote_code=True)
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        enc = tok({PROBLEMS!r}, padding=True, return_tensors="pt")
+        out = model.generate(**enc, max_new_tokens=9, do_sample=False, eos_token_id=None)[:, enc.input_ids.shape[1]:]
+        print(json.dumps({{"ids": out.tolist(), "params": model.num_parameters()}}))
+    """)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded["ids"] == expected
+    assert loaded["params"] == model.num_parameters()
