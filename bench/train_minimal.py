@@ -14,15 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import shlex
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-import torch
-import transformers
+from machine import command_line, machine_info, utc_now
 
 from hf_arith.train_config import load_recipe
 from hf_arith.training import train
@@ -66,20 +62,9 @@ def main(argv: list[str] | None = None) -> dict:
         "heldout_n": heldout.get("n"),
         "train_loss": summary.get("train_loss"),
         "output": summary["output"],
-        "machine": {
-            "processor": platform.processor(),
-            "machine": platform.machine(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "threads": torch.get_num_threads(),
-            "cuda": torch.cuda.is_available(),
-            "load_average_1m_before": round(load_before, 2),
-            "load_average_1m_after": round(os.getloadavg()[0], 2),
-        },
-        "command": "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine_info(load_before),
+        "command": command_line(argv),
+        "date": utc_now(),
     }
     path = Path(args.results) if args.results else RESULTS_DIR / f"{Path(args.preset).stem}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,212 @@
+"""Decoding speed, in one run: `model.generate()` vs the shared greedy decoder, without and with a cache.
+
+    python bench/decode_speed.py                          # every bundled model, 1 and 2 torch threads
+    python bench/decode_speed.py minimal-add10 --threads 1 --compile
+
+For each bundled model (or the models named) and each batch size (1, 64, 256) it decodes the
+same held-out problems (drawn from the model's own format, operands up to its widest) with:
+
+- `generate`: `model.generate(do_sample=False, max_new_tokens=<answer budget>)`, eos/pad set;
+- `decoder-nocache`: `hf_arith.decoding.greedy_decode(use_cache=False)` (the whole sequence again each pass);
+- `decoder-cache`: `greedy_decode(use_cache=True)` (KV cache, only new tokens each pass);
+- `decoder-cache-kN`: the same with `tokens_per_step=N`, for models with `config.num_future_tokens` > 1;
+- with `--compile`: `decoder-cache-compiled`, the cached decoder on `torch.compile(model, dynamic=True)`;
+  its one-off compile time (first call minus a steady call) is reported separately, with the number
+  of problems after which it pays off.
+
+Timed: tokenizing the prompts is done once, outside the clock; each timing covers only decoding
+(generate or greedy_decode) of `--batches` batches, best of `--repeats` after one warm-up batch.
+Every method's tokens are checked against the cached decoder's (`agree` = share of identical
+answers). Results go to bench/results/decode_speed.json and .md with the machine and command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+
+import hf_arith
+from hf_arith.bundled import bundled_models
+from hf_arith.cli import default_max_digits
+from hf_arith.decoding import greedy_decode, max_tokens_per_step
+from hf_arith.evaluation import heldout_problems
+from hf_arith.loading import load_checkpoint
+from hf_arith.problems import ProblemSpec
+from hf_arith.solving import answer_budget
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def problems_for(model, tokenizer, n: int, seed: int = 99) -> list[str]:
+    fmt = tokenizer.arith_format
+    items = {"min_items": 2, "max_items": min(5, fmt.max_items)} if fmt.task == "sort" else {}
+    spec = ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=default_max_digits(model, fmt), **items)
+    texts, _, _ = heldout_problems(spec, n, seed=seed)
+    return texts
+
+
+def make_batches(tokenizer, texts: list[str], batch_size: int, count: int):
+    batches = []
+    for i in range(count):
+        chunk = texts[i * batch_size:(i + 1) * batch_size]
+        enc = tokenizer(chunk, padding=True, return_tensors="pt")
+        batches.append((enc["input_ids"], enc["attention_mask"], answer_budget(tokenizer, chunk)))
+    return batches
+
+
+def methods(model, tokenizer, compiled=None):
+    eos = tokenizer.eos_token_id if tokenizer.arith_format.end_token else None
+    pad = tokenizer.pad_token_id
+
+    def generate(ids, mask, budget):
+        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=budget, do_sample=False,
+                             eos_token_id=eos, pad_token_id=pad)
+        return out[:, ids.shape[1]:]
+
+    def decoder(use_cache, k=1, target=model):
+        return lambda ids, mask, budget: greedy_decode(target, ids, mask, budget, eos_token_id=eos, pad_token_id=pad,
+                                                       use_cache=use_cache, tokens_per_step=k)
+
+    table = {"generate": generate, "decoder-nocache": decoder(False), "decoder-cache": decoder(True)}
+    for k in range(2, max_tokens_per_step(model) + 1):
+        table[f"decoder-cache-k{k}"] = decoder(True, k)
+    if compiled is not None:
+        table["decoder-cache-compiled"] = decoder(True, target=compiled)
+    return table
+
+
+def answers(tokenizer, tokens) -> list:
+    return tokenizer.decode_answers(tokens)
+
+
+def time_methods(table: dict, batches, repeats: int) -> dict:
+    """Per method: (first call seconds, best seconds over all batches, outputs).
+
+    The methods take turns in every repeat (round robin), so a burst of load on a shared
+    machine hurts them alike instead of whichever happened to run then.
+    """
+    first, best, outputs = {}, dict.fromkeys(table, float("inf")), {}
+    for method, fn in table.items():
+        if method.endswith("-compiled"):
+            torch._dynamo.reset()  # count this batch size's compilation in its first call
+        start = time.perf_counter()
+        fn(*batches[0])  # warm-up (and compilation, for a compiled model)
+        first[method] = time.perf_counter() - start
+    for _ in range(repeats):
+        for method, fn in table.items():
+            start = time.perf_counter()
+            outputs[method] = [fn(*batch) for batch in batches]
+            best[method] = min(best[method], time.perf_counter() - start)
+    return {m: (first[m], best[m], outputs[m]) for m in table}
+
+
+def bench_model(name: str, batch_sizes, threads_list, n_batches: dict, repeats: int, compile_: bool) -> list[dict]:
+    model, tokenizer = load_checkpoint(name)
+    model.eval()
+    need = max(b * n_batches[b] for b in batch_sizes)
+    texts = problems_for(model, tokenizer, need)
+    rows = []
+    for threads in threads_list:
+        torch.set_num_threads(threads)
+        compiled = None
+        if compile_:
+            torch._dynamo.reset()
+            compiled = torch.compile(model, dynamic=True)
+        for batch_size in batch_sizes:
+            batches = make_batches(tokenizer, texts, batch_size, n_batches[batch_size])
+            n = sum(len(b[0]) for b in batches)
+            timed = time_methods(methods(model, tokenizer, compiled), batches, repeats)
+            reference = [a for out in timed["decoder-cache"][2] for a in answers(tokenizer, out)]
+            for method, (first, best, outputs) in timed.items():
+                decoded = [a for out in outputs for a in answers(tokenizer, out)]
+                rows.append({"model": name, "threads": threads, "batch_size": batch_size, "method": method,
+                             "problems": n, "seconds": best, "problems_per_second": n / best,
+                             "first_call_seconds": first,
+                             "agree": float(np.mean([a == b for a, b in zip(decoded, reference, strict=True)]))})
+                print(f"{name:>16} threads={threads} batch={batch_size:>3} {method:<24} "
+                      f"{n / best:>10,.0f} problems/s  (first call {first:.3f} s)", flush=True)
+            by_method = {r["method"]: r for r in rows if r["model"] == name and r["threads"] == threads
+                         and r["batch_size"] == batch_size}
+            gen = by_method["generate"]["problems_per_second"]
+            for row in by_method.values():
+                row["speedup_vs_generate"] = row["problems_per_second"] / gen
+            compiled_row = by_method.get("decoder-cache-compiled")
+            if compiled_row is not None:
+                eager = by_method["decoder-cache"]
+                per_batch_compiled = compiled_row["seconds"] / n_batches[batch_size]
+                compile_cost = compiled_row["first_call_seconds"] - per_batch_compiled
+                saving = (eager["seconds"] - compiled_row["seconds"]) / n
+                compiled_row["compile_seconds"] = compile_cost
+                compiled_row["break_even_problems"] = (compile_cost / saving) if saving > 0 else None
+    return rows
+
+
+def markdown(result: dict) -> str:
+    lines = [f"# Decoding speed ({result['date']})", "", result["what"], "",
+             f"Machine: {result['machine']}", "", f"Command: `{result['command']}`", ""]
+    lines += ["| model | threads | batch | method | problems/s | x generate() | agree | first call (s) |",
+              "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
+    for r in result["rows"]:
+        lines.append(f"| {r['model']} | {r['threads']} | {r['batch_size']} | {r['method']} | "
+                     f"{r['problems_per_second']:,.0f} | {r['speedup_vs_generate']:.1f} | {r['agree']:.3f} | "
+                     f"{r['first_call_seconds']:.3f} |")
+    compiled = [r for r in result["rows"] if "compile_seconds" in r]
+    if compiled:
+        lines += ["", "torch.compile (cached decoder): one-off compile time and the problems needed to pay it back",
+                  "", "| model | threads | batch | compile (s) | break-even problems |", "| --- | ---: | ---: | ---: | ---: |"]
+        for r in compiled:
+            even = "never" if r["break_even_problems"] is None else f"{r['break_even_problems']:,.0f}"
+            lines.append(f"| {r['model']} | {r['threads']} | {r['batch_size']} | {r['compile_seconds']:.1f} | {even} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="*", help="bundled names or checkpoint folders (default: every bundled model)")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64, 256])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--batches", type=int, default=8, help="batches timed per setting (batch size 1: 4x as many)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--compile", action="store_true", help="also time the cached decoder on torch.compile(model)")
+    parser.add_argument("--out", default=str(RESULTS / "decode_speed.json"))
+    args = parser.parse_args(argv)
+
+    names = args.models or bundled_models()
+    n_batches = {b: args.batches * (4 if b == 1 else 1) for b in args.batch_sizes}
+    load_before = os.getloadavg()[0]
+    rows = []
+    for name in names:
+        rows += bench_model(name, args.batch_sizes, args.threads, n_batches, args.repeats, args.compile)
+    result = {
+        "what": ("problems/s of greedy decoding (answers identical across methods: see agree), best of "
+                 f"{args.repeats} repeats of {args.batches} batches (x4 at batch 1) after one warm-up batch; "
+                 "prompts tokenized outside the clock"),
+        "rows": rows,
+        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                    "cpu_count": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
+                    "transformers": transformers.__version__, "hf_arith": hf_arith.__version__,
+                    "load_average_1m_before": round(load_before, 2),
+                    "load_average_1m_after": round(os.getloadavg()[0], 2)},
+        "command": "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown(result))
+    print(f"wrote {out} and {out.with_suffix('.md')}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

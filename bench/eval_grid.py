@@ -1,0 +1,78 @@
+"""Wall time of the length-generalization grid (`hf-arith eval MODEL --grid A:B`) for any bundled model.
+
+Usage: python bench/eval_grid.py [MODEL] [--grid 1:30] [--samples-per-cell 100] [--threads 2]
+Runs `hf_arith.grid.length_grid` end to end (drawing the held-out problems of every cell, batched
+KV-cached greedy decoding through `solve`, the teacher-forced answer perplexity, scoring) and
+writes bench/results/eval_grid_<model>.json (timing, summary, machine, command) and the heatmap
+bench/results/eval_grid_<model>.png. The grid is clipped to what the model's format can write
+(a fixed-width model's grid ends at its width). Target for the 30x30 grid at 100 per cell: <= 60 s
+on the project's 2-core CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+import transformers
+
+import hf_arith
+from hf_arith.grid import length_grid, parse_length_range, training_range
+from hf_arith.loading import load_checkpoint, resolve_checkpoint
+from hf_arith.plots import plot_grid, save_figure
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", nargs="?", default="minimal-add10")
+    parser.add_argument("--grid", default="1:30", help="A:B operand lengths (default 1:30)")
+    parser.add_argument("--samples-per-cell", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=4096)
+    parser.add_argument("--out", default=None, help="JSON path (default bench/results/eval_grid_<model>.json)")
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    model, tok = load_checkpoint(args.model)
+    fmt = tok.arith_format
+    lo, hi = parse_length_range(args.grid)
+    if fmt.operand_width and hi > fmt.operand_width:
+        print(f"{args.model} has {fmt.operand_width}-digit operands: grid clipped to {lo}:{fmt.operand_width}")
+        hi = fmt.operand_width
+    train = training_range(fmt, resolve_checkpoint(args.model))
+    start = time.perf_counter()
+    result = length_grid(model, tok, (lo, hi), args.samples_per_cell, batch_size=args.batch_size, train_range=train)
+    wall = time.perf_counter() - start
+    name = Path(str(args.model)).name
+    out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"eval_grid_{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    png = save_figure(plot_grid(result, title=f"{args.model}: length grid {lo}-{hi}, "
+                                              f"{args.samples_per_cell} held-out problems per cell"),
+                      out.with_suffix(".png"))
+    s = result["summary"]
+    record = {
+        "what": "wall time of the length grid (problem drawing, batched KV-cached decoding, answer perplexity, scoring)",
+        "model": args.model, "unique_params": model.num_parameters(), "grid": [lo, hi],
+        "samples_per_cell": args.samples_per_cell, "problems": s["n"], "threads": args.threads,
+        "batch_size": args.batch_size, "wall_seconds": wall, "model_seconds": s["seconds"],
+        "problems_per_second": s["n"] / wall, "summary": s, "train_range": result["train_range"],
+        "exact_match_matrix": result["matrices"]["exact_match"], "figure": png.name,
+        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                    "cpu_count": os.cpu_count(), "torch": torch.__version__,
+                    "transformers": transformers.__version__, "hf_arith": hf_arith.__version__},
+        "command": "python " + " ".join(sys.argv),
+    }
+    out.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"{args.model}: {lo}-{hi} x {lo}-{hi} grid, {s['n']:,} problems in {wall:.1f} s "
+          f"({s['n'] / wall:,.0f}/s); exact match {s['exact_match']:.2%}")
+    print(f"wrote {out} and {png}")
+
+
+if __name__ == "__main__":
+    main()
