@@ -3,7 +3,8 @@
     python bench/abacus_report.py abacus-gpt2-add                    # a bundled name
     python bench/abacus_report.py runs/abacus-gpt2-add/final --name abacus-gpt2-add
 
-Measures, on problems from the held-out split only:
+Measures, on problems from the held-out split only (lengths are decimal digits, so models in
+other bases are scored on the very same problems; the split is a function of operand values):
   * exact match on N problems with 1-10-digit operands (every (len_a, len_b) pair equally likely);
   * exact match on problems whose two operands both have 20 digits (and 15 and 30);
   * for every tokens_per_step k the model supports (1, 2, 4, ...): exact match and the forward
@@ -51,7 +52,7 @@ def decode(model, tok, texts, k=1, use_cache=True, batch_size=1000):
 
 
 def heldout(tok, lo, hi, n, seed=1234):
-    spec = ProblemSpec(task=tok.arith_format.task, base=tok.arith_format.base, min_digits=lo, max_digits=hi)
+    spec = ProblemSpec(task=tok.arith_format.task, base=10, min_digits=lo, max_digits=hi)
     return heldout_problems(spec, n, seed=seed)
 
 
@@ -72,6 +73,7 @@ def main(argv=None) -> dict:
     result = {"model": args.model, "unique_params": model.num_parameters(), "format": tok.arith_format.to_dict()}
     ids = tok(texts)["input_ids"]
     result["mean_prompt_tokens_1_10"] = float(np.mean([len(x) for x in ids]))
+    result["max_prompt_tokens_1_10"] = int(max(len(x) for x in ids))
     per_k = {}
     for k in sorted({1, 2, 4, max_tokens_per_step(model)} & set(range(1, max_tokens_per_step(model) + 1))):
         answers, passes, seconds = decode(model, tok, texts, k=k)
@@ -80,7 +82,9 @@ def main(argv=None) -> dict:
                     "forward_passes": passes, "seconds": round(seconds, 2)}
         if k == 1:
             result["heldout_1_10"] = report
-            result["mean_answer_tokens_1_10"] = float(np.mean([len(a) for a in refs])) + 1  # + <eos>
+            fmt = tok.arith_format  # answer tokens in the model's base, + <eos>
+            digits = [len(np.base_repr(int(a), fmt.base)) for a in refs]
+            result["mean_answer_tokens_1_10"] = float(np.mean(digits)) + int(fmt.end_token)
     for row in per_k.values():
         row["passes_vs_k1"] = round(row["forward_passes"] / per_k[1]["forward_passes"], 3)
     result["tokens_per_step"] = per_k

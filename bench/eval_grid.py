@@ -1,6 +1,6 @@
 """Wall time of the length-generalization grid (`hf-arith eval MODEL --grid A:B`) for any bundled model.
 
-Usage: python bench/eval_grid.py [MODEL] [--grid 1:30] [--samples-per-cell 100] [--threads 2]
+Usage: python bench/eval_grid.py [MODEL] [--grid 1:30] [--samples-per-cell 100] [--threads 1]
 Runs `hf_arith.grid.length_grid` end to end (drawing the held-out problems of every cell, batched
 KV-cached greedy decoding through `solve`, the teacher-forced answer perplexity, scoring) and
 writes bench/results/eval_grid_<model>.json (timing, summary, machine, command) and the heatmap
@@ -14,15 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import sys
 import time
 from pathlib import Path
 
 import torch
-import transformers
+from machine import command_line, machine_info, utc_now
 
-import hf_arith
 from hf_arith.grid import length_grid, parse_length_range, training_range
 from hf_arith.loading import load_checkpoint, resolve_checkpoint
 from hf_arith.plots import plot_grid, save_figure
@@ -33,7 +30,7 @@ def main() -> None:
     parser.add_argument("model", nargs="?", default="minimal-add10")
     parser.add_argument("--grid", default="1:30", help="A:B operand lengths (default 1:30)")
     parser.add_argument("--samples-per-cell", type=int, default=100)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as hf-arith eval)")
     parser.add_argument("--batch-size", type=int, default=4096)
     parser.add_argument("--out", default=None, help="JSON path (default bench/results/eval_grid_<model>.json)")
     args = parser.parse_args()
@@ -46,6 +43,7 @@ def main() -> None:
         print(f"{args.model} has {fmt.operand_width}-digit operands: grid clipped to {lo}:{fmt.operand_width}")
         hi = fmt.operand_width
     train = training_range(fmt, resolve_checkpoint(args.model))
+    load_before = os.getloadavg()[0]  # the machine may be shared: record how busy it was
     start = time.perf_counter()
     result = length_grid(model, tok, (lo, hi), args.samples_per_cell, batch_size=args.batch_size, train_range=train)
     wall = time.perf_counter() - start
@@ -63,10 +61,8 @@ def main() -> None:
         "batch_size": args.batch_size, "wall_seconds": wall, "model_seconds": s["seconds"],
         "problems_per_second": s["n"] / wall, "summary": s, "train_range": result["train_range"],
         "exact_match_matrix": result["matrices"]["exact_match"], "figure": png.name,
-        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                    "cpu_count": os.cpu_count(), "torch": torch.__version__,
-                    "transformers": transformers.__version__, "hf_arith": hf_arith.__version__},
-        "command": "python " + " ".join(sys.argv),
+        "machine": machine_info(load_before), "date": utc_now(),
+        "command": command_line(),
     }
     out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"{args.model}: {lo}-{hi} x {lo}-{hi} grid, {s['n']:,} problems in {wall:.1f} s "

@@ -7,6 +7,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokeni
 
 from .bundled import bundled_models, bundled_path
 from .formatting import FormatError, NumberFormat
+from .metrics import compute_metrics, metric_path
 from .models.abacus import AbacusGPT2Config, AbacusGPT2ForCausalLM, AbacusGPT2Model
 from .models.minimal import MinimalConfig, MinimalForCausalLM, MinimalModel
 from .solving import solve
@@ -31,6 +32,7 @@ _register(AbacusGPT2Config, AbacusGPT2Model, AbacusGPT2ForCausalLM)
 ArithTokenizer.register_for_auto_class("AutoTokenizer")
 
 __all__ = [
-    "AbacusGPT2Config", "AbacusGPT2ForCausalLM", "AbacusGPT2Model", "ArithTokenizer", "FormatError", "MinimalConfig", "MinimalForCausalLM", "MinimalModel", "NumberFormat",
-    "bundled_models", "bundled_path", "solve",
+    "AbacusGPT2Config", "AbacusGPT2ForCausalLM", "AbacusGPT2Model", "ArithTokenizer", "FormatError",
+    "MinimalConfig", "MinimalForCausalLM", "MinimalModel", "NumberFormat",
+    "bundled_models", "bundled_path", "compute_metrics", "metric_path", "solve",
 ]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import random
 import time
-from collections import defaultdict
 
 import numpy as np
 
 from .formatting import TASK_NAMES, FormatError
+from .metrics import arith_scores
 from .problems import ProblemSpec, sample
 from .solving import solve
 
@@ -28,20 +28,9 @@ def heldout_problems(spec: ProblemSpec, n: int, seed: int = 1234, test_fraction:
 
 
 def score(predictions: list[str | None], references: list[str], lengths=None) -> dict:
-    """Exact match overall, the malformed share, and (with lengths) accuracy per operand length."""
-    correct = [p == r for p, r in zip(predictions, references)]
-    report = {
-        "exact_match": float(np.mean(correct)) if correct else 0.0,
-        "malformed": float(np.mean([p is None for p in predictions])) if predictions else 0.0,
-        "n": len(correct),
-    }
-    if lengths is not None:
-        cells = defaultdict(list)
-        for ok, row in zip(correct, np.asarray(lengths)):
-            cells[int(row.max())].append(ok)
-        report["by_max_operand_length"] = {k: float(np.mean(v)) for k, v in sorted(cells.items())}
-        report["count_by_max_operand_length"] = {k: len(v) for k, v in sorted(cells.items())}
-    return report
+    """Exact match, per-digit accuracy, the malformed share and (with lengths) accuracy per operand
+    length: `hf_arith.metrics.arith_scores`, the code the evaluate metric and the Trainer use too."""
+    return arith_scores(predictions, references, lengths)
 
 
 def evaluate_model(model, tokenizer, spec: ProblemSpec, n: int = 2000, seed: int = 1234,
@@ -52,6 +41,38 @@ def evaluate_model(model, tokenizer, spec: ProblemSpec, n: int = 2000, seed: int
     report = score(predictions, answers, lengths)
     report["seconds"] = time.perf_counter() - start
     return report
+
+
+def supports_loops(model) -> bool:
+    """A looped model takes `num_recurrences` at every forward pass and says so in its config."""
+    return hasattr(model.config, "num_recurrences")
+
+
+def check_loops(model, loops) -> list[int]:
+    loops = [int(n) for n in loops]
+    if not supports_loops(model):
+        raise FormatError(f"{type(model).__name__} has no recurrence (its config has no num_recurrences), "
+                          "so its number of loops cannot be varied")
+    if not loops or any(n < 1 for n in loops):
+        raise FormatError(f"loop counts must be positive integers, got {loops}")
+    return loops
+
+
+def loops_curve(model, tokenizer, texts: list[str], answers: list[str], loops, inside=None,
+                batch_size: int = 4096) -> dict:
+    """Exact match on the same problems for each number of recurrences; with `inside` (a boolean
+    per problem: within the training range) also inside and beyond the training range."""
+    loops = check_loops(model, loops)
+    inside = None if inside is None else np.asarray(inside, dtype=bool)
+    curve = {"loops": loops, "n": len(texts), "exact_match": [], "in_training_range": [], "beyond_training_range": []}
+    for n in loops:
+        predictions = solve(model, tokenizer, texts, batch_size=batch_size, model_kwargs={"num_recurrences": n})
+        curve["exact_match"].append(score(predictions, answers)["exact_match"])
+        for key, part in (("in_training_range", inside), ("beyond_training_range", None if inside is None else ~inside)):
+            idx = [] if part is None else np.flatnonzero(part)
+            curve[key].append(score([predictions[i] for i in idx], [answers[i] for i in idx])["exact_match"]
+                              if len(idx) else None)
+    return curve
 
 
 def tiny_adder_cases(seed: int = 2025, n_random: int = 10_000) -> list[tuple[int, int]]:

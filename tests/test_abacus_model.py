@@ -75,6 +75,14 @@ def test_random_offsets_shift_digits_only_and_stay_in_the_table():
     per_row = random_offsets(base, 25, 40, per_sequence=True)
     assert len(set((per_row - base).max(dim=1).values.tolist())) > 5  # per sequence really varies
     assert torch.equal(random_offsets(base, 0, 40, True), base)
+    # shift_all_tokens moves every token by the row's k, non-digits included
+    whole = random_offsets(base, 25, 40, per_sequence=True, shift_all_tokens=True)
+    k = (whole - base)[:, :1]
+    assert torch.equal(whole, base + k) and int(whole.max()) <= 40
+    # unshifted_fraction keeps k = 0 for about that share of rows
+    kept = random_offsets(base, 25, 40, per_sequence=True, unshifted_fraction=0.5)
+    zero_share = float(((kept - base).max(dim=1).values == 0).float().mean())
+    assert 0.35 < zero_share < 0.65
 
 
 def test_training_mode_draws_offsets_and_eval_mode_does_not():
@@ -266,3 +274,25 @@ def test_remote_code_loads_without_hf_arith(tmp_path):
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded["ids"] == expected
     assert loaded["params"] == model.num_parameters()
+
+
+# -- the preset through the Trainer ----------------------------------------------------------------
+@pytest.mark.parametrize("preset", ["abacus-gpt2-add", "abacus-gpt2-add-hex"])
+def test_presets_train_multi_token_models_with_the_trainer(tmp_path, preset):
+    from hf_arith.loading import load_checkpoint
+    from hf_arith.train_config import load_recipe
+    from hf_arith.training import train
+
+    overrides = ["optim.steps=4", "optim.compile=false", "optim.save_steps=1000", "eval.samples=16",
+                 "model.hidden_size=16", "model.num_hidden_layers=1", "model.intermediate_size=32",
+                 "model.num_future_tokens=2", f"output_dir={tmp_path}"]
+    summary = train(load_recipe(preset, overrides))
+    assert summary["steps"] == 4 and summary["train_loss"] == summary["train_loss"]  # ran, loss not NaN
+    model, tok = load_checkpoint(tmp_path / "final")
+    assert type(model) is AbacusGPT2ForCausalLM and model.config.num_future_tokens == 2
+    assert model.config.num_digit_tokens == tok.arith_format.base == (16 if preset.endswith("hex") else 10)
+    one = hf_arith.solve(model, tok, ["123+45", "9+9"], tokens_per_step=1)
+    two = hf_arith.solve(model, tok, ["123+45", "9+9"], tokens_per_step=2)
+    assert len(one) == len(two) == 2  # answers or None: an untrained model, but both paths decode
+    with pytest.raises(FormatError):
+        hf_arith.solve(model, tok, ["12G+3"])  # not a digit in any base the tokenizer reads

@@ -31,11 +31,16 @@ def check_abacus_range(position_ids: torch.Tensor, max_digits: int) -> None:
         )
 
 
-def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int, per_sequence: bool) -> torch.Tensor:
+def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int, per_sequence: bool,
+                   unshifted_fraction: float = 0.0, shift_all_tokens: bool = False) -> torch.Tensor:
     """Shift every digit position by a random k in [0, max_offset] (one k per batch or per sequence).
 
     Without the shift, indices beyond the training length never receive gradient and length
-    generalization fails. k is capped so that no shifted index leaves the table.
+    generalization fails. k is capped so that no shifted index leaves the table. With uniform k,
+    index 1 (used by every number at test time, where k = 0) is trained only when k = 0; a share
+    `unshifted_fraction` of draws keeps k = 0 so the low indices are trained as often as the rest.
+    With `shift_all_tokens`, non-digit tokens move to k too: the `=` that predicts the first answer
+    digit then sits one index below it for every k, as each answer digit sits below the next.
     """
     if max_offset <= 0 or position_ids.numel() == 0:
         return position_ids
@@ -47,6 +52,11 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     else:
         draw = torch.rand(room.shape, device=position_ids.device)
     k = (draw * (room + 1)).floor().long().clamp(max=room)
+    if unshifted_fraction > 0:
+        keep = torch.rand(k.shape if per_sequence else (), device=k.device) < unshifted_fraction
+        k = torch.where(keep, torch.zeros_like(k), k)
+    if shift_all_tokens:
+        return position_ids + k[:, None]
     return torch.where(position_ids > 0, position_ids + k[:, None], position_ids)
 
 

@@ -18,6 +18,11 @@ class AbacusGPT2Config(PreTrainedConfig):
         abacus_max_offset: training draws a random k in [0, abacus_max_offset] added to every digit
             position (the paper's max_k = 100), so that indices beyond the training length get trained.
         abacus_offset_per_sequence: draw k per sequence instead of once per batch (the paper).
+        abacus_unshifted_fraction: share of draws that keep k = 0 (0 in the paper), so the low
+            indices that every number uses at test time are trained often enough.
+        abacus_offset_all_tokens: the training offset also moves non-digit tokens (index 0 -> k), so
+            the `=` before the answer keeps the "next index" relation to the first answer digit
+            for every k (the paper shifts digits only).
         absolute_position_embedding: also add a learned absolute position (GPT-2's wpe), over
             `max_position_embeddings` tokens.
         max_position_embeddings: the longest sequence the model accepts.
@@ -44,6 +49,8 @@ class AbacusGPT2Config(PreTrainedConfig):
         abacus_max_digits: int = 128,
         abacus_max_offset: int = 100,
         abacus_offset_per_sequence: bool = False,
+        abacus_unshifted_fraction: float = 0.0,
+        abacus_offset_all_tokens: bool = False,
         absolute_position_embedding: bool = False,
         max_position_embeddings: int = 1024,
         num_future_tokens: int = 1,
@@ -66,6 +73,8 @@ class AbacusGPT2Config(PreTrainedConfig):
         self.abacus_max_digits = abacus_max_digits
         self.abacus_max_offset = abacus_max_offset
         self.abacus_offset_per_sequence = abacus_offset_per_sequence
+        self.abacus_unshifted_fraction = abacus_unshifted_fraction
+        self.abacus_offset_all_tokens = abacus_offset_all_tokens
         self.absolute_position_embedding = absolute_position_embedding
         self.max_position_embeddings = max_position_embeddings
         self.num_future_tokens = num_future_tokens
@@ -94,7 +103,7 @@ class AbacusGPT2Config(PreTrainedConfig):
                              f"num_attention_heads ({self.num_attention_heads})")
         if not 2 <= self.num_digit_tokens <= self.vocab_size:
             raise ValueError(f"{name}.num_digit_tokens must be between 2 and vocab_size, got {self.num_digit_tokens}")
-        for field in ("resid_pdrop", "embd_pdrop", "attn_pdrop"):
+        for field in ("resid_pdrop", "embd_pdrop", "attn_pdrop", "abacus_unshifted_fraction"):
             if not 0.0 <= getattr(self, field) < 1.0:
                 raise ValueError(f"{name}.{field} must lie in [0, 1), got {getattr(self, field)!r}")
 

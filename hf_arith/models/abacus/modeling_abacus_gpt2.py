@@ -187,8 +187,10 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             position_ids = self.position_ids_from_input_ids(input_ids)
             check_abacus_range(position_ids, self.config.abacus_max_digits)
             if self.training:
-                position_ids = random_offsets(position_ids, self.config.abacus_max_offset,
-                                              self.config.abacus_max_digits, self.config.abacus_offset_per_sequence)
+                c = self.config
+                position_ids = random_offsets(position_ids, c.abacus_max_offset, c.abacus_max_digits,
+                                              c.abacus_offset_per_sequence, c.abacus_unshifted_fraction,
+                                              c.abacus_offset_all_tokens)
         else:
             check_abacus_range(position_ids, self.config.abacus_max_digits)
         hidden = self.wte(input_ids) + self.abacus(position_ids)

@@ -1,0 +1,72 @@
+"""Attention maps of one problem: every layer and head, tokens in the model's own format.
+
+The model first answers the problem (greedy decoding, as `solve` does); then one forward pass
+over prompt + answer with eager attention returns the weights. Used by `hf-arith attention`
+and the Gradio Space, which rely on exactly `attention_maps` and `plot_attention`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
+
+from .decoding import greedy_decode
+from .formatting import EOS_TOKEN, PAD_TOKEN
+from .plots import plot_attention
+from .solving import answer_budget, check_context
+
+
+@contextlib.contextmanager
+def eager_attention(model):
+    """Run `model` with eager attention for a while: only that path materialises the weights
+    (and runs attention as plain matrix products, which flop counting needs too)."""
+    before = getattr(model.config, "_attn_implementation", None)
+    switch = before not in (None, "eager")
+    if switch:
+        model.set_attn_implementation("eager")
+    try:
+        yield model
+    finally:
+        if switch:
+            model.set_attn_implementation(before)
+
+
+def answer_ids(model, tokenizer, problem: str) -> tuple[list[int], list[int]]:
+    """(prompt ids, generated answer ids up to and including the end token) for one problem."""
+    enc = tokenizer([problem], return_tensors="pt")  # a problem the format cannot write fails here
+    prompt = enc["input_ids"]
+    budget = answer_budget(tokenizer, [problem])
+    check_context(model, prompt.shape[1], budget)
+    device = next(model.parameters()).device
+    end = tokenizer.eos_token_id if tokenizer.arith_format.end_token else None
+    new = greedy_decode(model, prompt.to(device), enc["attention_mask"].to(device), budget,
+                        eos_token_id=end, pad_token_id=tokenizer.pad_token_id)[0].tolist()
+    answer = []
+    for token in new:
+        if token == tokenizer.pad_token_id:
+            break
+        answer.append(token)
+        if token == end:
+            break
+    return prompt[0].tolist(), answer
+
+
+@torch.inference_mode()
+def attention_maps(model, tokenizer, problem: str) -> tuple[list[str], list[np.ndarray]]:
+    """Tokens of the prompt and the model's answer, and one [heads, T, T] array per layer
+    (row = query position, column = key position; rows sum to 1)."""
+    prompt, answer = answer_ids(model, tokenizer, problem)
+    vocab = tokenizer.arith_format.vocab()
+    ids = prompt + answer
+    device = next(model.parameters()).device
+    with eager_attention(model):
+        out = model(input_ids=torch.tensor([ids], device=device), output_attentions=True, use_cache=False)
+    if not out.attentions:
+        raise ValueError(f"{type(model).__name__} does not return attention weights (output_attentions)")
+    tokens = [{EOS_TOKEN: "<eos>", PAD_TOKEN: "<pad>"}.get(vocab[i], vocab[i]) for i in ids]
+    return tokens, [a[0].float().cpu().numpy() for a in out.attentions]
+
+
+__all__ = ["answer_ids", "attention_maps", "eager_attention", "plot_attention"]

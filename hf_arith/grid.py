@@ -1,0 +1,300 @@
+"""The length-generalization grid: accuracy for every pair of operand lengths (len_a, len_b).
+
+Each cell holds `samples_per_cell` problems whose operands have exactly len_a and len_b digits
+(in the model's base), drawn from the held-out split (the split hash of `problems.py`), so a
+cell inside the training range measures held-out accuracy. Small cells (1x1 has 100 problems,
+of which about 10 are held out) are enumerated and sampled with replacement; the JSON records
+how many distinct problems a cell used. Answers come from `solve` (batched, KV-cached greedy
+decoding); per-cell scores from `hf_arith.metrics`, the same code as the evaluate metric.
+
+Besides accuracy, every problem gets the perplexity of its correct answer under the model
+(teacher-forced): near 1 means "almost right", large means "lost".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .formatting import OPERATORS, TASK_NAMES, FormatError, Problems, digits_to_int, render
+from .metrics import arith_scores, group_scores, length_key
+from .problems import DEFAULT_TEST_FRACTION, split_of, with_answers
+from .solving import solve
+
+ENUMERATE_LIMIT = 200_000  # cells with at most this many problems are enumerated, not sampled
+SOLVED = 0.99  # a cell counts as solved at this exact match (the summary's `solved_up_to`)
+
+
+def parse_length_range(text: str, option: str = "--grid") -> tuple[int, int]:
+    """'1:30' -> (1, 30); anything else is a one-line error naming the option."""
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", str(text))
+    if m is None or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise FormatError(f"{option} {text!r}: expected A:B with 1 <= A <= B operand digits, e.g. 1:30")
+    return int(m.group(1)), int(m.group(2))
+
+
+def check_grid(fmt, lengths: tuple[int, int]) -> None:
+    """A grid needs two operands, and operands the format can write."""
+    if fmt.task == "sort":
+        raise FormatError(f"the length grid needs a task with two operands; this model does {TASK_NAMES[fmt.task]}")
+    if fmt.operand_width and lengths[1] > fmt.operand_width:
+        raise FormatError(f"grid up to {lengths[1]} digits: this model writes operands in a fixed width of "
+                          f"{fmt.operand_width} digits, so its grid ends at {fmt.operand_width}")
+
+
+# -- problems of one cell -------------------------------------------------------------------
+def count_of_length(base: int, length: int) -> int:
+    """How many numbers have exactly `length` digits (0 counts as a one-digit number)."""
+    return base if length == 1 else (base - 1) * base ** (length - 1)
+
+
+def _random_operands(base: int, length: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n numbers of exactly `length` digits, [n, length], least significant digit first."""
+    digits = rng.integers(0, base, size=(n, length), dtype=np.int8)
+    if length > 1:  # a non-zero leading digit, so the length is what was asked for
+        digits[:, -1] = rng.integers(1, base, size=n, dtype=np.int8)
+    return digits
+
+
+def _all_operands(base: int, length: int) -> np.ndarray:
+    """Every number of exactly `length` digits, [count, length], least significant digit first."""
+    low = 0 if length == 1 else base ** (length - 1)
+    values = np.arange(low, base**length, dtype=np.int64)
+    return ((values[:, None] // base ** np.arange(length)[None, :]) % base).astype(np.int8)
+
+
+def _pair(task: str, base: int, a: np.ndarray, b: np.ndarray) -> Problems:
+    width = max(a.shape[1], b.shape[1])
+    operands = np.zeros((len(a), 2, width), dtype=np.int8)
+    operands[:, 0, : a.shape[1]], operands[:, 1, : b.shape[1]] = a, b
+    lengths = np.tile(np.array([a.shape[1], b.shape[1]], dtype=np.int64), (len(a), 1))
+    return Problems(task, base, operands, lengths)
+
+
+def cell_problems(task: str, base: int, len_a: int, len_b: int, n: int, seed: int = 0,
+                  test_fraction: float = DEFAULT_TEST_FRACTION) -> tuple[Problems, dict]:
+    """n problems with operands of exactly len_a and len_b digits, from the held-out split.
+
+    Returns the problems (operands only: `with_answers` adds answers) and how they were drawn: `distinct` problems, and
+    `heldout` False where a cell's held-out split is empty (then the whole cell is used). The
+    draw depends only on (seed, len_a, len_b), so a cell is the same in every grid.
+    """
+    rng = np.random.default_rng([seed, len_a, len_b])
+    space = count_of_length(base, len_a) * count_of_length(base, len_b)
+    heldout = test_fraction > 0
+    if space <= ENUMERATE_LIMIT:
+        a, b = _all_operands(base, len_a), _all_operands(base, len_b)
+        pool = _pair(task, base, np.repeat(a, len(b), axis=0), np.tile(b, (len(a), 1)))
+        test = np.flatnonzero(split_of(pool, test_fraction)) if heldout else np.arange(len(pool))
+        if len(test) == 0:
+            test, heldout = np.arange(len(pool)), False
+        pick = rng.choice(test, size=n, replace=len(test) < n)
+        problems, distinct = pool.select(np.sort(pick)), len(np.unique(pick))
+    else:
+        chunks, have = [], 0
+        while have < n:  # rejection sampling: a held-out problem is about test_fraction of the draws
+            m = int(1.5 * (n - have) / (test_fraction if heldout else 1.0)) + 16
+            batch = _pair(task, base, _random_operands(base, len_a, m, rng), _random_operands(base, len_b, m, rng))
+            if heldout:
+                batch = batch.select(split_of(batch, test_fraction))
+            chunks.append(batch)
+            have += len(batch)
+        problems = Problems(task, base, np.concatenate([c.operands for c in chunks])[:n],
+                            np.concatenate([c.lengths for c in chunks])[:n])
+        distinct = n  # repeats in a space this large are negligible and not checked
+    return problems, {"distinct": int(distinct), "heldout": bool(heldout)}
+
+
+def stack(parts: list[Problems]) -> Problems:
+    """One batch from batches of (possibly) different operand widths, without answers."""
+    width = max(p.operands.shape[2] for p in parts)
+    operands = np.concatenate([np.pad(p.operands, ((0, 0), (0, 0), (0, width - p.operands.shape[2]))) for p in parts])
+    return Problems(parts[0].task, parts[0].base, operands, np.concatenate([p.lengths for p in parts]))
+
+
+def _decimal(digits: np.ndarray, lengths: np.ndarray, base: int) -> list[str]:
+    """Least-significant-first digit rows to decimal strings (a bytes fast path for base 10)."""
+    if base != 10:
+        return [str(digits_to_int(d[:k], base)) for d, k in zip(digits, lengths)]
+    text = (digits[:, ::-1].astype(np.uint8) + ord("0")).tobytes().decode("ascii")
+    width = digits.shape[1]
+    return [text[i * width : (i + 1) * width].lstrip("0") or "0" for i in range(len(digits))]
+
+
+def plain_text(problems: Problems) -> tuple[list[str], list[str]]:
+    """Problems and answers as plain decimal text ('123+456', '579'), fast for large batches."""
+    a = _decimal(problems.operands[:, 0], problems.lengths[:, 0], problems.base)
+    b = _decimal(problems.operands[:, 1], problems.lengths[:, 1], problems.base)
+    answers = _decimal(problems.answer, problems.answer_lengths, problems.base)
+    answers = [f"-{x}" if neg else x for x, neg in zip(answers, problems.negative)]
+    op = OPERATORS[problems.task]
+    return [f"{x}{op}{y}" for x, y in zip(a, b)], answers
+
+
+# -- perplexity of the correct answer -------------------------------------------------------
+@torch.inference_mode()
+def answer_perplexity(model, tokenizer, problems: Problems, batch_size: int = 4096,
+                      model_kwargs: dict | None = None, on_batch=None) -> np.ndarray:
+    """exp(mean negative log-likelihood) of each problem's correct answer tokens (and end token),
+    with the prompt and the correct answer so far as context (teacher forcing)."""
+    fmt = tokenizer.arith_format
+    ids, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
+    pad = tokenizer.pad_token_id
+    device = next(model.parameters()).device
+    out = np.empty(len(problems), dtype=np.float64)
+    for start in range(0, len(problems), batch_size):
+        rows = slice(start, start + batch_size)
+        lens, prompts = lengths[rows], prompt_lengths[rows]
+        width = int(lens.max())
+        # Left padding, as `solve` feeds prompts: every row ends at the last column.
+        shift = width - lens
+        src = np.arange(width)[None, :] - shift[:, None]
+        real = src >= 0
+        batch = np.where(real, np.take_along_axis(ids[rows, :width], np.clip(src, 0, None), axis=1), pad)
+        input_ids = torch.from_numpy(batch).to(device)
+        mask = torch.from_numpy(real.astype(np.int64)).to(device)
+        logits = model(input_ids=input_ids, attention_mask=mask, use_cache=False, **(model_kwargs or {})).logits
+        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1).gather(-1, input_ids[:, 1:, None])[..., 0]
+        # Token at column c (an answer token when c >= shift + prompt length) is scored by column c - 1.
+        cols = np.arange(1, width)[None, :]
+        answer = torch.from_numpy(cols >= (shift + prompts)[:, None]).to(device)
+        nll = -(logp * answer).sum(1) / answer.sum(1)
+        out[rows] = torch.exp(nll).cpu().numpy()
+        if on_batch is not None:
+            on_batch(len(lens))
+    return out
+
+
+# -- the grid -------------------------------------------------------------------------------
+def grid_problem_set(fmt, lengths: tuple[int, int], samples_per_cell: int = 100, seed: int = 0,
+                     test_fraction: float = DEFAULT_TEST_FRACTION) -> tuple[Problems, dict]:
+    """All cells' problems in one batch (cell by cell, with answers), and how each cell was drawn."""
+    check_grid(fmt, lengths)
+    if samples_per_cell < 1:
+        raise FormatError(f"samples per cell must be at least 1, got {samples_per_cell}")
+    lo, hi = lengths
+    parts, drawn = [], {}
+    for a in range(lo, hi + 1):
+        for b in range(lo, hi + 1):
+            problems, drawn[(a, b)] = cell_problems(fmt.task, fmt.base, a, b, samples_per_cell, seed, test_fraction)
+            parts.append(problems)
+    return with_answers(stack(parts)), drawn  # answers in one vectorized pass over all cells
+
+
+def training_range(fmt, folder: str | Path | None = None) -> tuple[int, int] | None:
+    """The operand lengths a checkpoint was trained on, where it can be known: `train_digits`
+    ([min, max]) in its training_summary.json, else a fixed-width format's 1..width."""
+    summary = Path(folder) / "training_summary.json" if folder is not None else None
+    if summary is not None and summary.is_file():
+        try:
+            digits = json.loads(summary.read_text(encoding="utf-8")).get("train_digits")
+        except (OSError, ValueError, AttributeError):
+            digits = None
+        if isinstance(digits, list) and len(digits) == 2 and all(isinstance(d, int) for d in digits):
+            return digits[0], digits[1]
+    return (1, fmt.operand_width) if fmt.operand_width else None
+
+
+def _matrix(cells: dict, lo: int, hi: int, field: str) -> list[list[float]]:
+    size = range(lo, hi + 1)
+    return [[cells[(a, b)][field] for b in size] for a in size]
+
+
+def _in_range(len_a: int, len_b: int, train_range) -> bool:
+    return train_range is not None and all(train_range[0] <= n <= train_range[1] for n in (len_a, len_b))
+
+
+def solved_up_to(cells: dict, lo: int, hi: int, threshold: float = SOLVED) -> int:
+    """The largest L such that every cell with both lengths in [lo, L] reaches `threshold` (lo - 1 if none)."""
+    best = lo - 1
+    for size in range(lo, hi + 1):
+        if any(cells[(a, b)]["exact_match"] < threshold for a in range(lo, size + 1) for b in range(lo, size + 1)):
+            break
+        best = size
+    return best
+
+
+def grid_report(predictions, answers, lengths, perplexity, lo: int, hi: int, train_range=None) -> dict:
+    """Per-cell scores and the summary from per-problem predictions (no model: also for tests)."""
+    lengths = np.asarray(lengths)
+    keys = [length_key(row) for row in lengths]
+    scored = group_scores(predictions, answers, keys)
+    by_key = {}
+    for k, x in zip(keys, np.asarray(perplexity, dtype=np.float64)):
+        by_key.setdefault(k, []).append(x)
+    cells = {}
+    for a in range(lo, hi + 1):
+        for b in range(lo, hi + 1):
+            key = length_key((a, b))
+            if key not in scored:
+                raise ValueError(f"no problems with operand lengths {a} and {b} in the grid")
+            cells[(a, b)] = {"len_a": a, "len_b": b, **scored[key], "mean_perplexity": float(np.mean(by_key[key]))}
+    overall = arith_scores(predictions, answers)
+    summary = {**overall, "mean_perplexity": float(np.mean(perplexity)) if len(perplexity) else math.nan,
+               f"solved_up_to_{int(SOLVED * 100)}": solved_up_to(cells, lo, hi)}
+    if train_range is not None:
+        inside = np.array([_in_range(a, b, train_range) for a, b in lengths[:, :2]])
+        for name, part in (("in_training_range", inside), ("beyond_training_range", ~inside)):
+            idx = np.flatnonzero(part)
+            summary[f"{name}_exact_match"] = (
+                arith_scores([predictions[i] for i in idx], [answers[i] for i in idx])["exact_match"] if len(idx) else None)
+    return {"cells": cells, "summary": summary}
+
+
+def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: int = 100, seed: int = 0,
+                batch_size: int = 4096, model_kwargs: dict | None = None, train_range=None,
+                test_fraction: float = DEFAULT_TEST_FRACTION, progress: bool = False,
+                keep_problems: bool = False) -> dict:
+    """Evaluate every (len_a, len_b) cell for len_a, len_b in [lengths[0], lengths[1]].
+
+    Returns a JSON-ready dict: the settings, `matrices` (row = len_a, column = len_b, from the
+    smallest length) of exact match, per-digit accuracy, malformed share and mean answer
+    perplexity, the list of `cells`, and a `summary` (overall, inside and beyond `train_range`).
+    `keep_problems` adds every problem with its prediction and answer perplexity.
+    """
+    fmt = tokenizer.arith_format
+    lo, hi = lengths
+    problems, drawn = grid_problem_set(fmt, lengths, samples_per_cell, seed, test_fraction)
+    texts, answers = plain_text(problems)
+    start = time.perf_counter()
+    bar = tqdm(total=2 * len(texts), desc="grid", unit="problem", disable=not progress)
+    predictions = []
+    for i in range(0, len(texts), batch_size):
+        chunk = texts[i : i + batch_size]
+        predictions.extend(solve(model, tokenizer, chunk, batch_size=batch_size, model_kwargs=model_kwargs))
+        bar.update(len(chunk))
+    perplexity = answer_perplexity(model, tokenizer, problems, batch_size, model_kwargs, on_batch=bar.update)
+    bar.close()
+    seconds = time.perf_counter() - start
+    report = grid_report(predictions, answers, problems.lengths, perplexity, lo, hi, train_range)
+    cells = report["cells"]
+    for key, info in drawn.items():
+        cells[key].update(info)
+    result = {
+        "task": fmt.task, "base": fmt.base, "lengths": [lo, hi], "samples_per_cell": samples_per_cell,
+        "seed": seed, "test_fraction": test_fraction, "model_kwargs": dict(model_kwargs or {}),
+        "train_range": list(train_range) if train_range is not None else None,
+        "matrices": {f: _matrix(cells, lo, hi, f)
+                     for f in ("exact_match", "per_digit_accuracy", "malformed", "mean_perplexity")},
+        "summary": {**report["summary"], "seconds": seconds, "problems_per_second": len(texts) / seconds},
+        "cells": list(cells.values()),
+    }
+    if keep_problems:
+        result["problems"] = [{"problem": t, "len_a": int(n[0]), "len_b": int(n[1]), "answer": r, "prediction": p,
+                               "perplexity": float(x)}
+                              for t, n, r, p, x in zip(texts, problems.lengths, answers, predictions, perplexity)]
+    return result
+
+
+__all__ = [
+    "answer_perplexity", "cell_problems", "check_grid", "count_of_length", "grid_problem_set", "grid_report",
+    "length_grid", "training_range",
+    "parse_length_range", "plain_text", "solved_up_to", "stack",
+]

@@ -1,0 +1,172 @@
+"""The pictures: length-grid heatmaps, the loops curve, attention maps and embedding trajectories.
+
+Figures are built with `matplotlib.figure.Figure` and the Agg canvas, never pyplot: no global
+state, no GUI backend, safe in a Trainer callback or a Gradio worker thread. Every figure has a
+fixed size in inches at `DPI`, and `save_figure` writes exactly that many pixels (no tight
+bounding box), so tests can check a PNG's size.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.colors import LogNorm
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FormatStrFormatter
+
+DPI = 100
+GRID_SIZE = (12.0, 5.4)  # inches: accuracy and perplexity side by side
+LOOPS_SIZE = (6.4, 4.4)
+TRAJECTORY_SIZE = (12.0, 5.0)
+ANNOTATE_UP_TO = 12  # write the numbers into heatmap cells for grids this small
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    """Write `fig` as a PNG of exactly its size in pixels; the folder must exist."""
+    path = Path(path)
+    fig.savefig(path, dpi=DPI, format="png")
+    return path
+
+
+def _heatmap(fig, ax, matrix, lo: int, title: str, norm=None, vmin=None, vmax=None, cmap="viridis", fmt="{:.2f}"):
+    data = np.asarray(matrix, dtype=np.float64)
+    image = ax.imshow(data, origin="lower", cmap=cmap, norm=norm, vmin=vmin, vmax=vmax, aspect="equal",
+                      interpolation="nearest")
+    n = data.shape[0]
+    step = max(1, n // 10)
+    ticks = list(range(0, n, step))
+    ax.set_xticks(ticks, [str(lo + t) for t in ticks])
+    ax.set_yticks(ticks, [str(lo + t) for t in ticks])
+    ax.set_xlabel("digits of the second operand")
+    ax.set_ylabel("digits of the first operand")
+    ax.set_title(title)
+    bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    bar.ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))  # plain numbers on a log scale, not 6x10^0
+    bar.ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    if n <= ANNOTATE_UP_TO:
+        for (i, j), value in np.ndenumerate(data):
+            r, g, b, _ = image.cmap(image.norm(value))
+            ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"  # readable on its cell
+            ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=7, color=ink)
+    return image
+
+
+def _outline(ax, train_range, lo: int, hi: int) -> None:
+    """A red square around the cells whose both lengths lie in the training range."""
+    if train_range is None:
+        return
+    a, b = max(train_range[0], lo), min(train_range[1], hi)
+    if a > b:
+        return
+    ax.add_patch(Rectangle((a - lo - 0.5, a - lo - 0.5), b - a + 1, b - a + 1, fill=False,
+                           edgecolor="red", linewidth=2.5, clip_on=False))
+    ax.set_title(f"{ax.get_title()}\n(red square: trained on {train_range[0]}-{train_range[1]} digits)", fontsize=10)
+
+
+def plot_grid(result: dict, title: str | None = None) -> Figure:
+    """Exact match and mean answer perplexity per (len_a, len_b) cell of a `length_grid` result."""
+    lo, hi = result["lengths"]
+    fig = Figure(figsize=GRID_SIZE, dpi=DPI, layout="constrained")
+    left, right = fig.subplots(1, 2)
+    _heatmap(fig, left, result["matrices"]["exact_match"], lo, "exact match", vmin=0.0, vmax=1.0)
+    perplexity = np.asarray(result["matrices"]["mean_perplexity"], dtype=np.float64)
+    # Perplexity runs from 1 (certain of the right answer) upwards; a floor of 2 for the top of
+    # the scale keeps a model that is right everywhere from painting its rounding noise.
+    top = max(float(np.nanmax(perplexity)), 2.0)
+    _heatmap(fig, right, perplexity, lo, "mean perplexity of the correct answer",
+             norm=LogNorm(vmin=1.0, vmax=top), cmap="magma_r", fmt="{:.3g}")
+    for ax in (left, right):
+        _outline(ax, result.get("train_range"), lo, hi)
+    s = result["summary"]
+    fig.suptitle(title or f"{result['task']}: {s['exact_match']:.2%} exact match over {s['n']:,} problems "
+                          f"({result['samples_per_cell']} per cell)")
+    return fig
+
+
+def plot_loops(curve: dict, title: str | None = None) -> Figure:
+    """Exact match against the number of recurrences (log2 axis), overall and by training range."""
+    fig = Figure(figsize=LOOPS_SIZE, dpi=DPI, layout="constrained")
+    ax = fig.subplots()
+    loops = curve["loops"]
+    for key, label, style in (("exact_match", "all problems", "o-"),
+                              ("in_training_range", "inside the training range", "s--"),
+                              ("beyond_training_range", "beyond the training range", "^:")):
+        values = curve.get(key)
+        if values and any(v is not None for v in values):
+            ax.plot(loops, [np.nan if v is None else v for v in values], style, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(loops, [str(n) for n in loops])
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("recurrences (num_recurrences)")
+    ax.set_ylabel("exact match")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title or "accuracy against recurrences")
+    return fig
+
+
+def attention_figsize(n_maps: int, n_heads: int, n_tokens: int) -> tuple[float, float]:
+    """Inches for `n_maps` rows of `n_heads` panels: panels grow with the tokens, within limits."""
+    panel = float(np.clip(0.16 * n_tokens, 2.8, 7.0))
+    return n_heads * panel, n_maps * panel + 0.6
+
+
+def plot_attention(tokens: list[str], maps: list[np.ndarray]) -> Figure:
+    """One panel per layer (rows) and head (columns): queries down, keys across, model tokens on both axes."""
+    if not maps:
+        raise ValueError("no attention maps to plot")
+    heads = max(m.shape[0] for m in maps)
+    fig = Figure(figsize=attention_figsize(len(maps), heads, len(tokens)), dpi=DPI, layout="constrained")
+    axes = np.atleast_2d(fig.subplots(len(maps), heads, squeeze=False))
+    size = 7 if len(tokens) <= 40 else 5
+    for layer, weights in enumerate(maps):
+        for head in range(heads):
+            ax = axes[layer, head]
+            if head >= weights.shape[0]:
+                ax.axis("off")
+                continue
+            ax.imshow(weights[head], cmap="Blues", vmin=0.0, vmax=1.0, interpolation="nearest")
+            ax.set_xticks(range(len(tokens)), tokens, fontsize=size, rotation=90)
+            ax.set_yticks(range(len(tokens)), tokens, fontsize=size)
+            ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=9)
+    fig.suptitle(" ".join(tokens), fontsize=9)
+    return fig
+
+
+def plot_embedding_trajectories(record: dict) -> Figure:
+    """Token embeddings over training in their first two principal components, beside the loss.
+
+    `record` is what `EmbeddingTrajectoryCallback.record()` returns: steps, tokens, the PCA
+    projection [steps, tokens, 2] and the loss curve.
+    """
+    fig = Figure(figsize=TRAJECTORY_SIZE, dpi=DPI, layout="constrained")
+    left, right = fig.subplots(1, 2)
+    points = np.asarray(record["projection"], dtype=np.float64)
+    colors = [f"C{i % 10}" for i in range(points.shape[1])]
+    for k, token in enumerate(record["tokens"]):
+        path = points[:, k]
+        left.plot(path[:, 0], path[:, 1], "-", color=colors[k], alpha=0.5, linewidth=1)
+        left.plot(path[0, 0], path[0, 1], "o", color=colors[k], markersize=3, alpha=0.5)
+        left.annotate(token, path[-1], fontsize=11, fontweight="bold", color=colors[k], ha="center", va="center")
+    ratio = record.get("explained_variance_ratio") or [np.nan, np.nan]
+    left.set_xlabel(f"PC 1 ({ratio[0]:.0%} of variance)")
+    left.set_ylabel(f"PC 2 ({ratio[1]:.0%} of variance)")
+    left.set_title(f"token embeddings, steps {record['steps'][0]}-{record['steps'][-1]} (dot = start)")
+    left.grid(alpha=0.3)
+    if record.get("loss_steps"):
+        right.plot(record["loss_steps"], record["losses"], "-", color="C3")
+        if min(record["losses"]) > 0:
+            right.set_yscale("log")
+    right.set_xlabel("step")
+    right.set_ylabel("training loss")
+    right.set_title("loss")
+    right.grid(alpha=0.3)
+    return fig
+
+
+__all__ = [
+    "DPI", "attention_figsize", "plot_attention", "plot_embedding_trajectories", "plot_grid", "plot_loops",
+    "save_figure",
+]

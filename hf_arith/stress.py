@@ -1,0 +1,113 @@
+"""Stress sets: problems that random sampling almost never draws, each reported on its own.
+
+- commutativity (addition, multiplication): a+b and b+a must get the same (correct) answer;
+- carry chains: 999..9 + 1 and 1 + 999..9 (every digit carries), 1000..0 - 1 (every digit
+  borrows), 999..9 * 9, for every length;
+- zero operands: 0+0, 0+x and x+0 (sorting: all items 0);
+- max length: both operands as long as the model takes.
+
+"9" stands for the largest digit of the model's base. Reference answers come from the
+vectorized reference solver of `problems.py`, exact for any length; scores from `metrics`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .formatting import OPERATORS, SORT_LABELS, digits_to_int, parse_problems
+from .metrics import arith_scores
+from .problems import ProblemSpec, sample, with_answers
+from .solving import solve
+
+SHOW_FAILURES = 5  # failing examples kept per set
+
+
+def _random_values(base: int, length: int, n: int, rng: np.random.Generator) -> list[int]:
+    """n numbers of exactly `length` digits in `base` (Python ints: exact at any length)."""
+    digits = rng.integers(0, base, size=(n, length))
+    if length > 1:
+        digits[:, -1] = rng.integers(1, base, size=n)
+    return [digits_to_int(row, base) for row in digits]
+
+
+def stress_sets(fmt, max_digits: int, n: int = 100, seed: int = 0) -> dict[str, list[str]]:
+    """Plain problem texts per stress set for this format; only the sets that apply to its task."""
+    rng = np.random.default_rng(seed)
+    base, task = fmt.base, fmt.task
+    lengths = range(1, max_digits + 1)
+    if task == "sort":
+        items = min(fmt.max_items, 5)
+        spec = ProblemSpec(task="sort", base=base, min_digits=max_digits, max_digits=max_digits,
+                           min_items=items, max_items=items)
+        return {
+            "zero_operands": [",".join(f"{SORT_LABELS[i]}:0" for i in range(k)) for k in range(2, fmt.max_items + 1)],
+            "max_length": sample(spec, n, rng, split=None).to_text(),
+        }
+    op = OPERATORS[task]
+    top = [base**k - 1 for k in lengths]  # 99..9 in the model's base, k digits
+    sets = {}
+    if task in ("add", "mul"):
+        a = [v for k in lengths for v in _random_values(base, k, max(1, n // max_digits), rng)]
+        b = [v for k in reversed(lengths) for v in _random_values(base, k, max(1, n // max_digits), rng)]
+        sets["commutativity"] = [f"{x}{op}{y}" for x, y in zip(a, b)]
+    if task == "add":
+        sets["carry_chains"] = [f"{v}+1" for v in top] + [f"1+{v}" for v in top]
+    elif task == "sub":
+        sets["carry_chains"] = [f"{v + 1}-1" for v in top[:-1]] + [f"{v}-{v}" for v in top]
+    elif task == "mul":
+        sets["carry_chains"] = [f"{v}*{base - 1}" for v in top] + [f"{base - 1}*{v}" for v in top]
+    some = [v for k in lengths for v in _random_values(base, k, 1, rng)]
+    sets["zero_operands"] = [f"0{op}0"] + [f"0{op}{v}" for v in some] + [f"{v}{op}0" for v in some]
+    wide_a, wide_b = (_random_values(base, max_digits, n, rng) for _ in range(2))
+    sets["max_length"] = [f"{x}{op}{y}" for x, y in zip(wide_a, wide_b)]
+    return sets
+
+
+def references(texts: list[str], fmt) -> list[str]:
+    return with_answers(parse_problems(texts, fmt)).answer_text()
+
+
+def _swap(text: str, op: str) -> str:
+    left, _, right = text.partition(op)
+    return f"{right}{op}{left}"
+
+
+def score_set(texts: list[str], predictions, expected) -> dict:
+    report = arith_scores(predictions, expected)
+    report["failures"] = [{"problem": t, "expected": r, "got": p}
+                          for t, p, r in zip(texts, predictions, expected) if p != r][:SHOW_FAILURES]
+    return report
+
+
+def stress_test(model, tokenizer, max_digits: int, n: int = 100, seed: int = 0, batch_size: int = 4096,
+                model_kwargs: dict | None = None, sets: dict[str, list[str]] | None = None) -> dict:
+    """Run every stress set (or the given `sets`) through `solve`; one report per set.
+
+    The commutativity report adds `swapped_exact_match` (b+a) and `agreement`: the share of
+    pairs where a+b and b+a got the same well-formed answer, right or wrong.
+    """
+    fmt = tokenizer.arith_format
+    sets = dict(sets if sets is not None else stress_sets(fmt, max_digits, n, seed))
+    if "commutativity" in sets:
+        sets["commutativity (swapped)"] = [_swap(t, OPERATORS[fmt.task]) for t in sets["commutativity"]]
+    # One solve call for all sets: one batched run instead of several small ones.
+    everything = [t for texts in sets.values() for t in texts]
+    predicted = solve(model, tokenizer, everything, batch_size=batch_size, model_kwargs=model_kwargs)
+    expected = references(everything, fmt)
+    reports, start = {}, 0
+    for name, texts in sets.items():
+        end = start + len(texts)
+        reports[name] = score_set(texts, predicted[start:end], expected[start:end])
+        reports[name]["predictions"] = predicted[start:end]
+        start = end
+    if "commutativity" in reports:
+        forward, back = reports["commutativity"], reports.pop("commutativity (swapped)")
+        forward["swapped_exact_match"] = back["exact_match"]
+        pairs = list(zip(forward["predictions"], back["predictions"]))
+        forward["agreement"] = sum(x == y and x is not None for x, y in pairs) / len(pairs) if pairs else 0.0
+    for report in reports.values():
+        del report["predictions"]
+    return reports
+
+
+__all__ = ["references", "score_set", "stress_sets", "stress_test"]

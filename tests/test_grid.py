@@ -1,0 +1,276 @@
+"""The length grid, the answer perplexity, the loops curve and `hf-arith eval --grid/--loops/--stress`.
+
+Models are trained for a few steps only, so tests check plumbing and numbers computed by hand
+or by an independent route, never accuracy.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import types
+
+import evaluate
+import numpy as np
+import pytest
+import torch
+from test_plots import assert_png
+
+import hf_arith.evaluation as evaluation
+from hf_arith.cli import main
+from hf_arith.formatting import FormatError, NumberFormat, problems_from_ints
+from hf_arith.grid import (
+    answer_perplexity,
+    cell_problems,
+    grid_report,
+    length_grid,
+    parse_length_range,
+    plain_text,
+    solved_up_to,
+    stack,
+    training_range,
+)
+from hf_arith.loading import load_checkpoint
+from hf_arith.metrics import metric_path
+from hf_arith.plots import GRID_SIZE, LOOPS_SIZE
+from hf_arith.problems import split_of, with_answers
+
+
+@pytest.fixture(scope="module")
+def tiny(add10):
+    return load_checkpoint(add10)
+
+
+def fails(capsys, *argv) -> str:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hf-arith: error: "), err
+    return lines[0]
+
+
+# -- spec and problems ----------------------------------------------------------------------
+def test_parse_length_range():
+    assert parse_length_range("1:30") == (1, 30)
+    assert parse_length_range(" 4 : 4 ") == (4, 4)
+    for bad in ("3-5", "5:3", "0:4", "a:b", "1:", "1:2:3", ""):
+        with pytest.raises(FormatError, match="expected A:B"):
+            parse_length_range(bad)
+
+
+@pytest.mark.parametrize(("len_a", "len_b"), [(1, 1), (2, 3), (7, 12)])
+def test_cell_problems_have_exact_lengths_and_are_held_out(len_a, len_b):
+    problems, info = cell_problems("add", 10, len_a, len_b, 50, seed=3)
+    texts, _ = plain_text(with_answers(problems))
+    assert all(len(t.split("+")[0]) == len_a and len(t.split("+")[1]) == len_b for t in texts)
+    assert split_of(problems).all() and info["heldout"]
+    assert 1 <= info["distinct"] <= 50
+    again, _ = cell_problems("add", 10, len_a, len_b, 50, seed=3)
+    assert np.array_equal(again.operands, problems.operands)  # a cell is the same in every grid
+
+
+def test_tiny_cells_reuse_their_few_held_out_problems():
+    problems, info = cell_problems("add", 10, 1, 1, 100, seed=0)
+    # 1x1 has 100 problems; the held-out split holds about a tenth of them, all of which get used.
+    every = problems_from_ints("add", [[a, b] for a in range(10) for b in range(10)], 10)
+    held_out = int(split_of(every).sum())
+    assert len(problems) == 100 and split_of(problems).all()
+    assert info["distinct"] == len({tuple(r.ravel()) for r in problems.operands}) == held_out < 100
+    _, no_split = cell_problems("add", 10, 1, 1, 10, test_fraction=0.0)
+    assert not no_split["heldout"]
+
+
+@pytest.mark.parametrize(("task", "base"), [("add", 10), ("sub", 10), ("mul", 7)])
+def test_plain_text_matches_the_reference_conversion(task, base):
+    problems = with_answers(stack([cell_problems(task, base, a, b, 20, seed=1)[0] for a, b in ((1, 3), (4, 2))]))
+    texts, answers = plain_text(problems)
+    assert texts == problems.to_text()
+    assert answers == problems.answer_text()
+
+
+def test_grid_rejects_formats_it_cannot_draw(tiny):
+    model, tok = tiny
+    with pytest.raises(FormatError, match="fixed width of 10"):
+        length_grid(model, tok, (1, 11))
+    sort_tok = types.SimpleNamespace(arith_format=NumberFormat(task="sort"))
+    with pytest.raises(FormatError, match="two operands"):
+        length_grid(model, sort_tok, (1, 3))
+
+
+def test_training_range_from_summary_or_width(tmp_path):
+    assert training_range(NumberFormat(operand_width=10)) == (1, 10)
+    assert training_range(NumberFormat()) is None
+    (tmp_path / "training_summary.json").write_text(json.dumps({"train_digits": [1, 20]}))
+    assert training_range(NumberFormat(), tmp_path) == (1, 20)
+
+
+# -- numbers --------------------------------------------------------------------------------
+def test_grid_report_by_hand():
+    # Cells 1x1, 1x2, 2x1, 2x2 with two problems each.
+    lengths = [(1, 1), (1, 1), (1, 2), (1, 2), (2, 1), (2, 1), (2, 2), (2, 2)]
+    answers = ["5", "9", "12", "15", "21", "30", "101", "99"]
+    predictions = ["5", "9", "12", None, "20", "30", "111", "98"]
+    perplexity = [1, 1, 1, 9, 3, 1, 2, 4]
+    report = grid_report(predictions, answers, lengths, perplexity, 1, 2, train_range=(1, 1))
+    cells = report["cells"]
+    assert [cells[k]["exact_match"] for k in [(1, 1), (1, 2), (2, 1), (2, 2)]] == [1.0, 0.5, 0.5, 0.0]
+    assert [cells[k]["mean_perplexity"] for k in [(1, 1), (1, 2), (2, 1), (2, 2)]] == [1.0, 5.0, 2.0, 3.0]
+    assert cells[(1, 2)]["malformed"] == 0.5
+    assert cells[(2, 2)]["per_digit_accuracy"] == pytest.approx(3 / 5)  # 111 vs 101: 2 of 3; 98 vs 99: 1 of 2
+    s = report["summary"]
+    assert s["exact_match"] == pytest.approx(4 / 8)
+    assert s["in_training_range_exact_match"] == 1.0
+    assert s["beyond_training_range_exact_match"] == pytest.approx(2 / 6)
+    assert s["solved_up_to_99"] == 1
+
+
+def test_solved_up_to():
+    cells = {(a, b): {"exact_match": 1.0 if max(a, b) <= 3 else 0.5} for a in range(1, 6) for b in range(1, 6)}
+    assert solved_up_to(cells, 1, 5) == 3
+    cells[(1, 1)]["exact_match"] = 0.0
+    assert solved_up_to(cells, 1, 5) == 0
+
+
+def test_metric_and_grid_agree_on_the_same_predictions(tiny):
+    model, tok = tiny
+    result = length_grid(model, tok, (2, 4), samples_per_cell=15, seed=5, keep_problems=True)
+    problems = result["problems"]
+    metric = evaluate.load(metric_path())
+    scores = metric.compute(predictions=[p["prediction"] for p in problems],
+                            references=[p["answer"] for p in problems],
+                            problems=[p["problem"] for p in problems])
+    for cell in result["cells"]:
+        key = f"{cell['len_a']}x{cell['len_b']}"
+        assert scores["by_operand_lengths"][key] == cell["exact_match"]
+        assert scores["count_by_operand_lengths"][key] == cell["n"] == 15
+    assert scores["exact_match"] == pytest.approx(result["summary"]["exact_match"])
+    matrix = np.array(result["matrices"]["exact_match"])
+    assert matrix.shape == (3, 3)
+    assert matrix[1, 2] == scores["by_operand_lengths"]["3x4"]  # row len_a 3, column len_b 4
+    # The predictions are the model's own: solve on the same problems gives the same answers.
+    from hf_arith import solve
+
+    sample = problems[::7]
+    assert solve(model, tok, [p["problem"] for p in sample]) == [p["prediction"] for p in sample]
+
+
+class UniformModel(torch.nn.Module):
+    """Equal logits everywhere: every answer token has probability 1/V, so perplexity is V."""
+
+    def __init__(self, vocab: int):
+        super().__init__()
+        self.vocab = vocab
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.config = types.SimpleNamespace()
+
+    def forward(self, input_ids, attention_mask=None, **kwargs):
+        return types.SimpleNamespace(logits=torch.zeros(*input_ids.shape, self.vocab) + self.weight)
+
+
+def test_answer_perplexity_of_a_uniform_model_is_the_vocabulary_size(tiny):
+    _, tok = tiny
+    problems = with_answers(stack([cell_problems("add", 10, a, b, 3)[0] for a, b in ((1, 1), (3, 7))]))
+    vocab = len(tok.arith_format.vocab())
+    assert np.allclose(answer_perplexity(UniformModel(vocab), tok, problems), vocab)
+
+
+def test_answer_perplexity_matches_an_unbatched_forward(tiny):
+    model, tok = tiny
+    problems = with_answers(stack([cell_problems("add", 10, a, b, 2, seed=9)[0] for a, b in ((1, 2), (6, 3))]))
+    batched = answer_perplexity(model, tok, problems, batch_size=3)
+    from hf_arith.formatting import render
+
+    ids, lengths, prompts = render(problems, tok.arith_format, with_answer=True)
+    for i in range(len(problems)):
+        row = torch.tensor(ids[i, : lengths[i]])[None]
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=row).logits[0, :-1], -1)
+        targets = row[0, 1:]
+        nll = -logp[torch.arange(len(targets)), targets][prompts[i] - 1 :].mean()
+        assert batched[i] == pytest.approx(float(torch.exp(nll)), rel=1e-4)
+
+
+# -- loops ----------------------------------------------------------------------------------
+def test_loops_curve_by_hand(tiny, monkeypatch):
+    model, tok = tiny
+    texts, answers = ["1+1", "2+2", "3+3", "4+4"], ["2", "4", "6", "8"]
+    inside = [True, True, False, False]
+
+    def fake_solve(model, tokenizer, problems, batch_size, model_kwargs):
+        n = model_kwargs["num_recurrences"]  # n loops get the first n problems right
+        return [a if i < n else None for i, a in enumerate(answers)]
+
+    monkeypatch.setattr(evaluation, "solve", fake_solve)
+    with pytest.raises(FormatError, match="no recurrence"):
+        evaluation.loops_curve(model, tok, texts, answers, [1, 2])
+    monkeypatch.setattr(model.config, "num_recurrences", 1, raising=False)
+    curve = evaluation.loops_curve(model, tok, texts, answers, [1, 2, 4], inside=inside)
+    assert curve["exact_match"] == [0.25, 0.5, 1.0]
+    assert curve["in_training_range"] == [0.5, 1.0, 1.0]
+    assert curve["beyond_training_range"] == [0.0, 0.0, 1.0]
+
+
+# -- the command line -----------------------------------------------------------------------
+def test_eval_grid_stress_writes_json_png_and_summary(add10, tmp_path, capsys):
+    out = tmp_path / "ev"
+    code = main(["eval", str(add10), "--samples", "50", "--grid", "1:3", "--samples-per-cell", "6",
+                 "--stress", "--output-dir", str(out)])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Length grid 1-3 x 1-3" in stdout and "carry_chains" in stdout
+    grid = json.loads((out / "grid.json").read_text())
+    assert np.array(grid["matrices"]["exact_match"]).shape == (3, 3)
+    assert grid["train_range"] == [1, 10] and grid["samples_per_cell"] == 6
+    problems = [json.loads(line) for line in (out / "grid_problems.jsonl").read_text().splitlines()]
+    assert len(problems) == 9 * 6
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["grid"]["exact_match"] == grid["summary"]["exact_match"]
+    assert set(summary["stress"]) >= {"commutativity", "carry_chains", "zero_operands", "max_length"}
+    assert summary["unique_params"] > 0 and summary["heldout"]["n"] == 50
+    assert_png(out / "grid.png", GRID_SIZE)
+
+
+@pytest.fixture(scope="module")
+def looped(add10, tmp_path_factory):
+    """The tiny checkpoint with `num_recurrences` in its config: a stand-in looped model."""
+    folder = tmp_path_factory.mktemp("looped") / "model"
+    shutil.copytree(add10, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["num_recurrences"] = 1
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_eval_loops_writes_the_curve(looped, tmp_path, capsys):
+    out = tmp_path / "loops"
+    code = main(["eval", str(looped), "--samples", "30", "--loops", "1,2,4", "--output-dir", str(out)])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    curve = json.loads((out / "loops.json").read_text())
+    assert curve["loops"] == [1, 2, 4] and len(curve["exact_match"]) == 3 and curve["n"] == 30
+    assert "recurrences" in stdout
+    assert_png(out / "loops.png", LOOPS_SIZE)
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--grid", "3-5"], ["--grid", "'3-5'", "A:B"]),
+    (["--grid", "5:3"], ["--grid", "'5:3'"]),
+    (["--grid", "0:3"], ["--grid"]),
+    (["--grid", "1:11"], ["11 digits", "fixed width of 10"]),
+    (["--loops", "1,2"], ["--loops", "no recurrence"]),
+    (["--loops", "1,0"], ["--loops", "'1,0'"]),
+    (["--grid", "1:2", "--samples-per-cell", "0"], ["--samples-per-cell"]),
+])
+def test_eval_bad_options_are_one_line_errors(add10, tmp_path, capsys, argv, words):
+    message = fails(capsys, "eval", add10, *argv, "--output-dir", tmp_path / "out")
+    for word in words:
+        assert word in message
+
+
+def test_eval_unwritable_output_dir_fails_before_evaluating(add10, tmp_path, capsys, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setattr("hf_arith.cli.load_checkpoint", lambda *_: pytest.fail("loaded a model first"))
+    message = fails(capsys, "eval", add10, "--grid", "1:2", "--output-dir", blocker / "sub")
+    assert "--output-dir" in message and str(blocker / "sub") in message and "cannot write" in message

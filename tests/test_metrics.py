@@ -1,0 +1,136 @@
+"""Metrics: hand-computed cases, the offline `evaluate` wrapper, and the Trainer's compute_metrics."""
+
+from __future__ import annotations
+
+import evaluate
+import numpy as np
+import pytest
+import torch
+
+from hf_arith.evaluation import score
+from hf_arith.formatting import NumberFormat, parse_problems, render
+from hf_arith.loading import load_checkpoint
+from hf_arith.metrics import (
+    IGNORE_INDEX,
+    arith_scores,
+    compute_metrics,
+    digit_matches,
+    metric_path,
+    operand_lengths,
+    prompt_operand_lengths,
+    teacher_forced_answers,
+)
+from hf_arith.problems import with_answers
+from hf_arith.streaming import encode_examples
+from hf_arith.tokenization_arith import ArithTokenizer
+
+
+@pytest.mark.parametrize(("prediction", "reference", "expected"), [
+    ("579", "579", (3, 3)),
+    ("589", "579", (2, 3)),
+    ("1579", "579", (3, 4)),   # an extra digit is a wrong position
+    ("79", "579", (2, 3)),     # aligned at the units digit
+    (None, "10", (0, 2)),      # malformed: none of the reference's digits
+    ("-12", "-13", (2, 3)),
+    ("bac", "bac", (3, 3)),
+])
+def test_digit_matches(prediction, reference, expected):
+    assert digit_matches(prediction, reference) == expected
+
+
+def test_scores_by_hand():
+    predictions = ["579", "589", None, "10", "1111"]
+    references = ["579", "579", "10", "10", "1110"]
+    lengths = [[3, 3], [3, 3], [1, 1], [1, 1], [4, 3]]
+    report = arith_scores(predictions, references, lengths)
+    assert report["exact_match"] == pytest.approx(2 / 5)
+    assert report["per_digit_accuracy"] == pytest.approx((3 + 2 + 0 + 2 + 3) / (3 + 3 + 2 + 2 + 4))
+    assert report["malformed"] == pytest.approx(1 / 5)
+    assert report["by_max_operand_length"] == {1: 0.5, 3: 0.5, 4: 0.0}
+    assert report["count_by_max_operand_length"] == {1: 2, 3: 2, 4: 1}
+    assert report["by_operand_lengths"] == {"1x1": 0.5, "3x3": 0.5, "4x3": 0.0}
+    assert score(predictions, references, lengths) == report  # `hf-arith eval` uses the same code
+
+
+def test_scores_reject_mismatched_lists():
+    with pytest.raises(ValueError, match="3 predictions but 2 references"):
+        arith_scores(["1", "2", "3"], ["1", "2"])
+
+
+def test_operand_lengths_of_plain_problems():
+    lengths = operand_lengths(["123+45", "007+0", "a:31,b:7,c:120"])
+    assert lengths.tolist() == [[3, 2, 0], [1, 1, 0], [2, 1, 3]]
+
+
+def test_evaluate_metric_loads_offline_and_wraps_the_same_code():
+    metric = evaluate.load(metric_path())
+    predictions, references = ["579", None, "11", "100"], ["579", "10", "10", "100"]
+    problems = ["123+456", "9+1", "5+5", "1+99"]
+    result = metric.compute(predictions=predictions, references=references, problems=problems)
+    assert result == arith_scores(predictions, references, operand_lengths(problems))
+    assert result["exact_match"] == 0.5 and result["malformed"] == 0.25
+    assert result["by_operand_lengths"] == {"1x1": 0.0, "1x2": 1.0, "3x3": 1.0}
+    plain = metric.compute(predictions=predictions, references=references)
+    assert "by_operand_lengths" not in plain and plain["exact_match"] == 0.5
+
+
+@pytest.mark.parametrize("reverse", [True, False])
+def test_prompt_operand_lengths_reads_fixed_width_prompts(reverse):
+    fmt = NumberFormat(operand_width=6, answer_width=7, end_token=False, reverse_operands=reverse)
+    problems = with_answers(parse_problems(["120+5", "0+100000", "10+10"], fmt))
+    ids, _, _ = encode_examples(problems, fmt, 22)
+    assert prompt_operand_lengths(ids, fmt, fmt.vocab()).tolist() == [[3, 1], [1, 6], [2, 2]]
+
+
+def _examples(tokenizer, texts, length=None):
+    fmt = tokenizer.arith_format
+    problems = with_answers(parse_problems(texts, fmt))
+    input_ids, attention_mask, labels = encode_examples(problems, fmt, length or render(problems, fmt, True)[0].shape[1])
+    return input_ids, attention_mask, labels, problems.answer_text()
+
+
+def test_compute_metrics_scores_teacher_forced_predictions_by_hand():
+    tok = ArithTokenizer(number_format=NumberFormat(end_token=True))
+    input_ids, _, labels, answers = _examples(tok, ["12+34", "5+5", "999+1"])
+    # Perfect next-token predictions: the prediction at t is the token at t + 1.
+    perfect = np.roll(input_ids, -1, axis=1)
+    wrong = perfect.copy()
+    first_answer = np.argmax(labels[1] != IGNORE_INDEX)  # '5+5': its first answer digit ('0' of 10, reversed)
+    wrong[1, first_answer - 1] = tok.arith_format.token_id("7")
+    predictions, references = teacher_forced_answers(wrong, labels, tok)
+    assert references == answers == ["46", "10", "1000"]
+    assert predictions == ["46", "17", "1000"]
+    fn = compute_metrics(tok)
+    eval_pred = type("EvalPrediction", (), {"predictions": wrong, "label_ids": labels, "inputs": input_ids})
+    metrics = fn(eval_pred)
+    assert metrics["exact_match"] == pytest.approx(2 / 3)
+    assert metrics["per_digit_accuracy"] == pytest.approx((2 + 1 + 4) / (2 + 2 + 4))
+    assert metrics["exact_match_len_1"] == 0.0 and metrics["exact_match_len_2"] == 1.0
+    assert metrics["exact_match_len_3"] == 1.0
+    # Raw logits work too: one-hot logits of the same tokens give the same numbers.
+    logits = np.eye(len(tok.arith_format.vocab()))[wrong]
+    eval_pred.predictions = logits
+    assert fn(eval_pred) == metrics
+
+
+def test_compute_metrics_in_a_trainer_matches_a_manual_pass(add10, tmp_path):
+    from transformers import Trainer, TrainingArguments
+
+    from hf_arith.metrics import preprocess_logits_for_metrics
+
+    model, tok = load_checkpoint(add10)
+    texts = ["1234+5678", "99+1", "5+0", "123456789+987654321", "7+8", "3000+4000"]
+    input_ids, _, labels, _ = _examples(tok, texts, 33)
+    dataset = [{"input_ids": torch.tensor(i), "labels": torch.tensor(lab)} for i, lab in zip(input_ids, labels)]
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_eval_batch_size=4, report_to="none",
+                             use_cpu=True, include_for_metrics=["inputs"])
+    trainer = Trainer(model=model, args=args, eval_dataset=dataset, compute_metrics=compute_metrics(tok),
+                      preprocess_logits_for_metrics=preprocess_logits_for_metrics)
+    metrics = trainer.evaluate()
+    with torch.no_grad():
+        greedy = model(input_ids=torch.tensor(input_ids)).logits.argmax(-1).numpy()
+    predictions, references = teacher_forced_answers(greedy, labels, tok)
+    expected = arith_scores(predictions, references)
+    assert metrics["eval_exact_match"] == pytest.approx(expected["exact_match"])
+    assert metrics["eval_per_digit_accuracy"] == pytest.approx(expected["per_digit_accuracy"])
+    assert "eval_exact_match_len_9" in metrics

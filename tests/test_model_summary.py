@@ -1,0 +1,84 @@
+"""Model summary: parameter counts with and without tying, and multiply-adds checked against a
+count by hand from the minimal family's shapes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from hf_arith.cli import main
+from hf_arith.loading import load_checkpoint
+from hf_arith.model_summary import model_summary, multiply_adds, parameter_counts, parameter_table, tied_groups
+
+
+@pytest.fixture(scope="module")
+def tiny(add10):
+    return load_checkpoint(add10)
+
+
+def test_minimal_counts_its_tied_head_once(tiny):
+    model, _ = tiny
+    counts = parameter_counts(model)
+    assert counts["unique"] == model.num_parameters()
+    embedding = sum(p.numel() for p in model.get_input_embeddings().parameters())
+    assert counts["total"] == counts["unique"] + embedding  # the head reads the embedding table
+    rows = parameter_table(model)
+    assert sum(r["parameters"] - r["tied"] for r in rows) == counts["unique"]
+    assert rows[-1]["module"] == "(output head)" and rows[-1]["tied"] == embedding
+    assert tied_groups(model) == [["(output head)", "model.embed_tokens"]]
+
+
+def test_registered_tying_is_found_by_name():
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=20, n_embd=8, n_layer=1, n_head=2, n_positions=16))
+    counts = parameter_counts(model)
+    assert counts["unique"] == model.num_parameters()
+    assert counts["total"] - counts["unique"] == 20 * 8
+    assert ["lm_head.weight", "transformer.wte.weight"] in tied_groups(model)
+
+
+def expected_macs(config, prompt: int, generated: int) -> tuple[int, int]:
+    """Matrix multiply-adds of the minimal family by hand: (prompt pass, all decoding steps)."""
+    d, f, h, kv, hd, v = (config.hidden_size, config.intermediate_size, config.num_attention_heads,
+                          config.num_key_value_heads, config.head_dim, config.vocab_size)
+    per_token = d * h * hd + 2 * d * kv * hd + h * hd * d + 3 * d * f  # q, k, v, o, gate, up, down
+    layers = config.num_hidden_layers
+
+    def attention(queries: int, keys: int) -> int:  # scores and mixing, every head (K/V repeated)
+        return 2 * h * hd * queries * keys
+
+    prefill = layers * (prompt * per_token + attention(prompt, prompt)) + d * v  # logits of the last position
+    steps = sum(layers * (per_token + attention(1, prompt + t)) + d * v for t in range(1, generated))
+    return prefill, steps
+
+
+def test_multiply_adds_match_a_count_by_hand(tiny):
+    model, tok = tiny
+    c = multiply_adds(model, tok, "9999999999+9999999999")
+    assert c["prompt_tokens"] == 22 and c["generated_tokens"] == 11
+    prefill, steps = expected_macs(model.config, 22, 11)
+    assert c["prefill_macs"] == prefill
+    assert c["total_macs"] == prefill + steps
+    assert c["macs_per_decoding_step"] == pytest.approx(steps / 10)
+    assert c["macs_per_generated_token"] == pytest.approx((prefill + steps) / 11)
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_summary_command(add10, tmp_path, capsys):
+    target = tmp_path / "s.json"
+    code = main(["summary", str(add10), "--json", str(target)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads(target.read_text())
+    model, _ = load_checkpoint(add10)
+    assert data["parameters"]["unique"] == model.num_parameters()
+    assert data["compute"]["problem"] == "9999999999+9999999999"
+    assert f"{model.num_parameters():,} unique" in out and "per generated token" in out
+    assert json.dumps(model_summary(model, load_checkpoint(add10)[1], data["compute"]["problem"])) == json.dumps(data)
+
+
+def test_summary_command_bad_json_folder(add10, tmp_path, capsys):
+    code = main(["summary", str(add10), "--json", str(tmp_path / "missing" / "s.json")])
+    _, err = capsys.readouterr()
+    assert code == 2 and "--json" in err and len(err.splitlines()) == 1
