@@ -4,7 +4,7 @@
     python bench/decode_speed.py minimal-add10 --threads 1 --compile
 
 For each bundled model (or the models named) and each batch size (1, 64, 256) it decodes the
-same held-out problems (drawn from the model's own format, operands up to its widest) with:
+same held-out problems (in the model's own format, operands of 1 to `--max-digits` digits) with:
 
 - `generate`: `model.generate(do_sample=False, max_new_tokens=<answer budget>)`, eos/pad set;
 - `decoder-nocache`: `hf_arith.decoding.greedy_decode(use_cache=False)` (the whole sequence again each pass);
@@ -14,8 +14,10 @@ same held-out problems (drawn from the model's own format, operands up to its wi
   its one-off compile time (first call minus a steady call) is reported separately, with the number
   of problems after which it pays off.
 
-Timed: tokenizing the prompts is done once, outside the clock; each timing covers only decoding
-(generate or greedy_decode) of `--batches` batches, best of `--repeats` after one warm-up batch.
+Timed: tokenizing the prompts is done once, outside the clock; each call of generate or
+greedy_decode on one batch is timed alone (wall clock), `--batches` batches x `--repeats` rounds
+after one warm-up call, the methods taking turns on each batch. Reported: problems/s of the best
+call (the uncontended speed on a shared machine) and of the median call.
 Every method's tokens are checked against the cached decoder's (`agree` = share of identical
 answers). Results go to bench/results/decode_speed.json and .md with the machine and command.
 """
@@ -25,17 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import shlex
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-import transformers
+from machine import command_line, machine_info, utc_now
 
-import hf_arith
 from hf_arith.bundled import bundled_models
 from hf_arith.cli import default_max_digits
 from hf_arith.decoding import greedy_decode, max_tokens_per_step
@@ -47,10 +45,11 @@ from hf_arith.solving import answer_budget
 RESULTS = Path(__file__).parent / "results"
 
 
-def problems_for(model, tokenizer, n: int, seed: int = 99) -> list[str]:
+def problems_for(model, tokenizer, n: int, max_digits: int, seed: int = 99) -> list[str]:
     fmt = tokenizer.arith_format
     items = {"min_items": 2, "max_items": min(5, fmt.max_items)} if fmt.task == "sort" else {}
-    spec = ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=default_max_digits(model, fmt), **items)
+    digits = min(max_digits, default_max_digits(model, fmt))
+    spec = ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=digits, **items)
     texts, _, _ = heldout_problems(spec, n, seed=seed)
     return texts
 
@@ -90,31 +89,36 @@ def answers(tokenizer, tokens) -> list:
 
 
 def time_methods(table: dict, batches, repeats: int) -> dict:
-    """Per method: (first call seconds, best seconds over all batches, outputs).
+    """Per method: first call seconds, sorted per-call seconds, and the outputs of the last round.
 
-    The methods take turns in every repeat (round robin), so a burst of load on a shared
-    machine hurts them alike instead of whichever happened to run then.
+    Every batch is timed on its own and the methods take turns on it (round robin), `repeats`
+    rounds, so a burst of load from other users of a shared machine falls on all of them alike;
+    the minimum over many calls estimates the uncontended speed, the median the typical one.
     """
-    first, best, outputs = {}, dict.fromkeys(table, float("inf")), {}
+    first, calls, outputs = {}, {m: [] for m in table}, {m: [] for m in table}
     for method, fn in table.items():
         if method.endswith("-compiled"):
             torch._dynamo.reset()  # count this batch size's compilation in its first call
         start = time.perf_counter()
         fn(*batches[0])  # warm-up (and compilation, for a compiled model)
         first[method] = time.perf_counter() - start
-    for _ in range(repeats):
-        for method, fn in table.items():
-            start = time.perf_counter()
-            outputs[method] = [fn(*batch) for batch in batches]
-            best[method] = min(best[method], time.perf_counter() - start)
-    return {m: (first[m], best[m], outputs[m]) for m in table}
+    for round_ in range(repeats):
+        for batch in batches:
+            for method, fn in table.items():
+                start = time.perf_counter()
+                out = fn(*batch)
+                calls[method].append(time.perf_counter() - start)
+                if round_ == repeats - 1:
+                    outputs[method].append(out)
+    return {m: (first[m], sorted(calls[m]), outputs[m]) for m in table}
 
 
-def bench_model(name: str, batch_sizes, threads_list, n_batches: dict, repeats: int, compile_: bool) -> list[dict]:
+def bench_model(name: str, batch_sizes, threads_list, n_batches: dict, repeats: int, compile_: bool,
+                max_digits: int) -> list[dict]:
     model, tokenizer = load_checkpoint(name)
     model.eval()
     need = max(b * n_batches[b] for b in batch_sizes)
-    texts = problems_for(model, tokenizer, need)
+    texts = problems_for(model, tokenizer, need, max_digits)
     rows = []
     for threads in threads_list:
         torch.set_num_threads(threads)
@@ -124,28 +128,31 @@ def bench_model(name: str, batch_sizes, threads_list, n_batches: dict, repeats: 
             compiled = torch.compile(model, dynamic=True)
         for batch_size in batch_sizes:
             batches = make_batches(tokenizer, texts, batch_size, n_batches[batch_size])
-            n = sum(len(b[0]) for b in batches)
             timed = time_methods(methods(model, tokenizer, compiled), batches, repeats)
             reference = [a for out in timed["decoder-cache"][2] for a in answers(tokenizer, out)]
-            for method, (first, best, outputs) in timed.items():
+            for method, (first, calls, outputs) in timed.items():
                 decoded = [a for out in outputs for a in answers(tokenizer, out)]
+                best, median = calls[0], calls[len(calls) // 2]
                 rows.append({"model": name, "threads": threads, "batch_size": batch_size, "method": method,
-                             "problems": n, "seconds": best, "problems_per_second": n / best,
+                             "calls": len(calls), "best_call_seconds": best, "median_call_seconds": median,
+                             "problems_per_second": batch_size / best, "median_problems_per_second": batch_size / median,
                              "first_call_seconds": first,
                              "agree": float(np.mean([a == b for a, b in zip(decoded, reference, strict=True)]))})
                 print(f"{name:>16} threads={threads} batch={batch_size:>3} {method:<24} "
-                      f"{n / best:>10,.0f} problems/s  (first call {first:.3f} s)", flush=True)
+                      f"{batch_size / best:>10,.0f} problems/s best, {batch_size / median:>10,.0f} median "
+                      f"(first call {first:.3f} s)", flush=True)
             by_method = {r["method"]: r for r in rows if r["model"] == name and r["threads"] == threads
                          and r["batch_size"] == batch_size}
-            gen = by_method["generate"]["problems_per_second"]
+            gen = by_method["generate"]
             for row in by_method.values():
-                row["speedup_vs_generate"] = row["problems_per_second"] / gen
+                row["speedup_vs_generate"] = row["problems_per_second"] / gen["problems_per_second"]
+                row["median_speedup_vs_generate"] = (row["median_problems_per_second"]
+                                                     / gen["median_problems_per_second"])
             compiled_row = by_method.get("decoder-cache-compiled")
             if compiled_row is not None:
                 eager = by_method["decoder-cache"]
-                per_batch_compiled = compiled_row["seconds"] / n_batches[batch_size]
-                compile_cost = compiled_row["first_call_seconds"] - per_batch_compiled
-                saving = (eager["seconds"] - compiled_row["seconds"]) / n
+                compile_cost = compiled_row["first_call_seconds"] - compiled_row["median_call_seconds"]
+                saving = (eager["median_call_seconds"] - compiled_row["median_call_seconds"]) / batch_size
                 compiled_row["compile_seconds"] = compile_cost
                 compiled_row["break_even_problems"] = (compile_cost / saving) if saving > 0 else None
     return rows
@@ -154,12 +161,14 @@ def bench_model(name: str, batch_sizes, threads_list, n_batches: dict, repeats: 
 def markdown(result: dict) -> str:
     lines = [f"# Decoding speed ({result['date']})", "", result["what"], "",
              f"Machine: {result['machine']}", "", f"Command: `{result['command']}`", ""]
-    lines += ["| model | threads | batch | method | problems/s | x generate() | agree | first call (s) |",
-              "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
+    lines += ["| model | threads | batch | method | problems/s (best call) | x generate() | problems/s (median) | "
+              "x generate() | agree | first call (s) |",
+              "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in result["rows"]:
         lines.append(f"| {r['model']} | {r['threads']} | {r['batch_size']} | {r['method']} | "
-                     f"{r['problems_per_second']:,.0f} | {r['speedup_vs_generate']:.1f} | {r['agree']:.3f} | "
-                     f"{r['first_call_seconds']:.3f} |")
+                     f"{r['problems_per_second']:,.0f} | {r['speedup_vs_generate']:.2f} | "
+                     f"{r['median_problems_per_second']:,.0f} | {r['median_speedup_vs_generate']:.2f} | "
+                     f"{r['agree']:.3f} | {r['first_call_seconds']:.3f} |")
     compiled = [r for r in result["rows"] if "compile_seconds" in r]
     if compiled:
         lines += ["", "torch.compile (cached decoder): one-off compile time and the problems needed to pay it back",
@@ -176,7 +185,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64, 256])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--batches", type=int, default=8, help="batches timed per setting (batch size 1: 4x as many)")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--max-digits", type=int, default=10,
+                        help="longest operands (default 10, or less where the model's width or context is shorter)")
     parser.add_argument("--compile", action="store_true", help="also time the cached decoder on torch.compile(model)")
     parser.add_argument("--out", default=str(RESULTS / "decode_speed.json"))
     args = parser.parse_args(argv)
@@ -186,19 +197,16 @@ def main(argv: list[str] | None = None) -> dict:
     load_before = os.getloadavg()[0]
     rows = []
     for name in names:
-        rows += bench_model(name, args.batch_sizes, args.threads, n_batches, args.repeats, args.compile)
+        rows += bench_model(name, args.batch_sizes, args.threads, n_batches, args.repeats, args.compile,
+                            args.max_digits)
     result = {
-        "what": ("problems/s of greedy decoding (answers identical across methods: see agree), best of "
-                 f"{args.repeats} repeats of {args.batches} batches (x4 at batch 1) after one warm-up batch; "
-                 "prompts tokenized outside the clock"),
+        "what": ("problems/s of greedy decoding (answers identical across methods: see agree), from the best "
+                 f"and the median of {args.repeats} rounds x {args.batches} batches (x4 at batch 1) of single timed "
+                 "calls, methods taking turns, after one warm-up call; prompts tokenized outside the clock"),
         "rows": rows,
-        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                    "cpu_count": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-                    "transformers": transformers.__version__, "hf_arith": hf_arith.__version__,
-                    "load_average_1m_before": round(load_before, 2),
-                    "load_average_1m_after": round(os.getloadavg()[0], 2)},
-        "command": "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine_info(load_before),
+        "command": command_line(argv),
+        "date": utc_now(),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import platform
 import shlex
 import sys
 import time
 
-import torch
-import transformers
+from hf_arith.hardware import machine_info as hardware_info
 
 
 def machine_info(load_before: float | None = None) -> dict:
-    info = {
-        "processor": platform.processor(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "threads": torch.get_num_threads(),
-        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "load_average_1m_after": round(os.getloadavg()[0], 2),
-    }
+    info = hardware_info()
+    info["load_average_1m_after"] = info.pop("load_average_1m")
     if load_before is not None:  # the machine may be shared: record how busy it was
         info["load_average_1m_before"] = round(load_before, 2)
     return info

@@ -3,10 +3,15 @@
     hf-arith train                       # train the minimal-add10 preset from scratch on CPU
     hf-arith train my.yaml --set optim.steps=2000 --output-dir runs/x [--resume]
     hf-arith eval runs/x/final --samples 2000 [--min-digits 1 --max-digits 10] [--json report.json]
+    hf-arith eval MODEL --grid 1:30 [--samples-per-cell 100] [--loops 1,2,4,8] [--stress] [--output-dir DIR]
     hf-arith verify minimal-add10        # the tiny-adder protocol (10-digit addition models)
+    hf-arith attention MODEL 101+1002 [--output attention.png]
+    hf-arith summary MODEL [--json summary.json]
     hf-arith solve 1234567890+9876543210 [--model NAME_OR_PATH]
     hf-arith models                      # bundled checkpoints
     hf-arith data export OUT_DIR --task add --train-size 100000
+    hf-arith data push --repo-id ORG/NAME --task add   # export, then upload as a Hub dataset
+    hf-arith push minimal-add10 --repo-id ORG/NAME [--eval-json report.json] [--output-dir DIR]
 
 Every user error (a bad problem, recipe, checkpoint or path, or a bad option) ends with one
 line `hf-arith: error: <message>` on stderr and exit status 2. Anything else is a bug and keeps
@@ -22,16 +27,19 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers.utils import logging as hf_logging
 
 from .bundled import bundled_models, bundled_path
-from .evaluation import evaluate_model, verify_tiny_adder
-from .formatting import TASK_NAMES, FormatError
-from .loading import CheckpointError, load_checkpoint, one_line
+from .evaluation import evaluate_model, heldout_problems, loops_curve, supports_loops, verify_tiny_adder
+from .formatting import OPERATORS, TASK_NAMES, FormatError
+from .grid import check_grid, length_grid, parse_length_range, training_range
+from .loading import CheckpointError, load_checkpoint, one_line, resolve_checkpoint
 from .problems import ProblemSpec
 from .solving import solve
 from .streaming import worst_case_length
+from .stress import stress_test
 from .train_config import RecipeError, list_presets
 
 PROG = "hf-arith"
@@ -112,15 +120,19 @@ def _spec(fmt, min_digits: int, max_digits: int) -> ProblemSpec:
 
 
 def default_max_digits(model, fmt) -> int:
-    """The longest operands the model can take: its fixed width, else what fits its context."""
+    """The longest operands the model can take: its fixed width, else what fits its context (and,
+    for abacus models, whose answer still fits the abacus range)."""
     if fmt.operand_width:
         return fmt.operand_width
     context = _context(model)
     if not context:
         return 10
+    abacus = getattr(model.config, "abacus_max_digits", None)
     best = 0
     for digits in range(1, context + 1):
         if worst_case_length(_spec(fmt, 1, digits), fmt) > context:
+            break
+        if abacus is not None and int(fmt.max_answer_digits(np.full((1, 2), digits))[0]) > abacus:
             break
         best = digits
     if best == 0:
@@ -145,10 +157,8 @@ def check_digit_range(model, fmt, min_digits: int, max_digits: int) -> None:
 
 # -- train ----------------------------------------------------------------------------------
 def cmd_train(args) -> int:
-    from transformers.trainer_utils import get_last_checkpoint
-
     from .train_config import load_recipe
-    from .training import check_recipe, train
+    from .training import check_recipe, is_main_process, last_checkpoint, train, world_size
 
     overrides = list(args.set or [])
     if args.threads is not None:
@@ -159,26 +169,34 @@ def cmd_train(args) -> int:
     out = Path(output_dir)
     if out.exists() and not out.is_dir():
         raise CLIError(f"--output-dir {output_dir}: exists and is not a folder")
+    main_process = is_main_process()  # under torchrun / accelerate launch, rank 0 does the talking
     if args.resume:
-        last = get_last_checkpoint(str(out)) if out.is_dir() else None
+        last = last_checkpoint(out)
         if last is None:
-            raise CLIError(f"--resume: no checkpoint-* folder in {output_dir} to resume from (train without --resume first)")
-        print(f"Resuming from {last}")
+            raise CLIError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from "
+                           f"(train without --resume first)")
+        if main_process:
+            print(f"Resuming from {last}")
     else:
         try:
             out.mkdir(parents=True, exist_ok=True)  # a bad output path fails now, not after training
         except OSError as err:
             raise CLIError(f"--output-dir {output_dir}: cannot create it ({err.strerror or err})") from None
     d, o = recipe.data, recipe.optim
-    print(f"Training {recipe.name}: {recipe.family} family, {describe_format(fmt)}, {d.min_digits}-{d.max_digits} "
-          f"digits, {o.steps} steps of {o.batch_size} on {'GPU' if torch.cuda.is_available() else 'CPU'}; "
-          f"output in {output_dir}", flush=True)
+    world = world_size()
+    where = "GPU" if torch.cuda.is_available() else "CPU"
+    if main_process:
+        print(f"Training {recipe.name}: {recipe.family} family, {describe_format(fmt)}, {d.min_digits}-{d.max_digits} "
+              f"digits, {o.steps} steps of {o.batch_size} on "
+              f"{f'{world} processes ({where})' if world > 1 else where}; output in {output_dir}", flush=True)
     try:
         summary = train(recipe, output_dir=output_dir, resume=args.resume)
     except KeyboardInterrupt:
         print(f"{PROG}: training interrupted; --resume continues from the last checkpoint-* in {output_dir}",
               file=sys.stderr)
         raise
+    if not main_process:
+        return 0
     print()
     loss = summary.get("train_loss")
     seconds = summary.get("train_seconds")
@@ -221,12 +239,16 @@ def cmd_eval(args) -> int:
             raise CLIError(f"--json {args.json}: is a folder, not a file")
         if not target.parent.is_dir():
             raise CLIError(f"--json {args.json}: folder {str(target.parent)!r} does not exist")
+    extras = args.grid or args.loops or args.stress
+    out_dir = _writable_dir(args.output_dir or _default_eval_dir(args.model), "--output-dir") if extras else None
     _set_threads(args, default=1)
     model, tokenizer = load_checkpoint(args.model)
     fmt = tokenizer.arith_format
     min_digits = 1 if args.min_digits is None else args.min_digits
     max_digits = default_max_digits(model, fmt) if args.max_digits is None else args.max_digits
     check_digit_range(model, fmt, min_digits, max_digits)
+    if extras:  # every option is checked before any of the (long) runs starts
+        _check_eval_extras(args, model, fmt)
     spec = _spec(fmt, min_digits, max_digits)
     report = evaluate_model(model, tokenizer, spec, n=args.samples, seed=args.seed)
     print(f"{args.model}: {describe_format(fmt)}; operands of {min_digits}-{max_digits} digits, seed {args.seed}")
@@ -238,7 +260,123 @@ def cmd_eval(args) -> int:
                 "by_max_operand_length": {str(k): v for k, v in report.get("by_max_operand_length", {}).items()}}
         Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
         print(f"Report written to {args.json}")
+    if extras:
+        _eval_extras(args, model, tokenizer, report, max_digits, spec, out_dir)
     return 0
+
+
+# -- eval: grid, loops, stress sets ---------------------------------------------------------
+def _length_range(text: str) -> tuple[int, int]:
+    try:
+        return parse_length_range(text, "")
+    except FormatError as err:
+        raise argparse.ArgumentTypeError(one_line(err).lstrip()) from None
+
+
+def _loop_counts(text: str) -> list[int]:
+    counts = [part.strip() for part in text.split(",")]
+    if not all(c.isdigit() and int(c) >= 1 for c in counts):
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas (e.g. 1,2,4,8), got {text!r}")
+    return [int(c) for c in counts]
+
+
+def _default_eval_dir(model: str) -> str:
+    path = Path(model)
+    name = path.parent.name if path.name == "final" and path.parent.name else path.name
+    return str(Path("runs") / "eval" / (name or "model"))
+
+
+def _writable_dir(text: str, option: str) -> Path:
+    """Create the folder and prove it takes a file now, not after minutes of evaluation."""
+    path = Path(text)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".hf-arith-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise CLIError(f"{option} {text}: cannot write there ({err.strerror or err})") from None
+    return path
+
+
+def _check_eval_extras(args, model, fmt) -> None:
+    if args.loops and not supports_loops(model):
+        raise CLIError(f"--loops: {args.model} has no recurrence (its config has no num_recurrences); "
+                       "loops apply only to looped models")
+    if args.grid:
+        lo, hi = args.grid
+        check_grid(fmt, args.grid)
+        check_digit_range(model, fmt, lo, hi)
+
+
+def _write_json(path: Path, data) -> Path:
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return path
+
+
+def _eval_extras(args, model, tokenizer, report, max_digits, spec, out_dir: Path) -> None:
+    """--grid, --loops and --stress: JSON and PNG files in out_dir, plus summary.json for the model card."""
+    from .plots import plot_grid, plot_loops, save_figure  # matplotlib only when pictures are drawn
+
+    fmt = tokenizer.arith_format
+    train = args.train_range or training_range(fmt, resolve_checkpoint(args.model))
+    summary = {"model": str(args.model), "task": fmt.task, "base": fmt.base, "unique_params": model.num_parameters(),
+               "train_range": list(train) if train else None,
+               "heldout": {k: report[k] for k in ("exact_match", "per_digit_accuracy", "malformed", "n")}}
+    written = []
+    grid_set = None
+    if args.grid:
+        result = length_grid(model, tokenizer, args.grid, args.samples_per_cell, seed=args.seed, train_range=train,
+                             progress=sys.stderr.isatty(), keep_problems=True)
+        problems = result.pop("problems")
+        grid_set = ([p["problem"] for p in problems], [p["answer"] for p in problems],
+                    [_in_training_range(p, train) for p in problems])
+        result["model"] = str(args.model)
+        written.append(_write_json(out_dir / "grid.json", result))
+        with (out_dir / "grid_problems.jsonl").open("w") as f:
+            f.writelines(json.dumps(p) + "\n" for p in problems)
+        written += [out_dir / "grid_problems.jsonl", save_figure(plot_grid(result), out_dir / "grid.png")]
+        summary["grid"] = {"lengths": result["lengths"], **result["summary"]}
+        _print_grid(result)
+    if args.loops:
+        if grid_set is None:
+            texts, answers, _ = heldout_problems(spec, args.samples, args.seed)
+            grid_set = (texts, answers, None)
+        curve = loops_curve(model, tokenizer, grid_set[0], grid_set[1], args.loops, inside=grid_set[2])
+        curve["problems"] = f"the --grid {args.grid[0]}:{args.grid[1]} problems" if args.grid else "held-out sample"
+        written += [_write_json(out_dir / "loops.json", curve), save_figure(plot_loops(curve), out_dir / "loops.png")]
+        summary["loops"] = curve
+        print("recurrences   exact match")
+        for n, acc in zip(curve["loops"], curve["exact_match"]):
+            print(f"  {n:>9}   {_pct(acc):>11}")
+    if args.stress:
+        stress = stress_test(model, tokenizer, max_digits, seed=args.seed)
+        written.append(_write_json(out_dir / "stress.json", stress))
+        summary["stress"] = {name: r["exact_match"] for name, r in stress.items()}
+        if "commutativity" in stress:
+            summary["stress"]["commutativity_agreement"] = stress["commutativity"]["agreement"]
+        print("stress set            exact match   problems")
+        for name, r in stress.items():
+            extra = f"   (a+b = b+a: {_pct(r['agreement'])})" if "agreement" in r else ""
+            print(f"  {name:<20}{_pct(r['exact_match']):>11}   {r['n']:>8}{extra}")
+    written.append(_write_json(out_dir / "summary.json", summary))
+    print(f"Wrote {', '.join(p.name for p in written)} to {out_dir}")
+
+
+def _in_training_range(problem: dict, train) -> bool:
+    return train is not None and all(train[0] <= problem[k] <= train[1] for k in ("len_a", "len_b"))
+
+
+def _print_grid(result: dict) -> None:
+    s = result["summary"]
+    lo, hi = result["lengths"]
+    print(f"Length grid {lo}-{hi} x {lo}-{hi} digits, {result['samples_per_cell']} problems per cell: "
+          f"{_pct(s['exact_match'])} exact match, {_pct(s['per_digit_accuracy'])} of digits, "
+          f"mean answer perplexity {s['mean_perplexity']:.3f} ({s['seconds']:.1f} s)")
+    for key, label in (("in_training_range_exact_match", "inside the training range"),
+                       ("beyond_training_range_exact_match", "beyond the training range")):
+        if s.get(key) is not None:
+            print(f"  {label}: {_pct(s[key])}")
 
 
 # -- verify ---------------------------------------------------------------------------------
@@ -258,11 +396,53 @@ def cmd_verify(args) -> int:
     return 0
 
 
+# -- attention and summary ------------------------------------------------------------------
+def cmd_attention(args) -> int:
+    from .attention_maps import attention_maps, plot_attention
+    from .plots import save_figure
+
+    target = Path(args.output)
+    _writable_dir(str(target.parent), "--output")
+    _set_threads(args, default=1)
+    model, tokenizer = load_checkpoint(args.model)
+    tokens, maps = attention_maps(model, tokenizer, args.problem)
+    save_figure(plot_attention(tokens, maps), target)
+    print(f"{args.problem.strip()} in the model's format: {' '.join(tokens)}")
+    print(f"Attention maps ({len(maps)} layer(s) x {maps[0].shape[0]} head(s)) written to {target}")
+    return 0
+
+
+def worst_case_problem(fmt, digits: int) -> str:
+    """The longest problem of this many digits (all digits the largest of the base), as plain text."""
+    top = fmt.base**digits - 1
+    if fmt.task == "sort":
+        return ",".join(f"{label}:{top}" for label in "abcdefghijklmnopqrstuvwxyz"[: min(fmt.max_items, 5)])
+    return f"{top}{OPERATORS[fmt.task]}{top}"
+
+
+def cmd_summary(args) -> int:
+    from .model_summary import format_summary, model_summary
+
+    if args.json and not Path(args.json).parent.is_dir():
+        raise CLIError(f"--json {args.json}: folder {str(Path(args.json).parent)!r} does not exist")
+    _set_threads(args, default=1)
+    model, tokenizer = load_checkpoint(args.model)
+    fmt = tokenizer.arith_format
+    problem = args.problem or worst_case_problem(fmt, default_max_digits(model, fmt))
+    summary = model_summary(model, tokenizer, problem)
+    print(f"{args.model}: {type(model).__name__}, {describe_format(fmt)}")
+    print(format_summary(summary))
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
+        print(f"Summary written to {args.json}")
+    return 0
+
+
 # -- solve ----------------------------------------------------------------------------------
 def cmd_solve(args) -> int:
     _set_threads(args, default=1)
     model, tokenizer = load_checkpoint(args.model)
-    answers = solve(model, tokenizer, list(args.problems))
+    answers = solve(model, tokenizer, list(args.problems), tokens_per_step=args.tokens_per_step)
     for problem, answer in zip(args.problems, answers, strict=True):
         shown = problem.strip().replace(" ", "")
         print(f"{shown} = {MALFORMED if answer is None else answer}")
@@ -311,6 +491,33 @@ def cmd_data_export(args) -> int:
     return 0
 
 
+# -- push / data push (Hub publishing) ------------------------------------------------------
+def cmd_push(args) -> int:
+    from .publishing import push_model
+
+    folder, url = push_model(args.model, args.repo_id, output_dir=args.output_dir, upload=args.output_dir is None,
+                             private=args.private, eval_json=args.eval_json, heatmap=args.heatmap,
+                             dataset_id=args.dataset_id, grid_samples=args.grid_samples)
+    if folder is not None:
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        print(f"Built the upload folder for {args.repo_id} in {folder}: {len(files)} files")
+        for path in files:
+            print(f"  {path.relative_to(folder)}  ({path.stat().st_size:,} bytes)")
+    if url:
+        print(f"Pushed {args.model} to {url}")
+    return 0
+
+
+def cmd_data_push(args) -> int:
+    from .export import push_dataset
+
+    options = {k: getattr(args, k) for k in ("task", "train_size", "test_size", "seed", "min_digits", "max_digits", "base")}
+    options = {k: v for k, v in options.items() if v is not None}
+    _, url = push_dataset(args.repo_id, output_dir=args.output_dir, private=args.private, **options)
+    print(f"Pushed {options.get('task', 'add')} problems to {url}")
+    return 0
+
+
 # -- the parser -----------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     # --threads is accepted before or after the subcommand (SUPPRESS keeps the top-level value).
@@ -340,6 +547,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="longest operands (default: the model's operand width, or the longest its context holds)")
     p.add_argument("--seed", type=_int, default=1234, metavar="S", help="sampling seed (default: 1234)")
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    p.add_argument("--grid", type=_length_range, metavar="A:B",
+                   help="length-generalization grid: every (len_a, len_b) with A <= len <= B digits (JSON + PNG)")
+    p.add_argument("--samples-per-cell", type=_positive_int, default=100, metavar="N",
+                   help="problems per grid cell (default: 100)")
+    p.add_argument("--train-range", type=_length_range, metavar="A:B",
+                   help="operand lengths the model was trained on, outlined in the grid (default: from the checkpoint)")
+    p.add_argument("--loops", type=_loop_counts, metavar="1,2,4,...",
+                   help="looped models: exact match for each number of recurrences (JSON + PNG)")
+    p.add_argument("--stress", action="store_true",
+                   help="commutativity, carry-chain, zero-operand and max-length stress sets (JSON)")
+    p.add_argument("--output-dir", metavar="DIR",
+                   help="where --grid/--loops/--stress write their files (default: runs/eval/<model name>)")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("verify", parents=[common], help="the tiny-adder protocol (10-digit addition models)")
@@ -351,10 +570,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("problems", nargs="+", metavar="PROBLEM")
     p.add_argument("--model", default=DEFAULT_MODEL, metavar="NAME_OR_PATH",
                    help=f"bundled model name or checkpoint folder (default: {DEFAULT_MODEL})")
+    p.add_argument("--tokens-per-step", type=_positive_int, default=1, metavar="K",
+                   help="answer tokens per forward pass, up to the model's num_future_tokens (default 1)")
     p.set_defaults(func=cmd_solve)
     # '-5+3' is a (negative) problem, not an unknown option: the parser then reports it properly.
     if hasattr(p, "_negative_number_matcher"):
         p._negative_number_matcher = re.compile(r"^-\d")
+
+    p = sub.add_parser("attention", parents=[common], help="attention maps of every layer and head for one problem (PNG)")
+    p.add_argument("model", metavar="MODEL", help="bundled model name or checkpoint folder")
+    p.add_argument("problem", metavar="PROBLEM", help="a problem such as 101+1002")
+    p.add_argument("--output", default="attention.png", metavar="PATH", help="the PNG to write (default: attention.png)")
+    p.set_defaults(func=cmd_attention)
+    if hasattr(p, "_negative_number_matcher"):
+        p._negative_number_matcher = re.compile(r"^-\d")
+
+    p = sub.add_parser("summary", parents=[common], help="parameters per module and multiply-adds per generated token")
+    p.add_argument("model", metavar="MODEL", help="bundled model name or checkpoint folder")
+    p.add_argument("--problem", metavar="PROBLEM", help="problem to measure compute on (default: the longest one)")
+    p.add_argument("--json", metavar="PATH", help="also write the summary as JSON")
+    p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("models", parents=[common], help="list the bundled checkpoints")
     p.set_defaults(func=cmd_models)
@@ -372,6 +607,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base", type=_int, metavar="B")
     p.add_argument("--overwrite", action="store_true", help="replace an existing export")
     p.set_defaults(func=cmd_data_export)
+    p = data_sub.add_parser("push", parents=[common], help="export problems and upload them as a Hub dataset")
+    p.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub dataset repository")
+    p.add_argument("--output-dir", metavar="DIR", help="keep the uploaded folder here (default: a temporary one)")
+    p.add_argument("--private", action="store_true", help="create the repository as private")
+    for flag, kind, metavar in (("--task", str, None), ("--train-size", _positive_int, "N"), ("--test-size", _positive_int, "N"),
+                                ("--seed", _int, "S"), ("--min-digits", _int, "A"), ("--max-digits", _int, "B"),
+                                ("--base", _int, "B")):
+        p.add_argument(flag, type=kind, metavar=metavar, help="as for data export")
+    p.set_defaults(func=cmd_data_push)
+
+    p = sub.add_parser("push", parents=[common], help="publish a model on the Hub (model card, remote code, weights)",
+                       description="Build the exact folder that is uploaded (weights, config, tokenizer, remote code, "
+                                   "model card, pictures), then upload it; --output-dir only builds it.")
+    p.add_argument("model", metavar="MODEL", help="bundled model name or checkpoint folder")
+    p.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub model repository")
+    p.add_argument("--eval-json", metavar="PATH",
+                   help="report of `hf-arith eval MODEL --json PATH` (default: the checkpoint's eval_results.json)")
+    p.add_argument("--output-dir", metavar="DIR", help="build the folder here and do not upload")
+    p.add_argument("--heatmap", metavar="PNG", help="picture to use instead of the per-length heatmap drawn from the report")
+    p.add_argument("--grid-samples", type=_int, default=20, metavar="N",
+                   help="problems per cell of the card's length grid (default: 20; 0: per-length accuracy only)")
+    p.add_argument("--dataset-id", metavar="ORG/NAME", help="Hub dataset the model was evaluated on, for the card")
+    p.add_argument("--private", action="store_true", help="create the repository as private")
+    p.set_defaults(func=cmd_push)
     return parser
 
 

@@ -9,8 +9,9 @@
 (`HfApi.upload_folder(repo_type="dataset")`). The rows are exactly those of
 `ArithProblems` with the same settings (the same generator, chunk by chunk).
 
-The card is rendered from the Jinja template `dataset_card.md`: a copy shipped inside the
-package (`hf_arith/templates/`) wins, else the repository's `hub_cards/` (editable installs).
+The card is rendered from the Jinja template `hub_cards/dataset_card.md` (linked into the package as data,
+so it is found from any kind of install). `push_dataset` exports to a folder and uploads it as a
+Hub dataset repo (`hf-arith data push`).
 """
 
 from __future__ import annotations
@@ -33,23 +34,23 @@ _SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K
 
 
 def template_path() -> Path:
-    """Where the dataset card template is: inside the package if shipped there, else the repo's hub_cards/."""
-    package = Path(__file__).resolve().parent
-    candidates = [package / "templates" / TEMPLATE_NAME, package.parent / "hub_cards" / TEMPLATE_NAME]
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise FileNotFoundError(f"dataset card template not found; looked in {', '.join(str(p) for p in candidates)}")
+    """The dataset card template: hub_cards/, linked into the package as hf_arith/hub_cards so wheels carry it."""
+    path = Path(__file__).resolve().parent / "hub_cards" / TEMPLATE_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"dataset card template not found at {path}; the installation is incomplete")
+    return path
 
 
 def export_parquet(out_dir: str | os.PathLike, task: str = "add", train_size: int = 10_000, test_size: int = 1_000,
                    seed: int = 0, *, test_fraction: float = 0.1, overwrite: bool = False,
                    pretty_name: str | None = None, license: str | None = "apache-2.0",
-                   card_template: str | os.PathLike | None = None, **spec_kwargs) -> Path:
+                   card_template: str | os.PathLike | None = None, repo_id: str | None = None,
+                   **spec_kwargs) -> Path:
     """Write train/test Parquet files and a dataset card to `out_dir`; return its path.
 
     spec_kwargs: min_digits, max_digits, base, min_items, max_items (a None or missing value
-    takes the task's default, as in the builder's named configs). Raises a one-line ValueError
+    takes the task's default, as in the builder's named configs). repo_id: the Hub dataset the
+    card's usage snippet loads (default: a placeholder). Raises a one-line ValueError
     for an unknown task or setting, bad sizes, or an out_dir that is not writable or already
     holds files (unless overwrite=True, which replaces README.md and data/{train,test}-*.parquet
     and leaves other files alone).
@@ -75,7 +76,7 @@ def export_parquet(out_dir: str | os.PathLike, task: str = "add", train_size: in
                 if split == "train" and not examples:
                     examples = table.slice(0, 5).to_pylist()
 
-    card = _dataset_card(spec, counts, seed, test_fraction, examples, pretty_name, license, template)
+    card = _dataset_card(spec, counts, seed, test_fraction, examples, pretty_name, license, template, repo_id)
     card.save(out / "README.md")
     return out
 
@@ -108,7 +109,8 @@ def _size_category(n: int) -> str:
     return "n>1T"
 
 
-def _dataset_card(spec, counts, seed, test_fraction, examples, pretty_name, license, template: Path):
+def _dataset_card(spec, counts, seed, test_fraction, examples, pretty_name, license, template: Path,
+                  repo_id: str | None = None):
     from huggingface_hub import DatasetCard, DatasetCardData
 
     from . import __version__
@@ -146,7 +148,28 @@ def _dataset_card(spec, counts, seed, test_fraction, examples, pretty_name, lice
         examples=examples,
         reproduce=reproduce,
         version=__version__,
+        repo_id=repo_id or "path/or/repo_id",
     )
 
 
-__all__ = ["export_parquet", "template_path"]
+def push_dataset(repo_id: str, *, output_dir: str | os.PathLike | None = None, private: bool = False,
+                 **export_kwargs) -> tuple[Path | None, str]:
+    """Export problems (export_parquet's options) and upload the folder as a Hub dataset repo.
+
+    The repo id and the credentials are checked before anything is generated; the folder is
+    kept in `output_dir` when given, else built in a temporary folder. Returns (kept folder or
+    None, repo URL).
+    """
+    from .publishing import check_repo_id, hub_token, upload_folder
+
+    repo_id = check_repo_id(repo_id)
+    token = hub_token()
+    if output_dir is not None:
+        folder = export_parquet(output_dir, repo_id=repo_id, **export_kwargs)
+        return folder, upload_folder(folder, repo_id, repo_type="dataset", token=token, private=private)
+    with tempfile.TemporaryDirectory(prefix="hf_arith_data_push_") as tmp:
+        folder = export_parquet(Path(tmp) / "data", repo_id=repo_id, **export_kwargs)
+        return None, upload_folder(folder, repo_id, repo_type="dataset", token=token, private=private)
+
+
+__all__ = ["export_parquet", "push_dataset", "template_path"]

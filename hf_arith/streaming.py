@@ -2,12 +2,18 @@
 
 Examples are generated in vectorized chunks and padded to one fixed length (the longest
 problem the digit range allows), so batches have a constant shape: cheap to collate, and safe
-for accelerate's batch dispatch across processes. The digit range is read from a shared
-`CurriculumState` that a TrainerCallback moves forward.
+for accelerate's batch dispatch across processes.
+
+The stream is a pure function of (seed, rank, worker, position): chunk `k` is drawn from its
+own generator seeded `[seed, rank, worker, k]`, and with a curriculum schedule each example's
+digit range is that of the global step it belongs to (position // examples per step). So a
+resumed run starts at `start_step` and sees exactly the examples an uninterrupted run would
+have seen, and the phase switches at the step the recipe names, whatever the prefetching.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,10 +27,19 @@ IGNORE_INDEX = -100
 
 @dataclass
 class CurriculumState:
-    """The digit range the stream draws from right now (shared with the curriculum callback)."""
+    """The digit range the stream draws from, shared with the curriculum callback.
+
+    Without a `schedule`, the stream reads `min_digits`/`max_digits` whenever it generates a
+    chunk (move them by hand). With a `schedule` (global step -> (min_digits, max_digits)) and
+    `examples_per_step` (the global batch), each example's range follows from its position, and
+    the stream starts at example `start_step * examples_per_step` (set on resume).
+    """
 
     min_digits: int
     max_digits: int
+    schedule: Callable[[int], tuple[int, int]] | None = None
+    examples_per_step: int = 0
+    start_step: int = 0
 
 
 def worst_case_length(spec: ProblemSpec, fmt: NumberFormat) -> int:
@@ -68,7 +83,7 @@ def stack_examples(features: list[dict]) -> dict:
 
 
 class ProblemStream(torch.utils.data.IterableDataset):
-    """Endless training examples. Each (seed, rank, worker) gets its own random stream."""
+    """Endless training examples. Each (seed, rank, worker) gets its own random stream, in numbered chunks."""
 
     def __init__(self, spec: ProblemSpec, fmt: NumberFormat, state: CurriculumState | None = None,
                  seed: int = 0, rank: int = 0, chunk_size: int = 2048, test_fraction: float = 0.1):
@@ -80,21 +95,50 @@ class ProblemStream(torch.utils.data.IterableDataset):
         self.with_mask = has_padding(spec, fmt)
 
     def current_spec(self) -> ProblemSpec:
-        return ProblemSpec(task=self.spec.task, base=self.spec.base, min_digits=self.state.min_digits,
-                           max_digits=self.state.max_digits, min_items=self.spec.min_items,
-                           max_items=self.spec.max_items)
+        return self._spec_for(self.state.min_digits, self.state.max_digits)
+
+    def _spec_for(self, min_digits: int, max_digits: int) -> ProblemSpec:
+        return ProblemSpec(task=self.spec.task, base=self.spec.base, min_digits=min_digits, max_digits=max_digits,
+                           min_items=self.spec.min_items, max_items=self.spec.max_items)
+
+    def _segments(self, chunk: int) -> list[tuple[int, int, int]]:
+        """(count, min_digits, max_digits) runs covering chunk `chunk`, in order."""
+        state = self.state
+        if state.schedule is None or state.examples_per_step < 1:
+            return [(self.chunk_size, state.min_digits, state.max_digits)]
+        first = chunk * self.chunk_size
+        steps, counts = np.unique(np.arange(first, first + self.chunk_size) // state.examples_per_step,
+                                  return_counts=True)
+        segments: list[tuple[int, int, int]] = []
+        for step, count in zip(steps.tolist(), counts.tolist()):
+            lo, hi = state.schedule(step)
+            if segments and segments[-1][1:] == (lo, hi):
+                segments[-1] = (segments[-1][0] + count, lo, hi)
+            else:
+                segments.append((count, lo, hi))
+        return segments
+
+    def chunk(self, index: int, worker: int = 0):
+        """input_ids, attention_mask, labels of chunk `index`: the same arrays every time it is asked for."""
+        rng = np.random.default_rng([self.seed, self.rank, worker, index])
+        parts = []
+        for count, lo, hi in self._segments(index):
+            problems = sample(self._spec_for(lo, hi), count, rng, split="train", test_fraction=self.test_fraction)
+            # Operands shorter than the spec's widest keep the fixed sequence length by padding.
+            parts.append(encode_examples(problems, self.fmt, self.length))
+        return tuple(np.concatenate(arrays) for arrays in zip(*parts))
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
-        rng = np.random.default_rng([self.seed, self.rank, worker])
+        # Read when iteration starts (after the Trainer's on_train_begin has set a resumed step).
+        position = self.state.start_step * self.state.examples_per_step if self.state.schedule else 0
+        index, skip = divmod(position, self.chunk_size)
         while True:
-            problems = sample(self.current_spec(), self.chunk_size, rng, split="train",
-                              test_fraction=self.test_fraction)
-            # Operands shorter than the spec's widest keep the fixed sequence length by padding.
-            input_ids, attention_mask, labels = encode_examples(problems, self.fmt, self.length)
-            for i in range(len(input_ids)):
+            input_ids, attention_mask, labels = self.chunk(index, worker)
+            for i in range(skip, len(input_ids)):
                 example = {"input_ids": input_ids[i], "labels": labels[i]}
                 if self.with_mask:
                     example["attention_mask"] = attention_mask[i]
                 yield example
+            index, skip = index + 1, 0

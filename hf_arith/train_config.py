@@ -1,7 +1,8 @@
 """Training recipes: YAML presets shipped in the package, overridable from the command line.
 
 A recipe names a model family and its config, the number format, the data (digit range and
-curriculum) and the optimisation. Every malformed value is reported in one line naming its key.
+curriculum), the optimisation and any extra Trainer arguments (`trainer:`). Every malformed
+value is reported in one line naming its key.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class DataRecipe:
 @dataclass
 class OptimRecipe:
     steps: int = 20000
-    batch_size: int = 128
+    batch_size: int = 128  # the global batch: split evenly across processes under torchrun / accelerate
     learning_rate: float = 3e-3
     weight_decay: float = 0.0
     warmup_steps: float = 0.02  # < 1 is a fraction of steps
@@ -69,6 +70,9 @@ class Recipe:
     data: DataRecipe = field(default_factory=DataRecipe)
     optim: OptimRecipe = field(default_factory=OptimRecipe)
     eval: EvalRecipe = field(default_factory=EvalRecipe)
+    # Extra TrainingArguments passed through to the Trainer as they are (deepspeed, fsdp, bf16,
+    # gradient_accumulation_steps, report_to, ...); the keys the recipe sets itself are refused.
+    trainer: dict = field(default_factory=dict)
     output_dir: str = "runs/minimal-add10"
     name: str = "minimal-add10"
 
@@ -115,7 +119,7 @@ def recipe_from_dict(data: dict) -> Recipe:
     for key, value in data.items():
         if key in _SECTIONS:
             kwargs[key] = _build(_SECTIONS[key], value or {}, key)
-        elif key in ("model", "format"):
+        elif key in ("model", "format", "trainer"):
             if not isinstance(value, dict):
                 raise RecipeError(f"{key} must be a mapping, got {type(value).__name__}")
             kwargs[key] = value

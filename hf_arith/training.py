@@ -3,25 +3,33 @@
 Runs the Hugging Face Trainer on the infinite problem stream. The loss covers answer tokens
 only (labels are -100 elsewhere); the curriculum is a TrainerCallback; the schedule is cosine
 with an optional restarted second phase.
+
+Several processes (`torchrun`, `accelerate launch`): `optim.batch_size` is the global batch.
+Rank 0 draws it from its stream and accelerate dispatches an equal slice to every rank
+(`dispatch_batches` + `split_batches`), so N processes train on exactly the examples one
+process would, the slices are disjoint, and the curriculum and data position (a function of
+the global step) agree on all ranks by construction.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import math
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
 
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
-from transformers.trainer_utils import get_last_checkpoint
 
 from .evaluation import evaluate_model, is_tiny_adder_format, verify_tiny_adder
 from .families import family_classes
 from .formatting import TASK_NAMES, NumberFormat
+from .hardware import machine_info
 from .problems import ProblemSpec
 from .saving import save_checkpoint
 from .streaming import CurriculumState, ProblemStream, stack_examples, worst_case_length
@@ -60,7 +68,79 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     unknown = sorted(set(recipe.model) - known - {"attn_implementation", "dtype"})
     if unknown:
         raise RecipeError(f"unknown key(s) {unknown} in model for the {recipe.family!r} family; known: {sorted(known)}")
+    check_trainer_section(recipe.trainer)
+    check_launch(recipe)
     return fmt
+
+
+# TrainingArguments the recipe sets itself (key -> the recipe key to use instead, or why not).
+MANAGED_ARGUMENTS = {
+    "output_dir": "--output-dir", "max_steps": "optim.steps", "num_train_epochs": "optim.steps",
+    "per_device_train_batch_size": "optim.batch_size (the global batch)", "learning_rate": "optim.learning_rate",
+    "weight_decay": "optim.weight_decay", "warmup_steps": "optim.warmup_steps", "adam_beta2": "optim.adam_beta2",
+    "max_grad_norm": "optim.max_grad_norm", "logging_steps": "optim.logging_steps", "save_steps": "optim.save_steps",
+    "seed": "optim.seed", "torch_compile": "optim.compile", "use_cpu": "CUDA_VISIBLE_DEVICES=''",
+    "lr_scheduler_type": "optim.restart_at (the schedule is cosine)",
+    "dataloader_num_workers": "nothing (the curriculum must reach the generator in the main process)",
+    "remove_unused_columns": "nothing", "accelerator_config": "nothing (batches are dispatched from rank 0 and split)",
+    "ignore_data_skip": "nothing (the stream resumes at the checkpoint's step itself)",
+}
+
+
+def check_trainer_section(extra: dict) -> None:
+    """`trainer:` keys must be TrainingArguments fields that the recipe does not set itself."""
+    known = {f.name: f.default for f in dataclasses.fields(TrainingArguments) if f.init}
+    for key, value in extra.items():
+        if key in MANAGED_ARGUMENTS:
+            raise RecipeError(f"trainer.{key} is set by the recipe; use {MANAGED_ARGUMENTS[key]}")
+        if key not in known:
+            close = sorted(k for k in known if k.startswith(key[:4]))[:5]
+            hint = f" (similar: {', '.join(close)})" if close else ""
+            raise RecipeError(f"trainer.{key} is not a TrainingArguments field{hint}")
+        # TrainingArguments checks few types itself: a misspelt number would fail deep inside training.
+        default = known[key]
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise RecipeError(f"trainer.{key} must be true or false, got {value!r}")
+        if type(default) in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                              or (type(default) is int and not float(value).is_integer())):
+            raise RecipeError(f"trainer.{key} must be {'an integer' if type(default) is int else 'a number'}, "
+                              f"got {value!r}")
+
+
+def world_size() -> int:
+    """Processes in this run (torchrun / accelerate launch set WORLD_SIZE; 1 otherwise)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def available_cpu_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def check_launch(recipe: Recipe) -> None:
+    """Refuse a launch that cannot work: more processes per node than devices, an indivisible batch.
+
+    On GPUs each process needs its own device. On CPU (gloo) any number of processes runs, but
+    more processes than cores only time-share them, so that is refused as well.
+    """
+    world = world_size()
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    if torch.cuda.is_available():
+        gpus = torch.cuda.device_count()
+        if local > gpus:
+            raise RecipeError(f"{local} processes per node but only {gpus} GPU(s) visible: each process needs "
+                              f"its own GPU; use --nproc_per_node {gpus} (or --num_processes {gpus}) or fewer")
+    elif local > 1:
+        cores = available_cpu_cores()
+        if local > cores:
+            raise RecipeError(f"{local} processes per node on a CPU with {cores} core(s) available: each process "
+                              f"needs a core; use --nproc_per_node {cores} or fewer")
+    if recipe.optim.batch_size % world:
+        raise RecipeError(f"optim.batch_size {recipe.optim.batch_size} is the global batch and must split evenly "
+                          f"across the {world} processes; use a multiple of {world}")
 
 
 def build_model(recipe: Recipe, tokenizer: ArithTokenizer, context: int):
@@ -112,7 +192,10 @@ class ArithTrainer(Trainer):
 class CurriculumCallback(TrainerCallback):
     """Moves the stream's digit range through the recipe's phases as global steps pass.
 
-    The phase is a pure function of the global step, so a resumed run lands in the same phase.
+    The phase is a pure function of the global step, so a resumed run lands in the same phase,
+    and all ranks (which share the global step) agree on it. At the start of training it also
+    tells the stream which step it starts from, so a resumed run draws the examples an
+    uninterrupted one would have (the Trainer's own data skipping is switched off).
     """
 
     def __init__(self, state: CurriculumState, phases, final_range: tuple[int, int]):
@@ -127,7 +210,99 @@ class CurriculumCallback(TrainerCallback):
     def on_step_begin(self, args, state, control, **kwargs):
         self.state.min_digits, self.state.max_digits = self.range_at(state.global_step)
 
-    on_train_begin = on_step_begin
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.state.start_step = state.global_step
+        self.on_step_begin(args, state, control, **kwargs)
+
+
+RECIPE_FILE = "hf_arith_recipe.json"
+# Recipe values that may change when a run is resumed (the rest must match the checkpoint).
+RESUMABLE_CHANGES = {"optim.steps", "optim.save_steps", "optim.logging_steps", "optim.threads", "optim.compile",
+                     "eval", "output_dir", "name", "trainer"}
+
+
+class RecipeRecorder(TrainerCallback):
+    """Writes the recipe into every checkpoint folder, so that --resume can refuse a different one."""
+
+    def __init__(self, recipe: Recipe):
+        self.recipe = recipe
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and folder.is_dir():
+            (folder / RECIPE_FILE).write_text(json.dumps(dataclasses.asdict(self.recipe), indent=2) + "\n")
+
+
+def _checkpoint_step(path: Path) -> int | None:
+    match = re.fullmatch(r"checkpoint-(\d+)", path.name)
+    return int(match.group(1)) if match and path.is_dir() else None
+
+
+def is_complete_checkpoint(path: Path) -> bool:
+    """trainer_state.json is the last file the Trainer writes: a run killed while saving has none, or a cut one."""
+    try:
+        state = json.loads((Path(path) / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(state, dict) and state.get("global_step") == _checkpoint_step(Path(path))
+
+
+def last_checkpoint(output_dir: str | Path) -> str | None:
+    """The newest complete checkpoint-* folder (skipping one a killed run left half-written)."""
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return None
+    steps = sorted(((step, p) for p in folder.iterdir() if (step := _checkpoint_step(p)) is not None), reverse=True)
+    return next((str(p) for _, p in steps if is_complete_checkpoint(p)), None)
+
+
+def _flatten(data: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and not prefix:  # sections: model.hidden_size, optim.steps, ...
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _differences(old: dict, new: dict, skip=()) -> list[str]:
+    keys = sorted(set(old) | set(new))
+    return [f"{k}: {old.get(k, '<unset>')!r} -> {new.get(k, '<unset>')!r}" for k in keys
+            if k not in skip and not any(k.startswith(f"{s}.") for s in skip) and old.get(k) != new.get(k)]
+
+
+# Config entries that describe a saved file rather than the model.
+_CONFIG_BOOKKEEPING = {"transformers_version", "architectures", "auto_map", "use_cache", "_name_or_path", "dtype",
+                       "torch_dtype", "output_attentions", "output_hidden_states", "return_dict"}
+
+
+def check_resume(recipe: Recipe, model, checkpoint: str) -> None:
+    """Refuse to resume from a checkpoint of another model, format or training recipe."""
+    where = Path(checkpoint)
+    try:
+        saved = json.loads((where / "config.json").read_text())
+    except (OSError, ValueError):
+        raise RecipeError(f"--resume: {checkpoint} has no readable config.json, so it is not a checkpoint of this run") from None
+    current = json.loads(model.config.to_json_string())
+    diff = _differences({k: v for k, v in saved.items() if k not in _CONFIG_BOOKKEEPING},
+                        {k: v for k, v in current.items() if k not in _CONFIG_BOOKKEEPING})
+    if diff:
+        raise RecipeError(f"--resume: {checkpoint} holds a different model ({'; '.join(diff[:4])}"
+                          f"{'; ...' if len(diff) > 4 else ''}); resume with the recipe it was trained with, "
+                          f"or train into another --output-dir")
+    recipe_file = where / RECIPE_FILE
+    if recipe_file.is_file():
+        try:
+            old = json.loads(recipe_file.read_text())
+        except ValueError:
+            return
+        diff = _differences(_flatten(old), _flatten(dataclasses.asdict(recipe)), skip=RESUMABLE_CHANGES)
+        if diff:
+            raise RecipeError(f"--resume: {checkpoint} was trained with a different recipe ({'; '.join(diff[:4])}"
+                              f"{'; ...' if len(diff) > 4 else ''}); only optim.steps, save_steps, logging_steps, "
+                              f"threads, compile, eval and trainer may change on resume")
 
 
 def can_compile() -> bool:
@@ -140,10 +315,19 @@ def training_arguments(recipe: Recipe, output_dir: str) -> TrainingArguments:
     compile_model = o.compile and can_compile()
     if o.compile and not compile_model:
         print("hf-arith: no C++ compiler found, so training runs without torch.compile (slower)", file=sys.stderr)
-    return TrainingArguments(
+    check_trainer_section(recipe.trainer)
+    extra = {"save_total_limit": 2, "report_to": "none", **recipe.trainer}
+    try:
+        return TrainingArguments(**_managed_arguments(recipe, output_dir, compile_model), **extra)
+    except (TypeError, ValueError) as err:
+        raise RecipeError(f"trainer: {err}") from None
+
+
+def _managed_arguments(recipe: Recipe, output_dir: str, compile_model: bool) -> dict:
+    o = recipe.optim
+    return dict(
         output_dir=output_dir,
         max_steps=o.steps,
-        per_device_train_batch_size=o.batch_size,
         learning_rate=o.learning_rate,
         weight_decay=o.weight_decay,
         warmup_steps=o.warmup_steps,
@@ -151,19 +335,26 @@ def training_arguments(recipe: Recipe, output_dir: str) -> TrainingArguments:
         max_grad_norm=o.max_grad_norm,
         logging_steps=o.logging_steps,
         save_steps=o.save_steps,
-        save_total_limit=2,
         seed=o.seed,
-        report_to="none",
         dataloader_num_workers=0,  # the curriculum callback must reach the generator
         dataloader_pin_memory=False,
         remove_unused_columns=False,
         use_cpu=not torch.cuda.is_available(),
         torch_compile=compile_model,
+        # Several processes: rank 0 draws each global batch of optim.batch_size and every rank gets an
+        # equal slice (one process trains on the same examples). The stream resumes by itself.
+        per_device_train_batch_size=o.batch_size,
+        **({"accelerator_config": {"dispatch_batches": True, "split_batches": True}} if world_size() > 1 else {}),
+        ignore_data_skip=True,
     )
 
 
 def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, evaluate: bool = True) -> dict:
-    """Train a model from a recipe; returns a summary with the held-out report."""
+    """Train a model from a recipe; returns a summary with the held-out report.
+
+    Under torchrun / accelerate launch every process runs this; only rank 0 saves the final
+    checkpoint and evaluates it (the other ranks return the training figures only).
+    """
     output_dir = output_dir or recipe.output_dir
     fmt = check_recipe(recipe)
     torch.set_num_threads(recipe.optim.threads)
@@ -172,34 +363,55 @@ def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, e
     tokenizer = build_tokenizer(fmt, context)
     model = build_model(recipe, tokenizer, context)
 
-    state = CurriculumState(spec.min_digits, spec.max_digits)
-    phases = recipe.data.curriculum
-    stream = ProblemStream(spec, fmt, state, seed=recipe.optim.seed, rank=int(os.environ.get("RANK", 0)),
-                           chunk_size=recipe.data.chunk_size, test_fraction=recipe.data.test_fraction)
     checkpoint = None
     if resume:
-        checkpoint = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+        checkpoint = last_checkpoint(output_dir)
         if checkpoint is None:
-            raise RecipeError(f"--resume: no checkpoint-* folder in {output_dir}")
+            raise RecipeError(f"--resume: no complete checkpoint-* folder in {output_dir}")
+        check_resume(recipe, model, checkpoint)
+    args = training_arguments(recipe, output_dir)
+    curriculum = CurriculumCallback(CurriculumState(spec.min_digits, spec.max_digits), recipe.data.curriculum,
+                                    (spec.min_digits, spec.max_digits))
+    state = curriculum.state
+    state.schedule = curriculum.range_at  # each example's digit range follows from its global step
+    state.examples_per_step = recipe.optim.batch_size * args.gradient_accumulation_steps
+    # Rank 0 draws every global batch (dispatched in slices), so the data do not depend on the world size.
+    stream = ProblemStream(spec, fmt, state, seed=recipe.optim.seed, rank=int(os.environ.get("RANK", 0)),
+                           chunk_size=recipe.data.chunk_size, test_fraction=recipe.data.test_fraction)
     trainer = ArithTrainer(
         model=model,
-        args=training_arguments(recipe, output_dir),
+        args=args,
         train_dataset=stream,
         data_collator=stack_examples,
         processing_class=tokenizer,
-        callbacks=[CurriculumCallback(state, phases, (spec.min_digits, spec.max_digits))],
+        callbacks=[curriculum, RecipeRecorder(recipe)],
         restart_at=recipe.optim.restart_at,
         restart_lr_scale=recipe.optim.restart_lr_scale,
     )
     result = trainer.train(resume_from_checkpoint=checkpoint)
-    # The final folder is a publishable checkpoint (safetensors only: unlike Trainer.save_model,
-    # no pickled training_args.bin; the checkpoint-* folders keep theirs for --resume).
-    final_dir = save_checkpoint(model, tokenizer, Path(output_dir) / "final")
     summary = {
-        "name": recipe.name, "output": str(final_dir), "steps": result.global_step,
+        "name": recipe.name, "steps": result.global_step, "world_size": world_size(),
         "train_seconds": result.metrics.get("train_runtime"), "train_loss": result.training_loss,
         "unique_params": model.num_parameters(),
+        # What the model card needs to say how the model was made.
+        "recipe": dataclasses.asdict(recipe), "machine": machine_info(),
+        "train_digits": [spec.min_digits, spec.max_digits],
     }
+    final_dir = Path(output_dir) / "final"
+    if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
+        # Sharded weights: every rank takes part in gathering them; rank 0 then evaluates the saved copy.
+        trainer.save_model(str(final_dir))
+        if not trainer.is_world_process_zero():
+            return summary
+        model = type(model).from_pretrained(final_dir)
+        save_checkpoint(model, tokenizer, final_dir)
+    elif not trainer.is_world_process_zero():
+        return summary
+    else:
+        # The final folder is a publishable checkpoint (safetensors only: unlike Trainer.save_model,
+        # no pickled training_args.bin; the checkpoint-* folders keep theirs for --resume).
+        save_checkpoint(model, tokenizer, final_dir)
+    summary["output"] = str(final_dir)
     if evaluate:
         model.eval()
         summary["heldout"] = evaluate_model(model, tokenizer, spec, n=recipe.eval.samples,

@@ -64,7 +64,7 @@ def test_solve_defaults_to_the_bundled_minimal_add10(bundled_add10, capsys):
 def test_solve_marks_malformed_answers(add10, capsys, monkeypatch):
     import hf_arith.cli as cli
 
-    monkeypatch.setattr(cli, "solve", lambda model, tok, problems: [None, "3"])
+    monkeypatch.setattr(cli, "solve", lambda model, tok, problems, **options: [None, "3"])
     code, out, _ = run(capsys, "solve", "1+1", "1+2", "--model", add10)
     assert code == 0
     assert out.splitlines() == ["1+1 = <malformed>", "1+2 = 3"]

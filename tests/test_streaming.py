@@ -144,3 +144,26 @@ def test_dataloader_batches_with_stack_examples():
     assert set(batch) == {"input_ids", "attention_mask", "labels"}
     for value in batch.values():
         assert value.shape == (8, worst_case_length(spec, fmt)) and value.dtype == torch.int64
+
+
+def test_scheduled_stream_is_a_function_of_the_position():
+    """With a schedule, example i has the range of step i // examples_per_step, and a stream
+    started at a later step yields exactly the tail of one started at step 0 (that is how a
+    resumed run sees the data an uninterrupted run would)."""
+    spec, fmt = ProblemSpec(task="add", min_digits=1, max_digits=5), NumberFormat()
+
+    def stream(start_step=0):
+        state = CurriculumState(1, 5, schedule=lambda step: (1, 2) if step < 3 else (5, 5),
+                                examples_per_step=10, start_step=start_step)
+        return ProblemStream(spec, fmt, state=state, chunk_size=16, seed=7)
+
+    rows = take(stream(), 64)
+    for i, row in enumerate(rows):
+        values = prompt_operands(row, fmt)
+        assert (max(values) < 100) if i < 30 else (min(values) >= 10_000), i
+    for start in (1, 2, 4):
+        later = take(stream(start), 64 - 10 * start)
+        for a, b in zip(rows[10 * start:], later, strict=True):
+            np.testing.assert_array_equal(a["input_ids"], b["input_ids"])
+    # A chunk is the same arrays whenever it is drawn (it does not depend on what was drawn before).
+    np.testing.assert_array_equal(stream().chunk(3)[0], stream().chunk(3)[0])

@@ -43,7 +43,7 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path):
 
 
 def test_resume_without_a_checkpoint_is_a_clear_error(tmp_path):
-    with pytest.raises(RecipeError, match="no checkpoint"):
+    with pytest.raises(RecipeError, match="no complete checkpoint"):
         train(load_recipe("minimal-add10", SMALL + ["optim.steps=5", f"output_dir={tmp_path}"]), resume=True)
 
 
@@ -59,6 +59,10 @@ def test_curriculum_phase_is_a_function_of_the_global_step():
 
     callback.on_step_begin(None, Step(), None)
     assert (state.min_digits, state.max_digits) == (1, 6)
+    # At the start of a (resumed) run the stream is told the step it starts from.
+    Step.global_step = 320
+    callback.on_train_begin(None, Step(), None)
+    assert (state.min_digits, state.max_digits, state.start_step) == (1, 10, 320)
 
 
 def test_cosine_schedule_restarts_at_the_second_phase():

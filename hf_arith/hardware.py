@@ -1,0 +1,23 @@
+"""A record of the machine a run used (for training summaries, model cards and benchmarks)."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import torch
+import transformers
+
+
+def machine_info() -> dict:
+    return {
+        "processor": platform.processor(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }

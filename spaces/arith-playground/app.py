@@ -1,0 +1,282 @@
+"""hf_arith playground: try every bundled arithmetic transformer in the browser.
+
+    python spaces/arith-playground/app.py          # http://127.0.0.1:7860, offline, bundled models
+
+Pick a model, type a problem, and see the model's answer, whether it is right, and how sure it
+was of every token it wrote; move the recurrences slider of a looped model; look at the
+attention maps; and compare the models' length-generalization grids and cards.
+
+Safety: the model name must be one of the bundled names (never a path), and the problem text is
+only ever parsed by the tokenizer's number format after a length and character check. Nothing a
+user types reaches the filesystem or a shell.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+from pathlib import Path
+
+# Run from a source checkout without installing: the package is two folders up. On a Hub Space,
+# the hf_arith/ package folder is uploaded next to this file instead.
+try:
+    import hf_arith  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import gradio as gr
+import torch
+
+import hf_arith
+from hf_arith.decoding import greedy_decode
+from hf_arith.formatting import EOS_TOKEN, PAD_TOKEN, TASK_NAMES, FormatError, parse_problem
+from hf_arith.loading import load_checkpoint
+from hf_arith.publishing import EVAL_FILE, example_problem, length_heatmap, load_eval_results
+from hf_arith.solving import answer_budget, check_context
+
+MODELS = hf_arith.bundled_models()
+MAX_CHARS = 200  # far above any problem a bundled model can take; longer text is refused unread
+ALLOWED = re.compile(r"[0-9a-z+\-*:, ]*")
+GRID_SAMPLES = 10  # problems per cell of the Models tab's grid: quick on a CPU Space
+
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+class InputError(ValueError):
+    """Something the user typed or picked that the app refuses, with a friendly message."""
+
+
+# -- models ----------------------------------------------------------------------------------------
+@functools.cache
+def load(name: str):
+    """(model, tokenizer) of a bundled model; names outside MODELS are refused, never opened."""
+    if name not in MODELS:
+        raise InputError(f"unknown model {name!r}; pick one of: {', '.join(MODELS)}")
+    return load_checkpoint(name)
+
+
+def has_loops(model) -> bool:
+    return hasattr(model.config, "num_recurrences")
+
+
+def model_kwargs(model, recurrences) -> dict | None:
+    if not has_loops(model) or recurrences is None:
+        return None
+    return {"num_recurrences": max(1, int(recurrences))}
+
+
+def max_digits(model, tokenizer) -> int:
+    """The longest operands the model takes: its fixed width, else the longest that fits its context."""
+    fmt = tokenizer.arith_format
+    if fmt.operand_width:
+        return fmt.operand_width
+    context = getattr(model.config, "max_position_embeddings", None) or 64
+    best = 1
+    for n in range(1, context):
+        problem = example_problem(fmt, n)
+        prompt = len(tokenizer.format_problem(problem))
+        if prompt + answer_budget(tokenizer, [problem]) > context:
+            break
+        best = n
+    return best
+
+
+# -- solving one problem -----------------------------------------------------------------------------
+def check_problem(text, tokenizer, model) -> str:
+    """The problem as the tokenizer will read it, or an InputError that says what is wrong."""
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("type a problem, for example " + example_problem(tokenizer.arith_format, 3))
+    if len(text) > MAX_CHARS:
+        raise InputError(f"that is {len(text)} characters; problems are at most {MAX_CHARS}")
+    problem = text.strip().replace(" ", "")
+    if problem.startswith("-") or re.search(r"[+*,:]-", problem):
+        raise InputError("negative numbers are not supported: operands are whole numbers from 0 up")
+    if not ALLOWED.fullmatch(problem):
+        bad = next(c for c in problem if not ALLOWED.fullmatch(c))
+        raise InputError(f"{bad!r} is not allowed: use digits 0-9 and {operator_help(tokenizer)}")
+    try:
+        parse_problem(problem, tokenizer.arith_format)
+        prompt = tokenizer([problem], return_tensors="pt")["input_ids"]
+        check_context(model, prompt.shape[1], answer_budget(tokenizer, [problem]))
+    except FormatError as err:
+        raise InputError(str(err)) from None
+    return problem
+
+
+def operator_help(tokenizer) -> str:
+    fmt = tokenizer.arith_format
+    if fmt.task == "sort":
+        return "labelled items such as a:31,b:7,c:120"
+    return {"add": "'+'", "sub": "'-'", "mul": "'*'"}[fmt.task] + " between two numbers"
+
+
+def reference_answer(problem: str, fmt) -> str:
+    """The exact answer, to say whether the model was right (the model never sees it)."""
+    values = [int(v) for v in parse_problem(problem, fmt)]
+    if fmt.task == "sort":
+        order = sorted(range(len(values)), key=lambda i: values[i])  # stable, as the data generator
+        return "".join("abcdefghijklmnopqrstuvwxyz"[i] for i in order)
+    a, b = values
+    return str({"add": a + b, "sub": a - b, "mul": a * b}[fmt.task])
+
+
+@torch.inference_mode()
+def answer_with_confidence(model, tokenizer, problem: str, kwargs: dict | None):
+    """The model's answer and, for every token it wrote, the probability it gave that token."""
+    fmt = tokenizer.arith_format
+    enc = tokenizer([problem], return_tensors="pt")
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    new = greedy_decode(model, ids, mask, answer_budget(tokenizer, [problem]),
+                        eos_token_id=tokenizer.eos_token_id if fmt.end_token else None,
+                        pad_token_id=tokenizer.pad_token_id, model_kwargs=kwargs)
+    answer = tokenizer.decode_answers(new)[0]
+    # One teacher-forced pass over prompt + answer gives the distribution behind each token.
+    full = torch.cat([ids, new], dim=1)
+    logits = model(input_ids=full, attention_mask=torch.ones_like(full), **(kwargs or {})).logits
+    steps = logits[0, ids.shape[1] - 1 : full.shape[1] - 1].float().softmax(-1)
+    probs = steps.gather(1, new[0][:, None])[:, 0].tolist()
+    vocab = fmt.vocab()
+    rows = []
+    for i, (token_id, p) in enumerate(zip(new[0].tolist(), probs)):
+        token = vocab[token_id] if token_id < len(vocab) else "?"
+        rows.append([i + 1, token, round(p, 6)])
+        if token in (EOS_TOKEN, PAD_TOKEN):
+            break
+    return answer, rows
+
+
+def solve_problem(model_name: str, problem: str, recurrences=None):
+    """The Solve button: (answer, verdict markdown, confidence rows)."""
+    try:
+        model, tokenizer = load(model_name)
+        clean = check_problem(problem, tokenizer, model)
+        answer, rows = answer_with_confidence(model, tokenizer, clean, model_kwargs(model, recurrences))
+    except InputError as err:
+        return "", f"⚠️ {err}", []
+    truth = reference_answer(clean, tokenizer.arith_format)
+    lowest = min((r[2] for r in rows), default=1.0)
+    if answer is None:
+        verdict = f"❌ the model did not write a well-formed answer (the exact answer is {truth})"
+    elif answer == truth:
+        verdict = f"✅ correct (lowest token confidence {100 * lowest:.1f} %)"
+    else:
+        verdict = f"❌ wrong: the exact answer is {truth} (lowest token confidence {100 * lowest:.1f} %)"
+    loops = model_kwargs(model, recurrences)
+    if loops:
+        verdict += f" · {loops['num_recurrences']} recurrences"
+    return answer if answer is not None else "(malformed)", verdict, rows
+
+
+def attention_figure(model_name: str, problem: str):
+    """The Attention tab: (figure or None, message)."""
+    try:
+        model, tokenizer = load(model_name)
+        clean = check_problem(problem, tokenizer, model)
+    except InputError as err:
+        return None, f"⚠️ {err}"
+    try:  # another part of the package; the Space works without it
+        from hf_arith.attention_maps import attention_maps, plot_attention
+    except ImportError:
+        return None, "Attention maps need hf_arith.attention_maps, which this installation lacks."
+    tokens, maps = attention_maps(model, tokenizer, clean)
+    return plot_attention(tokens, maps), f"{len(maps)} layer(s) × {maps[0].shape[0]} head(s) for `{' '.join(tokens)}`"
+
+
+def on_model_change(model_name: str):
+    """Show the recurrences slider only for looped models; suggest a problem the model can take."""
+    model, tokenizer = load(model_name)
+    example = example_problem(tokenizer.arith_format, min(5, max_digits(model, tokenizer)))
+    if has_loops(model):
+        default = int(model.config.num_recurrences)
+        slider = gr.Slider(minimum=1, maximum=max(2 * default, 8), step=1, value=default, visible=True)
+    else:
+        slider = gr.Slider(visible=False)
+    return slider, gr.Textbox(placeholder=f"e.g. {example}")
+
+
+# -- the Models tab ------------------------------------------------------------------------------------
+@functools.cache
+def model_overview(model_name: str):
+    """(card summary markdown, length-generalization figure) of a bundled model."""
+    model, tokenizer = load(model_name)
+    fmt = tokenizer.arith_format
+    folder = Path(hf_arith.bundled_path(model_name))
+    report = load_eval_results(folder / EVAL_FILE) if (folder / EVAL_FILE).is_file() else None
+    digits = max_digits(model, tokenizer)
+    order = "reversed (least significant digit first)" if fmt.reverse_answer else "most significant digit first"
+    lines = [
+        f"### {model_name}",
+        f"- **task**: {TASK_NAMES[fmt.task]} in base {fmt.base}, operands up to {digits} digits",
+        f"- **architecture**: `{type(model).__name__}`, {model.num_parameters()} unique parameters",
+        f"- **number format**: answers {order}"
+        + (f", operands zero-padded to {fmt.operand_width} digits" if fmt.operand_width else ""),
+    ]
+    if has_loops(model):
+        lines.append(f"- **recurrences**: {model.config.num_recurrences} by default")
+    if report:
+        lines.append(f"- **held-out exact match**: {100 * report['exact_match']:.2f} % of {report['n']} problems "
+                     f"({report['min_digits']}-{report['max_digits']} digits)")
+    figure = None
+    try:
+        from hf_arith.grid import length_grid, training_range
+        from hf_arith.plots import plot_grid
+
+        result = length_grid(model, tokenizer, (1, digits), samples_per_cell=GRID_SAMPLES,
+                             train_range=training_range(fmt, folder))
+        figure = plot_grid(result, title=f"{model_name}: exact match per operand-length pair")
+    except ImportError:
+        if report:
+            figure = length_heatmap(report, title=f"{model_name}: exact match (%) by operand length")
+    return "\n".join(lines), figure
+
+
+# -- the page ------------------------------------------------------------------------------------------
+def build_demo() -> gr.Blocks:
+    first = MODELS[0] if MODELS else None
+    with gr.Blocks(title="hf_arith playground") as demo:
+        gr.Markdown("# hf_arith playground\nTiny transformers that do exact integer arithmetic, digit by digit. "
+                    "Pick a model and type a problem such as `1234567890+9876543210`.")
+        with gr.Row():
+            model_box = gr.Dropdown(choices=MODELS, value=first, label="model", elem_id="model")
+            recurrences = gr.Slider(minimum=1, maximum=16, step=1, value=1, label="recurrences", visible=False,
+                                    elem_id="recurrences")
+        with gr.Tabs():
+            with gr.Tab("Solve"):
+                problem = gr.Textbox(label="problem", max_length=MAX_CHARS, elem_id="problem",
+                                     placeholder="e.g. 1234567890+9876543210")
+                solve_button = gr.Button("Solve", variant="primary", elem_id="solve")
+                answer = gr.Textbox(label="answer", interactive=False, elem_id="answer")
+                verdict = gr.Markdown(elem_id="verdict")
+                confidence = gr.Dataframe(headers=["token #", "token (as generated)", "confidence"],
+                                          label="per-token confidence (probability of the token the model wrote)",
+                                          interactive=False, elem_id="confidence")
+            with gr.Tab("Attention"):
+                attention_button = gr.Button("Show attention maps for this problem", elem_id="attention")
+                attention_note = gr.Markdown()
+                attention_plot = gr.Plot(label="attention (rows: queries, columns: keys)")
+            with gr.Tab("Models"):
+                overview_box = gr.Dropdown(choices=MODELS, value=first, label="model card", elem_id="overview_model")
+                overview_text = gr.Markdown()
+                overview_plot = gr.Plot(label="length generalization")
+
+        inputs = [model_box, problem, recurrences]
+        outputs = [answer, verdict, confidence]
+        solve_button.click(solve_problem, inputs, outputs, api_name="solve")
+        problem.submit(solve_problem, inputs, outputs, api_name=False)
+        recurrences.release(solve_problem, inputs, outputs, api_name=False)  # watch the answer change
+        model_box.change(on_model_change, model_box, [recurrences, problem], api_name="model_options")
+        attention_button.click(attention_figure, [model_box, problem], [attention_plot, attention_note],
+                               api_name="attention")
+        overview_box.change(model_overview, overview_box, [overview_text, overview_plot], api_name="overview")
+        if first is not None:
+            demo.load(model_overview, overview_box, [overview_text, overview_plot], api_name=False)
+            demo.load(on_model_change, model_box, [recurrences, problem], api_name=False)
+    return demo
+
+
+demo = build_demo()
+
+if __name__ == "__main__":
+    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))

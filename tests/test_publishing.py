@@ -1,0 +1,437 @@
+"""Hub publishing: the exact upload folder, the model card, loading it without hf_arith, the upload.
+
+Nothing here reaches the Hub: the upload tests replace only `HfApi.create_repo` and
+`HfApi.upload_folder`, and the "no network" test points a real HfApi at a closed local port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from huggingface_hub import HfApi, ModelCard
+
+import hf_arith
+from hf_arith.cli import main
+from hf_arith.evaluation import heldout_problems
+from hf_arith.loading import load_checkpoint
+from hf_arith.problems import ProblemSpec
+from hf_arith.publishing import (
+    EVAL_FILE,
+    GRID_FILE,
+    HEATMAP_FILE,
+    PNG_MAGIC,
+    PublishError,
+    build_model_folder,
+    check_repo_id,
+    load_eval_results,
+    push_model,
+    upload_folder,
+)
+from hf_arith.solving import answer_budget
+
+BUNDLED = hf_arith.bundled_models()
+
+# A process where `import hf_arith` fails, as for a Hub user who never installed it.
+BLOCK_HF_ARITH = textwrap.dedent("""
+    import importlib.abc, sys
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "hf_arith" or name.startswith("hf_arith."):
+                raise ImportError("hf_arith is blocked in this process")
+    sys.meta_path.insert(0, Block())
+    try:
+        import hf_arith
+        raise SystemExit("hf_arith was importable")
+    except ImportError:
+        pass
+""")
+
+
+def files_of(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*") if p.is_file())
+
+
+def reference(problem: str) -> str:
+    """The exact answer, computed here only to check the model's (decimal tasks)."""
+    for op, fn in (("+", lambda a, b: a + b), ("*", lambda a, b: a * b), ("-", lambda a, b: a - b)):
+        if op in problem:
+            a, b = problem.split(op)
+            return str(fn(int(a), int(b)))
+    items = [item.split(":") for item in problem.split(",")]
+    return "".join(label for label, _ in sorted(items, key=lambda kv: int(kv[1])))
+
+
+@pytest.fixture(scope="module")
+def eval_reports(tmp_path_factory):
+    """A real `hf-arith eval --json` run for every bundled model (small, to keep the suite quick)."""
+    folder = tmp_path_factory.mktemp("eval")
+    reports = {}
+    for name in BUNDLED:
+        path = folder / f"{name}.json"
+        assert main(["eval", name, "--samples", "300", "--json", str(path)]) == 0
+        reports[name] = path
+    return reports
+
+
+@pytest.fixture(scope="module")
+def built(eval_reports, tmp_path_factory):
+    """The upload folder of every bundled model, built once for the module."""
+    root = tmp_path_factory.mktemp("publish")
+    return {name: build_model_folder(name, root / name, repo_id=f"someone/{name}", eval_json=eval_reports[name])
+            for name in BUNDLED}
+
+
+def test_there_is_a_bundled_model_to_publish():
+    assert "minimal-add10" in BUNDLED
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_upload_folder_holds_exactly_the_publishable_files(built, name):
+    folder = built[name]
+    files = files_of(folder)
+    model, _ = load_checkpoint(name)
+    modeling = f"{type(model).__module__.rsplit('.', 1)[-1]}.py"
+    configuration = f"{type(model.config).__module__.rsplit('.', 1)[-1]}.py"
+    expected = {"README.md", "config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                "tokenizer_config.json", "tokenization_arith.py", "formatting.py", modeling, configuration,
+                EVAL_FILE, HEATMAP_FILE}
+    assert expected <= set(files)
+    assert set(files) - expected <= {"training_summary.json", GRID_FILE}  # nothing else: no pickles, no caches
+    assert not [f for f in files if f.endswith((".bin", ".pt", ".pth", ".pkl"))]
+    assert (folder / HEATMAP_FILE).read_bytes()[:8] == PNG_MAGIC
+    for code in (modeling, configuration, "tokenization_arith.py", "formatting.py"):
+        source = (folder / code).read_text()
+        assert not re.search(r"^\s*(from|import) hf_arith", source, re.M), code
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_card_parses_back_with_the_eval_numbers(built, eval_reports, name):
+    report = json.loads(eval_reports[name].read_text())
+    card = ModelCard.load(built[name] / "README.md")
+    data = card.data
+    assert data.library_name == "transformers" and data.license == "apache-2.0"
+    assert {"custom_code", "arithmetic"} <= set(data.tags)
+    results = {r.metric_config: r for r in data.eval_results}
+    assert results[None].metric_value == report["exact_match"]
+    per_length = {int(k.split("=")[1]): r.metric_value for k, r in results.items() if k}
+    assert per_length == {int(k): v for k, v in report["by_max_operand_length"].items()}
+    assert all(r.dataset_split == "test" and r.metric_type == "exact_match" for r in data.eval_results)
+    assert results[None].dataset_args["n"] == report["n"] == 300
+    # The card's prose tells the same story as its metadata.
+    model, _ = load_checkpoint(name)
+    assert f"**{model.num_parameters()} unique parameters" in card.text
+    assert f"{100 * report['exact_match']:.2f} %" in card.text
+    assert "trust_remote_code=True" in card.text and HEATMAP_FILE in card.text
+    assert "{{" not in card.content and "{%" not in card.content
+    assert json.loads((built[name] / EVAL_FILE).read_text()) == report
+    if (built[name] / GRID_FILE).is_file():  # the grid picture and its numbers go together
+        grid = json.loads((built[name] / GRID_FILE).read_text())
+        assert grid["lengths"] == [1, report["max_digits"]] and grid["samples_per_cell"] == 20
+        assert f"{grid['summary']['n']:,} in all" in card.text
+
+
+def test_card_describes_format_training_and_hardware(built):
+    text = (built["minimal-add10"] / "README.md").read_text()
+    for fragment in ["least significant digit first (reversed)", "zero-padded to 10 digits", "| base | 10 |",
+                     "| steps | 20,000 |", "training time | 348 s", "2-core x86_64 CPU",
+                     "Recipe (the `minimal-add10` preset", "rope_theta: 3.0", "`MinimalForCausalLM`"]:
+        assert fragment in text, fragment
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_published_folder_works_without_hf_arith(built, name, tmp_path):
+    """The test that matters: a Hub user's process, where hf_arith cannot be imported."""
+    folder = built[name]
+    model, tokenizer = load_checkpoint(name)
+    fmt = tokenizer.arith_format
+    report = json.loads((folder / EVAL_FILE).read_text())
+    spec = ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=report["max_digits"],
+                       **({"min_items": 2, "max_items": min(5, fmt.max_items)} if fmt.task == "sort" else {}))
+    problems, answers, _ = heldout_problems(spec, 64, seed=99)
+    in_process = hf_arith.solve(model, tokenizer, problems)
+    # The card's own "how to use" snippet, pointed at the folder instead of the Hub repo.
+    card = (folder / "README.md").read_text()
+    snippet = card.split("## How to use")[1].split("```python")[1].split("```")[0]
+    snippet = snippet.replace(f'"someone/{name}"', repr(str(folder)))
+    script = BLOCK_HF_ARITH + snippet + textwrap.dedent(f"""
+        import json
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        enc = tok({problems!r}, padding=True, return_tensors="pt")
+        out = model.generate(**enc, max_new_tokens={answer_budget(tokenizer, problems)}, do_sample=False)
+        print(json.dumps({{"answers": tok.decode_answers(out[:, enc.input_ids.shape[1]:]),
+                          "params": model.num_parameters()}}))
+    """)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    example = re.search(r'tok\(\["([^"]+)"\]', snippet).group(1)
+    assert lines[0] == repr([reference(example)])  # the snippet prints the right answer
+    loaded = json.loads(lines[-1])
+    assert loaded["params"] == model.num_parameters()
+    assert loaded["answers"] == in_process  # exactly what the package's own decoder says
+    correct = sum(a == b for a, b in zip(loaded["answers"], answers))
+    assert correct / len(answers) >= 0.9, f"{correct}/{len(answers)} correct"
+    if name == "minimal-add10":
+        assert loaded["answers"] == answers
+
+
+# -- uploading, with the two network calls replaced ------------------------------------------------
+@pytest.fixture
+def online(monkeypatch):
+    """As if online with a token; records what the stubbed create_repo/upload_folder were given."""
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    calls = []
+
+    def create_repo(self, repo_id, **kwargs):
+        calls.append(("create_repo", repo_id, kwargs.get("repo_type"), kwargs.get("private")))
+        return f"https://huggingface.co/{repo_id}"
+
+    def upload(self, *, repo_id, folder_path, repo_type=None, **kwargs):
+        folder = Path(folder_path)
+        calls.append(("upload_folder", repo_id, repo_type, files_of(folder),
+                      {f: (folder / f).read_bytes() for f in files_of(folder)}, self.token))
+
+    monkeypatch.setattr(HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(HfApi, "upload_folder", upload)
+    return calls
+
+
+@pytest.fixture
+def no_network_calls(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a network call was made")
+
+    monkeypatch.setattr(HfApi, "create_repo", refuse)
+    monkeypatch.setattr(HfApi, "upload_folder", refuse)
+
+
+def test_push_uploads_exactly_the_built_folder(online, tmp_path, capsys):
+    assert main(["push", "minimal-add10", "--repo-id", "me/tiny-adder"]) == 0
+    assert "Pushed minimal-add10 to https://huggingface.co/me/tiny-adder" in capsys.readouterr().out
+    assert [c[0] for c in online] == ["create_repo", "upload_folder"]
+    assert online[0][1:3] == ("me/tiny-adder", "model")
+    _, repo_id, repo_type, uploaded, contents, token = online[1]
+    assert (repo_id, repo_type, token) == ("me/tiny-adder", "model", "hf_test_token")
+    # Build-only gives the very same folder, byte for byte (but the grid's own timing).
+    assert main(["push", "minimal-add10", "--repo-id", "me/tiny-adder", "--output-dir", str(tmp_path / "b")]) == 0
+    assert len(online) == 2  # --output-dir builds only
+    assert uploaded == files_of(tmp_path / "b")
+    built = {f: (tmp_path / "b" / f).read_bytes() for f in uploaded}
+
+    def untimed(data: bytes) -> dict:
+        grid = json.loads(data)
+        for key in ("seconds", "problems_per_second"):
+            grid["summary"].pop(key)
+        return grid
+
+    if GRID_FILE in uploaded:
+        assert untimed(contents.pop(GRID_FILE)) == untimed(built.pop(GRID_FILE))
+    assert contents == built
+
+
+def test_push_model_can_keep_the_folder_it_uploads(online, tmp_path):
+    folder, url = push_model("minimal-add10", "me/kept", output_dir=tmp_path / "kept", private=True, grid_samples=0)
+    assert url == "https://huggingface.co/me/kept" and folder == tmp_path / "kept"
+    assert online[0] == ("create_repo", "me/kept", "model", True)
+    assert online[1][3] == files_of(folder)
+
+
+def test_data_push_uploads_a_loadable_dataset(online, tmp_path, capsys):
+    import datasets
+
+    assert main(["data", "push", "--repo-id", "me/sums", "--train-size", "30", "--test-size", "10",
+                 "--max-digits", "3", "--output-dir", str(tmp_path / "ds")]) == 0
+    assert "me/sums" in capsys.readouterr().out
+    assert [c[:3] for c in online] == [("create_repo", "me/sums", "dataset"), ("upload_folder", "me/sums", "dataset")]
+    uploaded, contents = online[1][3], online[1][4]
+    assert uploaded == ["README.md", "data/test-00000-of-00001.parquet", "data/train-00000-of-00001.parquet"]
+    card = contents["README.md"].decode()
+    assert "configs:" in card.split("---")[1] and 'load_dataset("me/sums")' in card
+    loaded = datasets.load_dataset(str(tmp_path / "ds"))
+    assert (loaded["train"].num_rows, loaded["test"].num_rows) == (30, 10)
+
+
+# -- bad input: one line, and no network call ------------------------------------------------------
+@pytest.mark.parametrize("repo_id", ["noslash", "a/b/c", "/name", "org/", "a b/c", "org/na--me", "org/" + "x" * 97])
+def test_malformed_repo_ids_are_refused(repo_id):
+    with pytest.raises(PublishError, match="malformed") as info:
+        check_repo_id(repo_id)
+    assert "\n" not in str(info.value)
+
+
+def test_valid_repo_id_passes():
+    assert check_repo_id(" my-org/tiny_adder.v2 ") == "my-org/tiny_adder.v2"
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.err.strip().splitlines()
+
+
+@pytest.fixture
+def sub_report(tmp_path):
+    """A well-formed eval report, but for subtraction."""
+    data = json.loads((Path(hf_arith.bundled_path("minimal-add10")) / EVAL_FILE).read_text())
+    data["task"] = "sub"
+    path = tmp_path / "sub.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("case, message", [
+    ("not_a_model", "no config.json in this folder, so it is not a saved model"),
+    ("bad_repo", "repo id 'no-slash' is malformed"),
+    ("no_eval", "no eval results for the model card; run `hf-arith eval"),
+    ("eval_missing_keys", "not an `hf-arith eval --json` report (missing"),
+    ("eval_for_other_task", "are for sub in base 10, but this model does add in base 10"),
+    ("not_json", "not valid JSON"),
+    ("bad_heatmap", "not a PNG image"),
+])
+def test_bad_push_requests_fail_in_one_line_before_the_network(online, no_network_calls, capsys, tmp_path,
+                                                               sub_report, case, message):
+    model_dir = tmp_path / "ckpt"
+    model_dir.mkdir()
+    for f in Path(hf_arith.bundled_path("minimal-add10")).iterdir():
+        if f.name != EVAL_FILE:
+            (model_dir / f.name).write_bytes(f.read_bytes())
+    (tmp_path / "partial.json").write_text(json.dumps({"exact_match": 1.0}))
+    (tmp_path / "junk.json").write_text("{not json")
+    (tmp_path / "pic.png").write_text("not a picture")
+    argv = {
+        "not_a_model": [tmp_path, "--repo-id", "me/x"],
+        "bad_repo": ["minimal-add10", "--repo-id", "no-slash"],
+        "no_eval": [model_dir, "--repo-id", "me/x"],
+        "eval_missing_keys": [model_dir, "--repo-id", "me/x", "--eval-json", tmp_path / "partial.json"],
+        "eval_for_other_task": ["minimal-add10", "--repo-id", "me/x", "--eval-json", sub_report],
+        "not_json": ["minimal-add10", "--repo-id", "me/x", "--eval-json", tmp_path / "junk.json"],
+        "bad_heatmap": ["minimal-add10", "--repo-id", "me/x", "--heatmap", tmp_path / "pic.png"],
+    }[case]
+    code, err = run_cli(capsys, "push", *argv)
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("hf-arith: error: ") and message in err[0]
+    assert online == []
+
+
+def test_offline_and_missing_token_fail_before_building(monkeypatch, no_network_calls, capsys, tmp_path):
+    # conftest sets HF_HUB_OFFLINE=1 for every test
+    code, err = run_cli(capsys, "push", "minimal-add10", "--repo-id", "me/x")
+    assert code == 2 and err == ["hf-arith: error: HF_HUB_OFFLINE is set, so nothing can be uploaded; unset it to "
+                                 "push, or give --output-dir DIR to build the folder only"]
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    code, err = run_cli(capsys, "push", "minimal-add10", "--repo-id", "me/x")
+    assert code == 2 and len(err) == 1 and "no Hugging Face token: set HF_TOKEN" in err[0]
+    code, err = run_cli(capsys, "data", "push", "--repo-id", "me/d", "--train-size", "5")
+    assert code == 2 and len(err) == 1 and "no Hugging Face token" in err[0]
+    # Building only needs neither.
+    assert run_cli(capsys, "push", "minimal-add10", "--repo-id", "me/x", "--output-dir", tmp_path / "o",
+                   "--grid-samples", 0)[0] == 0
+
+
+def test_no_network_is_a_clear_error(monkeypatch, tmp_path):
+    """A real HfApi against a closed local port: the connection is refused at once."""
+    import socket
+
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(PublishError, match=rf"no network: cannot reach http://127.0.0.1:{port}") as info:
+        upload_folder(tmp_path, "me/x", token="hf_x", endpoint=f"http://127.0.0.1:{port}")
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("status, message", [(401, "rejected the token"), (403, "may not write to me/x"),
+                                             (500, "refused the upload")])
+def test_hub_http_errors_become_one_line(online, monkeypatch, tmp_path, status, message):
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    def fail(self, repo_id, **kwargs):
+        request = httpx2.Request("POST", "https://huggingface.co/api/repos/create")
+        raise HfHubHTTPError(f"{status} error\nwith details", response=httpx2.Response(status, request=request))
+
+    monkeypatch.setattr(HfApi, "create_repo", fail)
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(PublishError, match=message) as info:
+        upload_folder(tmp_path, "me/x")
+    assert "\n" not in str(info.value)
+
+
+def test_eval_report_checks(tmp_path):
+    good = json.loads((Path(hf_arith.bundled_path("minimal-add10")) / EVAL_FILE).read_text())
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(good))
+    assert load_eval_results(path) == good
+    for broken, message in [({"exact_match": 1.5}, "between 0 and 1"), ({"n": "many"}, "n has the wrong type"),
+                            ({"by_max_operand_length": {"ten": 1.0}}, "operand lengths")]:
+        path.write_text(json.dumps({**good, **broken}))
+        with pytest.raises(PublishError, match=message):
+            load_eval_results(path)
+
+
+def test_build_refuses_a_non_empty_output_folder(tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    with pytest.raises(PublishError, match="is not empty"):
+        build_model_folder("minimal-add10", tmp_path, repo_id="me/x")
+    assert files_of(tmp_path) == ["keep.txt"]
+
+
+def test_a_given_heatmap_replaces_the_drawn_one(tmp_path):
+    picture = tmp_path / "grid.png"
+    picture.write_bytes(PNG_MAGIC + b"grid heatmap")
+    folder = build_model_folder("minimal-add10", tmp_path / "out", repo_id="me/x", heatmap=picture)
+    assert (folder / HEATMAP_FILE).read_bytes() == picture.read_bytes()
+    assert not (folder / GRID_FILE).exists()
+
+
+def test_without_a_grid_the_card_shows_the_reports_per_length_accuracy(tmp_path):
+    folder = build_model_folder("minimal-add10", tmp_path / "out", repo_id="me/x", grid_samples=0)
+    assert (folder / HEATMAP_FILE).read_bytes()[:8] == PNG_MAGIC
+    assert not (folder / GRID_FILE).exists()
+    assert "Length generalization" not in (folder / "README.md").read_text()
+
+
+# -- the card templates ship inside the package ----------------------------------------------------
+def test_card_templates_are_package_data():
+    import tomllib
+
+    package = Path(hf_arith.__file__).parent
+    for name in ("model_card.md", "dataset_card.md"):
+        assert "{{ card_data }}" in (package / "hub_cards" / name).read_text()
+    pyproject = tomllib.loads((package.parent / "pyproject.toml").read_text())
+    assert "hub_cards/*.md" in pyproject["tool"]["setuptools"]["package-data"]["hf_arith"]
+
+
+@pytest.mark.slow
+def test_wheel_carries_the_card_templates(tmp_path):
+    """A non-editable install finds the templates: they are inside the built wheel."""
+    import zipfile
+
+    root = Path(hf_arith.__file__).parent.parent
+    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                             "-w", str(tmp_path), str(root)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (wheel,) = tmp_path.glob("hf_arith-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "hf_arith/hub_cards/model_card.md" in names and "hf_arith/hub_cards/dataset_card.md" in names
+    assert "hf_arith/bundled/minimal-add10/eval_results.json" in names

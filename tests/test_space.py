@@ -1,0 +1,184 @@
+"""The Gradio Space: launched on localhost and driven through its API with gradio_client."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import hf_arith
+from hf_arith.loading import load_checkpoint
+
+SPACE = Path(__file__).resolve().parent.parent / "spaces" / "arith-playground"
+
+
+def load_app():
+    if "arith_space_app" in sys.modules:
+        return sys.modules["arith_space_app"]
+    spec = importlib.util.spec_from_file_location("arith_space_app", SPACE / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["arith_space_app"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app():
+    return load_app()
+
+
+@pytest.fixture(scope="module")
+def client(app):
+    from gradio_client import Client
+
+    port = free_port()
+    app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield Client(f"http://127.0.0.1:{port}/", verbose=False)
+    finally:
+        app.demo.close()
+
+
+# -- the Space's files --------------------------------------------------------------------------
+def test_space_front_matter_matches_the_gradio_in_use():
+    import gradio
+    from huggingface_hub import SpaceCard
+
+    card = SpaceCard.load(SPACE / "README.md")
+    assert card.data.sdk == "gradio"
+    assert card.data.sdk_version == gradio.__version__
+    assert card.data.app_file == "app.py" and (SPACE / card.data.app_file).is_file()
+    requirements = (SPACE / "requirements.txt").read_text()
+    for package in ("torch", "transformers", "matplotlib"):
+        assert package in requirements
+    assert "python spaces/arith-playground/app.py" in card.text
+
+
+# -- through the API, as a browser would ----------------------------------------------------------
+def test_correct_answer_with_confidence(client):
+    answer, verdict, confidence = client.predict("minimal-add10", "1234567890+9876543210", 1, api_name="/solve")
+    assert answer == "11111111100"
+    assert verdict.startswith("✅ correct")
+    rows = confidence["data"]
+    assert [r[1] for r in rows] == list("00111111111")  # the 11 answer tokens, reversed as generated
+    assert all(0.5 < r[2] <= 1.0 for r in rows)
+
+
+@pytest.mark.parametrize("problem, message", [
+    ("12a+3", "'a' is not a decimal digit"),
+    ("-5+3", "negative numbers are not supported"),
+    ("5+-3", "negative numbers are not supported"),
+    ("12345678901+1", "an operand has more than 10 base-10 digits"),
+    ("9" * 250, "problems are at most 200"),
+    ("1;rm -rf /", "';' is not allowed"),
+    ("", "type a problem"),
+    ("7-2", "is subtraction, but this model does addition"),
+])
+def test_bad_input_gets_a_friendly_message(client, problem, message):
+    answer, verdict, confidence = client.predict("minimal-add10", problem, 1, api_name="/solve")
+    assert answer == "" and verdict.startswith("⚠️") and message in verdict
+    assert confidence["data"] in ([], [[None, None, None]], [["", "", ""]])
+
+
+def test_only_listed_models_can_be_picked(client, app):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises((AppError, ValueError)):  # gradio refuses a value outside the dropdown's choices
+        client.predict("../../etc/passwd", "1+1", 1, api_name="/solve")
+    answer, verdict, _ = app.solve_problem("../../etc/passwd", "1+1", 1)  # and so does the app itself
+    assert answer == "" and "unknown model" in verdict
+
+
+def test_attention_tab(client, app):
+    plot, note = client.predict("minimal-add10", "12+34", api_name="/attention")
+    try:
+        import hf_arith.attention_maps  # noqa: F401
+    except ImportError:
+        assert plot is None and "lacks" in note
+        return
+    assert plot["type"] == "matplotlib" and plot["plot"].startswith("data:image/")
+    assert "1 layer(s) × 2 head(s)" in note
+    _, bad = client.predict("minimal-add10", "1x1", api_name="/attention")
+    assert bad.startswith("⚠️")
+
+
+def test_models_tab_shows_card_summary_and_heatmap(client):
+    for name in hf_arith.bundled_models():
+        text, plot = client.predict(name, api_name="/overview")
+        assert f"### {name}" in text and "unique parameters" in text
+        assert plot["type"] == "matplotlib" and plot["plot"].startswith("data:image/")
+    text, _ = client.predict("minimal-add10", api_name="/overview")
+    assert "244 unique parameters" in text and "100.00 % of 2000" in text
+
+
+def test_slider_hidden_for_models_without_loops(client):
+    slider, _ = client.predict("minimal-add10", api_name="/model_options")
+    assert slider["visible"] is False
+
+
+# -- the recurrences slider --------------------------------------------------------------------------
+LOOPED = [n for n in hf_arith.bundled_models()
+          if "num_recurrences" in (Path(hf_arith.bundled_path(n)) / "config.json").read_text()]
+
+
+@pytest.mark.skipif(not LOOPED, reason="no looped model is bundled yet")
+@pytest.mark.parametrize("name", LOOPED)
+def test_slider_for_a_bundled_looped_model(client, name):
+    from hf_arith.publishing import example_problem
+
+    slider, _ = client.predict(name, api_name="/model_options")
+    assert slider["visible"] is True
+    model, tok = load_checkpoint(name)
+    problem = example_problem(tok.arith_format, 3)
+    answers = {}
+    for n in (1, model.config.num_recurrences):
+        answer, verdict, _ = client.predict(name, problem, n, api_name="/solve")
+        answers[n] = answer
+        assert f"{n} recurrences" in verdict
+        assert answer == hf_arith.solve(model, tok, [problem], model_kwargs={"num_recurrences": n})[0]
+
+
+class RecordingLoop(torch.nn.Module):
+    """The bundled adder behind a looped model's interface (config.num_recurrences): with one
+    recurrence it answers wrongly on purpose, so the slider visibly changes the answer."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner = model
+        self.config = model.config
+        self.seen = []
+
+    def forward(self, input_ids, num_recurrences=None, **kwargs):
+        self.seen.append(num_recurrences)
+        out = self.inner(input_ids=input_ids, **kwargs)
+        if num_recurrences == 1:  # too few loops: always predict the digit 7
+            out.logits = torch.full_like(out.logits, -10.0)
+            out.logits[..., 7] = 10.0
+        return out
+
+
+def test_slider_reaches_the_model_and_changes_the_answer(app, monkeypatch):
+    from copy import deepcopy
+
+    model, tok = load_checkpoint("minimal-add10")
+    looped = RecordingLoop(model)
+    looped.config = deepcopy(model.config)
+    looped.config.num_recurrences = 4
+    monkeypatch.setattr(app, "load", lambda name: (looped, tok))
+    slider, _ = app.on_model_change("minimal-add10")
+    assert slider.visible is True and slider.value == 4 and slider.maximum == 8
+    good = app.solve_problem("minimal-add10", "12+30", 4)
+    bad = app.solve_problem("minimal-add10", "12+30", 1)
+    assert good[0] == "42" and good[1].startswith("✅") and "4 recurrences" in good[1]
+    assert bad[0] != "42" and bad[1].startswith("❌")
+    assert set(looped.seen) == {4, 1}
