@@ -49,8 +49,9 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     extra = dict(model_kwargs or {})
     if tokens_per_step > 1:
         extra["num_future_tokens"] = tokens_per_step
-    if attention_mask is None:
-        attention_mask = torch.ones_like(input_ids)
+    if attention_mask is not None and bool(attention_mask.all()):
+        # No padding: without a mask the model needs no mask at all for one-token steps.
+        attention_mask = None
     cache = DynamicCache() if use_cache else None
     # Models whose positions depend on the whole sequence (abacus ids) get them computed from it.
     positions_of = getattr(model, "position_ids_from_input_ids", None)
@@ -73,7 +74,8 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
         if eos_token_id is not None and bool(finished.all()):
             break
         step = torch.stack(new_tokens[-tokens.shape[1]:], dim=1)
-        attention_mask = torch.cat([attention_mask, torch.ones_like(step)], dim=1)
+        if attention_mask is not None:
+            attention_mask = torch.cat([attention_mask, torch.ones_like(step)], dim=1)
         if positions_of is not None or not use_cache:
             sequence = torch.cat([sequence, step], dim=1)
         # With a cache the model needs only the new tokens; without one, the whole sequence again.

@@ -285,13 +285,14 @@ class MinimalModel(MinimalPreTrainedModel):
                 inputs_embeds=None, use_cache=None, output_attentions=False, **kwargs) -> BaseModelOutputWithPast:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds")
-        if inputs_embeds is None:
-            if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
-                raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}); got ids outside it")
-            inputs_embeds = self.embed_tokens(input_ids)
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache()
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if inputs_embeds is None:
+            # Checked on the prompt; later cached steps feed back the model's own tokens.
+            if not past_length and input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
+                raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}); got ids outside it")
+            inputs_embeds = self.embed_tokens(input_ids)
         length = inputs_embeds.shape[1]
         if past_length + length > self.config.max_position_embeddings:
             raise ValueError(
@@ -305,8 +306,9 @@ class MinimalModel(MinimalPreTrainedModel):
             hidden_states = hidden_states + self.embed_positions(position_ids)
         rope = self.rotary_emb(hidden_states, position_ids) if self.rotary_emb is not None else None
 
-        if attention_mask is None and past_key_values is None:
-            mask = None  # unpadded and uncached (training): attention is plain causal, no mask to build
+        if attention_mask is None and (not past_length or length == 1):
+            # Unpadded: plain causal attention, or a single new token that sees every cached one.
+            mask = None
         else:
             # The mask builder gets no position ids: it would read resets as packed sequences.
             mask = create_causal_mask(

@@ -178,7 +178,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         if length + past_length > self.config.max_position_embeddings:
             raise ValueError(f"sequence of {length + past_length} tokens is longer than this model's context "
                              f"({self.config.max_position_embeddings} positions)")
-        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
+        # Checked on the prompt; later cached steps feed back the model's own tokens.
+        if not past_length and input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
             raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}); got ids outside it")
         if position_ids is None:
             if past_length:
@@ -209,8 +210,9 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         hidden_states = self.embed(input_ids, attention_mask, position_ids, past_length)
 
-        if attention_mask is None and past_key_values is None:
-            mask = None  # unpadded and uncached (training): plain causal attention, no mask to build
+        if attention_mask is None and (not past_length or input_ids.shape[1] == 1):
+            # Unpadded: plain causal attention, or a single new token that sees every cached one.
+            mask = None
         else:
             # The mask builder gets no position ids: it would read abacus resets as packed sequences.
             mask = create_causal_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask,
