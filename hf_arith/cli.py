@@ -132,7 +132,8 @@ def default_max_digits(model, fmt) -> int:
     for digits in range(1, context + 1):
         if worst_case_length(_spec(fmt, 1, digits), fmt) > context:
             break
-        if abacus is not None and int(fmt.max_answer_digits(np.full((1, 2), digits))[0]) > abacus:
+        aligned = int(bool(getattr(model.config, "abacus_align_answer", False)))
+        if abacus is not None and int(fmt.max_answer_digits(np.full((1, 2), digits))[0]) + aligned > abacus:
             break
         best = digits
     if best == 0:

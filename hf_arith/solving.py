@@ -18,7 +18,9 @@ def check_number_lengths(model, fmt, parsed, problems: list[str]) -> None:
     limit = getattr(model.config, "abacus_max_digits", None)
     if limit is None:
         return
-    longest = np.maximum(parsed.lengths.max(axis=1), fmt.max_answer_digits(parsed.lengths))
+    # An aligned answer (abacus_align_answer) indexes its digits one higher.
+    answer = fmt.max_answer_digits(parsed.lengths) + int(bool(getattr(model.config, "abacus_align_answer", False)))
+    longest = np.maximum(parsed.lengths.max(axis=1), answer)
     if (longest > limit).any():
         i = int(np.argmax(longest > limit))
         raise FormatError(

@@ -148,8 +148,11 @@ def build_model(recipe: Recipe, tokenizer: ArithTokenizer, context: int):
     kwargs = dict(recipe.model)
     kwargs.setdefault("max_position_embeddings", context)
     kwargs.update(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-    if "num_digit_tokens" in config_cls().to_dict():
+    defaults = config_cls().to_dict()
+    if "num_digit_tokens" in defaults:
         kwargs["num_digit_tokens"] = tokenizer.arith_format.base
+    if "answer_start_token_id" in defaults:  # abacus models align the answer after this token
+        kwargs["answer_start_token_id"] = tokenizer.convert_tokens_to_ids("=")
     try:
         config = config_cls(**kwargs)
     except (TypeError, ValueError) as err:

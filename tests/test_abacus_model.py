@@ -54,6 +54,20 @@ def test_positions_count_digits_within_each_number():
     ]
 
 
+def test_aligned_answers_carry_the_index_of_the_digit_they_predict():
+    _, tok = make()
+    eq, eos = tok.convert_tokens_to_ids("="), tok.eos_token_id
+    # 1342 + 879 = 2221, reversed: "2431+978=1222<eos>"
+    ids = torch.tensor([tok("1342+879").input_ids + [1, 2, 2, 2, eos]])
+    assert abacus_position_ids(ids, 10).tolist() == [[1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2, 3, 4, 0]]
+    # the `=` predicts answer digit 1 and gets index 1; answer digit i predicts digit i + 1
+    assert abacus_position_ids(ids, 10, eq).tolist() == [[1, 2, 3, 4, 0, 1, 2, 3, 1, 2, 3, 4, 5, 0]]
+    model, _ = make(abacus_align_answer=True, answer_start_token_id=eq)
+    assert model.position_ids_from_input_ids(ids).tolist() == abacus_position_ids(ids, 10, eq).tolist()
+    with pytest.raises(ValueError, match="answer_start_token_id"):
+        AbacusGPT2Config(vocab_size=14, abacus_align_answer=True)
+
+
 def test_base16_digits_get_positions_and_symbols_do_not():
     fmt = NumberFormat(task="add", base=16, reverse_operands=True, reverse_answer=True, end_token=True)
     model, tok = make(fmt=fmt)
@@ -113,9 +127,9 @@ def test_numbers_beyond_the_abacus_range_are_a_clear_error():
     assert hf_arith.solve(model, tok, "12+5") is None or isinstance(hf_arith.solve(model, tok, "12+5"), str)
 
 
-@pytest.mark.parametrize("attn", ["eager", "sdpa"])
-def test_decoder_equals_generate_and_cache_equals_no_cache(attn):
-    model, tok = make(seed=1)
+@pytest.mark.parametrize("attn, align", [("eager", False), ("sdpa", False), ("sdpa", True)])
+def test_decoder_equals_generate_and_cache_equals_no_cache(attn, align):
+    model, tok = make(seed=1, abacus_align_answer=align, answer_start_token_id=11)
     model.set_attn_implementation(attn)
     enc = tok(PROBLEMS, padding=True, return_tensors="pt")
     assert tok.padding_side == "left" and not enc.attention_mask.all()

@@ -12,13 +12,28 @@ from __future__ import annotations
 import torch
 
 
-def abacus_position_ids(input_ids: torch.Tensor, num_digit_tokens: int) -> torch.Tensor:
-    """Per-digit positions for a batch of token ids [batch, length] (digit tokens are ids < num_digit_tokens)."""
+def abacus_position_ids(input_ids: torch.Tensor, num_digit_tokens: int,
+                        answer_start_token_id: int | None = None) -> torch.Tensor:
+    """Per-digit positions for a batch of token ids [batch, length] (digit tokens are ids < num_digit_tokens).
+
+    With `answer_start_token_id` (the `=` before the answer), the answer is aligned with what it
+    predicts: `=` gets 1 and answer digit i gets i + 1, the index of the digit it predicts next.
+    The token that predicts answer digit i then carries the same index as operand digit i, so
+    finding the operands is an equality of indices, which holds at every length, instead of a
+    "next index" relation that must be learned for each index separately.
+    """
     is_digit = input_ids < num_digit_tokens  # the tokenizer puts digits first: id == digit value
     index = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
     # Index of the latest non-digit token at or before each position (-1 before the first one).
     last_break = torch.where(is_digit, torch.full_like(index, -1), index).cummax(dim=-1).values
-    return torch.where(is_digit, index - last_break, torch.zeros_like(index))
+    positions = torch.where(is_digit, index - last_break, torch.zeros_like(index))
+    if answer_start_token_id is None:
+        return positions
+    is_start = input_ids == answer_start_token_id
+    # The answer: the `=` and the digit run right after it (its run starts at the `=`).
+    in_answer = is_start | (is_digit & (last_break >= 0)
+                            & is_start.gather(-1, last_break.clamp(min=0)))
+    return torch.where(in_answer, positions + 1, positions)
 
 
 def check_abacus_range(position_ids: torch.Tensor, max_digits: int) -> None:

@@ -23,6 +23,9 @@ class AbacusGPT2Config(PreTrainedConfig):
         abacus_offset_all_tokens: the training offset also moves non-digit tokens (index 0 -> k), so
             the `=` before the answer keeps the "next index" relation to the first answer digit
             for every k (the paper shifts digits only).
+        abacus_align_answer: give the `=` index 1 and answer digit i index i + 1, the index of the
+            digit it predicts, so each answer step looks up operand digits of its own index.
+            Needs `answer_start_token_id` (the `=` token's id).
         absolute_position_embedding: also add a learned absolute position (GPT-2's wpe), over
             `max_position_embeddings` tokens.
         max_position_embeddings: the longest sequence the model accepts.
@@ -51,6 +54,8 @@ class AbacusGPT2Config(PreTrainedConfig):
         abacus_offset_per_sequence: bool = False,
         abacus_unshifted_fraction: float = 0.0,
         abacus_offset_all_tokens: bool = False,
+        abacus_align_answer: bool = False,
+        answer_start_token_id: int | None = None,
         absolute_position_embedding: bool = False,
         max_position_embeddings: int = 1024,
         num_future_tokens: int = 1,
@@ -75,6 +80,8 @@ class AbacusGPT2Config(PreTrainedConfig):
         self.abacus_offset_per_sequence = abacus_offset_per_sequence
         self.abacus_unshifted_fraction = abacus_unshifted_fraction
         self.abacus_offset_all_tokens = abacus_offset_all_tokens
+        self.abacus_align_answer = abacus_align_answer
+        self.answer_start_token_id = answer_start_token_id
         self.absolute_position_embedding = absolute_position_embedding
         self.max_position_embeddings = max_position_embeddings
         self.num_future_tokens = num_future_tokens
@@ -103,6 +110,10 @@ class AbacusGPT2Config(PreTrainedConfig):
                              f"num_attention_heads ({self.num_attention_heads})")
         if not 2 <= self.num_digit_tokens <= self.vocab_size:
             raise ValueError(f"{name}.num_digit_tokens must be between 2 and vocab_size, got {self.num_digit_tokens}")
+        if self.abacus_align_answer and not (isinstance(self.answer_start_token_id, int)
+                                             and 0 <= self.answer_start_token_id < self.vocab_size):
+            raise ValueError(f"{name}.abacus_align_answer needs answer_start_token_id, the id of the token before "
+                             f"the answer, in [0, vocab_size); got {self.answer_start_token_id!r}")
         for field in ("resid_pdrop", "embd_pdrop", "attn_pdrop", "abacus_unshifted_fraction"):
             if not 0.0 <= getattr(self, field) < 1.0:
                 raise ValueError(f"{name}.{field} must lie in [0, 1), got {getattr(self, field)!r}")

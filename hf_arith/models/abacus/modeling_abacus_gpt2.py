@@ -122,7 +122,8 @@ class AbacusGPT2PreTrainedModel(PreTrainedModel):
 
     def position_ids_from_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Abacus positions of a whole sequence; decoders with a KV cache slice the new tokens' tail."""
-        return abacus_position_ids(input_ids, self.config.num_digit_tokens)
+        start = self.config.answer_start_token_id if self.config.abacus_align_answer else None
+        return abacus_position_ids(input_ids, self.config.num_digit_tokens, start)
 
 
 @dataclass
