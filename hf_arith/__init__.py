@@ -8,7 +8,14 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokeni
 from .bundled import bundled_models, bundled_path
 from .formatting import FormatError, NumberFormat
 from .metrics import compute_metrics, metric_path
-from .models.abacus import AbacusGPT2Config, AbacusGPT2ForCausalLM, AbacusGPT2Model
+from .models.abacus import (
+    AbacusGPT2Config,
+    AbacusGPT2ForCausalLM,
+    AbacusGPT2Model,
+    LoopedConfig,
+    LoopedForCausalLM,
+    LoopedModel,
+)
 from .models.minimal import MinimalConfig, MinimalForCausalLM, MinimalModel
 from .solving import solve
 from .tokenization_arith import ArithTokenizer
@@ -29,10 +36,12 @@ def _register(config_cls, base_cls, lm_cls):
 
 _register(MinimalConfig, MinimalModel, MinimalForCausalLM)
 _register(AbacusGPT2Config, AbacusGPT2Model, AbacusGPT2ForCausalLM)
+_register(LoopedConfig, LoopedModel, LoopedForCausalLM)
 ArithTokenizer.register_for_auto_class("AutoTokenizer")
 
 __all__ = [
     "AbacusGPT2Config", "AbacusGPT2ForCausalLM", "AbacusGPT2Model", "ArithTokenizer", "FormatError",
+    "LoopedConfig", "LoopedForCausalLM", "LoopedModel",
     "MinimalConfig", "MinimalForCausalLM", "MinimalModel", "NumberFormat",
     "bundled_models", "bundled_path", "compute_metrics", "metric_path", "solve",
 ]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from .models.abacus import AbacusGPT2Config, AbacusGPT2ForCausalLM
+from .models.abacus import AbacusGPT2Config, AbacusGPT2ForCausalLM, LoopedConfig, LoopedForCausalLM
 from .models.minimal import MinimalConfig, MinimalForCausalLM
 
 FAMILIES = {
     "minimal": (MinimalConfig, MinimalForCausalLM),
     "abacus_gpt2": (AbacusGPT2Config, AbacusGPT2ForCausalLM),
+    "looped": (LoopedConfig, LoopedForCausalLM),
 }
 
 

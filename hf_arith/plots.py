@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FormatStrFormatter
+from matplotlib.ticker import FormatStrFormatter, LogFormatter
 
 DPI = 100
 GRID_SIZE = (12.0, 5.4)  # inches: accuracy and perplexity side by side
@@ -44,7 +44,8 @@ def _heatmap(fig, ax, matrix, lo: int, title: str, norm=None, vmin=None, vmax=No
     ax.set_title(title)
     bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     bar.ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))  # plain numbers on a log scale, not 6x10^0
-    bar.ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    # Minor ticks are labelled only on short ranges (under half a decade), else they overlap.
+    bar.ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
     if n <= ANNOTATE_UP_TO:
         for (i, j), value in np.ndenumerate(data):
             r, g, b, _ = image.cmap(image.norm(value))

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 import torch
-from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers import PreTrainedConfig, Trainer, TrainerCallback, TrainingArguments, set_seed
 
 from .evaluation import evaluate_model, is_tiny_adder_format, verify_tiny_adder
 from .families import family_classes
@@ -63,14 +63,27 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     except ValueError as err:
         raise RecipeError(f"family: {err}") from None
     # A config stores unknown keyword arguments silently, so a misspelt key would train the default.
-    known = {n for n, p in inspect.signature(config_cls.__init__).parameters.items()
-             if n != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    known = config_keys(config_cls)
     unknown = sorted(set(recipe.model) - known - {"attn_implementation", "dtype"})
     if unknown:
         raise RecipeError(f"unknown key(s) {unknown} in model for the {recipe.family!r} family; known: {sorted(known)}")
     check_trainer_section(recipe.trainer)
     check_launch(recipe)
     return fmt
+
+
+def config_keys(config_cls) -> set[str]:
+    """The keyword arguments a family's config takes: its own `__init__`'s and, for a config that
+    extends another family's (the looped config passes the abacus options on in **kwargs), those
+    of every config class above it, up to transformers' PreTrainedConfig."""
+    known = set()
+    for klass in config_cls.__mro__:
+        if klass is PreTrainedConfig or not issubclass(klass, PreTrainedConfig):
+            break
+        if "__init__" in vars(klass):
+            known |= {n for n, p in inspect.signature(klass.__init__).parameters.items()
+                      if n != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return known
 
 
 # TrainingArguments the recipe sets itself (key -> the recipe key to use instead, or why not).
