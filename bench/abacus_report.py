@@ -6,7 +6,8 @@
 Measures, on problems from the held-out split only (lengths are decimal digits, so models in
 other bases are scored on the very same problems; the split is a function of operand values):
   * exact match on N problems with 1-10-digit operands (every (len_a, len_b) pair equally likely);
-  * exact match on problems whose two operands both have 20 digits (and 15 and 30);
+  * exact match on problems whose two operands both have 20 digits (and 15 and 30), with the
+    share of answers of the right length and the accuracy of each answer digit (units first);
   * for every tokens_per_step k the model supports (1, 2, 4, ...): exact match and the forward
     passes the shared decoder made, relative to k = 1;
   * batched greedy decoding with and without the KV cache: identical outputs, and the time of each;
@@ -49,6 +50,17 @@ def decode(model, tok, texts, k=1, use_cache=True, batch_size=1000):
         answers.extend(tok.decode_answers(new))
         passes += n
     return answers, passes, time.perf_counter() - start
+
+
+def per_digit(answers, refs) -> list[float]:
+    """For each answer digit i (units first), the share of the answers that have it which got it right."""
+    width = max(len(r) for r in refs)
+    hits, count = np.zeros(width), np.zeros(width)
+    for a, r in zip(answers, refs):
+        a, r = (a or "")[::-1], r[::-1]
+        count[: len(r)] += 1
+        hits[: len(r)] += [i < len(a) and a[i] == r[i] for i in range(len(r))]
+    return [round(float(h), 3) for h in hits / np.maximum(count, 1)]
 
 
 def heldout(tok, lo, hi, n, seed=1234):
@@ -96,7 +108,10 @@ def main(argv=None) -> dict:
         t, r, _ = heldout(tok, length, length, args.long_samples, seed=4321)
         answers, _, seconds = decode(model, tok, t)
         result["by_operand_length"][length] = {"exact_match": score(answers, r)["exact_match"], "n": len(t),
-                                               "seconds": round(seconds, 2)}
+                                               "seconds": round(seconds, 2),
+                                               "right_length": float(np.mean([len(a or "") == len(b)
+                                                                              for a, b in zip(answers, r)])),
+                                               "per_answer_digit_lsb_first": per_digit(answers, r)}
 
     sample = texts[:2000]
     cached, _, t_cached = decode(model, tok, sample, use_cache=True, batch_size=500)
