@@ -69,4 +69,13 @@ def attention_maps(model, tokenizer, problem: str) -> tuple[list[str], list[np.n
     return tokens, [a[0].float().cpu().numpy() for a in out.attentions]
 
 
-__all__ = ["answer_ids", "attention_maps", "eager_attention", "plot_attention"]
+def map_labels(model, n_maps: int) -> list[str]:
+    """Names of the maps: 'layer i', or 'pass p, layer i' for a model that runs its layers several
+    times (a looped model returns its maps pass by pass, so there are more maps than layers)."""
+    layers = getattr(model.config, "num_hidden_layers", None) or n_maps
+    if n_maps > layers and n_maps % layers == 0:
+        return [f"pass {i // layers + 1}, layer {i % layers + 1}" for i in range(n_maps)]
+    return [f"layer {i + 1}" for i in range(n_maps)]
+
+
+__all__ = ["answer_ids", "attention_maps", "eager_attention", "map_labels", "plot_attention"]

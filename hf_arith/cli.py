@@ -301,13 +301,21 @@ def _writable_dir(text: str, option: str) -> Path:
 
 
 def _check_eval_extras(args, model, fmt) -> None:
-    if args.loops and not supports_loops(model):
-        raise CLIError(f"--loops: {args.model} has no recurrence (its config has no num_recurrences); "
-                       "loops apply only to looped models")
+    if args.loops:
+        if not supports_loops(model):
+            raise CLIError(f"--loops: {args.model} has no recurrence (its config has no num_recurrences); "
+                           "loops apply only to looped models")
+        # The model itself says which loop counts it takes: one pass over one token per count,
+        # so a count beyond its limit fails now, not after the grid has run.
+        token = torch.tensor([[fmt.token_id("0")]], device=next(model.parameters()).device)
+        for n in args.loops:
+            try:
+                with torch.inference_mode():
+                    model(input_ids=token, use_cache=False, num_recurrences=n)
+            except ValueError as err:
+                raise CLIError(f"--loops {n}: {one_line(err)}") from None
     if args.grid:
-        lo, hi = args.grid
-        check_grid(fmt, args.grid)
-        check_digit_range(model, fmt, lo, hi)
+        check_grid(fmt, args.grid, model)
 
 
 def _write_json(path: Path, data) -> Path:
@@ -399,7 +407,7 @@ def cmd_verify(args) -> int:
 
 # -- attention and summary ------------------------------------------------------------------
 def cmd_attention(args) -> int:
-    from .attention_maps import attention_maps, plot_attention
+    from .attention_maps import attention_maps, map_labels, plot_attention
     from .plots import save_figure
 
     target = Path(args.output)
@@ -407,7 +415,7 @@ def cmd_attention(args) -> int:
     _set_threads(args, default=1)
     model, tokenizer = load_checkpoint(args.model)
     tokens, maps = attention_maps(model, tokenizer, args.problem)
-    save_figure(plot_attention(tokens, maps), target)
+    save_figure(plot_attention(tokens, maps, map_labels(model, len(maps))), target)
     print(f"{args.problem.strip()} in the model's format: {' '.join(tokens)}")
     print(f"Attention maps ({len(maps)} layer(s) x {maps[0].shape[0]} head(s)) written to {target}")
     return 0

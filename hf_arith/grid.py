@@ -23,10 +23,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .formatting import OPERATORS, TASK_NAMES, FormatError, Problems, digits_to_int, render
+from .formatting import OPERATORS, TASK_NAMES, FormatError, Problems, digits_to_int, parse_problems, render
 from .metrics import arith_scores, group_scores, length_key
-from .problems import DEFAULT_TEST_FRACTION, split_of, with_answers
-from .solving import solve
+from .problems import DEFAULT_TEST_FRACTION, ProblemSpec, split_of, with_answers
+from .solving import check_number_lengths, solve
+from .streaming import worst_case_length
 
 ENUMERATE_LIMIT = 200_000  # cells with at most this many problems are enumerated, not sampled
 SOLVED = 0.99  # a cell counts as solved at this exact match (the summary's `solved_up_to`)
@@ -40,13 +41,28 @@ def parse_length_range(text: str, option: str = "--grid") -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def check_grid(fmt, lengths: tuple[int, int]) -> None:
-    """A grid needs two operands, and operands the format can write."""
+def check_grid(fmt, lengths: tuple[int, int], model=None) -> None:
+    """A grid needs two operands, operands the format can write and, given the model, problems it
+    can take: the largest cells run last, so their limits are checked before the first cell runs."""
     if fmt.task == "sort":
         raise FormatError(f"the length grid needs a task with two operands; this model does {TASK_NAMES[fmt.task]}")
-    if fmt.operand_width and lengths[1] > fmt.operand_width:
-        raise FormatError(f"grid up to {lengths[1]} digits: this model writes operands in a fixed width of "
+    lo, hi = lengths
+    if fmt.operand_width and hi > fmt.operand_width:
+        raise FormatError(f"grid up to {hi} digits: this model writes operands in a fixed width of "
                           f"{fmt.operand_width} digits, so its grid ends at {fmt.operand_width}")
+    if model is None:
+        return
+    need = worst_case_length(ProblemSpec(task=fmt.task, base=fmt.base, min_digits=lo, max_digits=hi), fmt)
+    context = getattr(model.config, "max_position_embeddings", None)
+    if context and need > context:
+        raise FormatError(f"grid up to {hi} digits: such problems need {need} positions, more than this "
+                          f"model's context of {context}")
+    top = fmt.base**hi - 1  # the grid's longest problem: abacus models place at most abacus_max_digits
+    problem = f"{top}{OPERATORS[fmt.task]}{top}"
+    try:
+        check_number_lengths(model, fmt, parse_problems([problem], fmt), [problem])
+    except FormatError as err:
+        raise FormatError(f"grid up to {hi} digits: {err}") from None
 
 
 # -- problems of one cell -------------------------------------------------------------------
@@ -261,6 +277,7 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
     """
     fmt = tokenizer.arith_format
     lo, hi = lengths
+    check_grid(fmt, lengths, model)
     problems, drawn = grid_problem_set(fmt, lengths, samples_per_cell, seed, test_fraction)
     texts, answers = plain_text(problems)
     start = time.perf_counter()

@@ -114,10 +114,13 @@ def attention_figsize(n_maps: int, n_heads: int, n_tokens: int) -> tuple[float, 
     return n_heads * panel, n_maps * panel + 0.6
 
 
-def plot_attention(tokens: list[str], maps: list[np.ndarray]) -> Figure:
-    """One panel per layer (rows) and head (columns): queries down, keys across, model tokens on both axes."""
+def plot_attention(tokens: list[str], maps: list[np.ndarray], labels: list[str] | None = None) -> Figure:
+    """One panel per layer (rows) and head (columns): queries down, keys across, model tokens on both axes.
+
+    `labels` name the rows (default 'layer 1', 'layer 2', ...; see `attention_maps.map_labels`)."""
     if not maps:
         raise ValueError("no attention maps to plot")
+    labels = labels or [f"layer {i + 1}" for i in range(len(maps))]
     heads = max(m.shape[0] for m in maps)
     fig = Figure(figsize=attention_figsize(len(maps), heads, len(tokens)), dpi=DPI, layout="constrained")
     axes = np.atleast_2d(fig.subplots(len(maps), heads, squeeze=False))
@@ -131,7 +134,7 @@ def plot_attention(tokens: list[str], maps: list[np.ndarray]) -> Figure:
             ax.imshow(weights[head], cmap="Blues", vmin=0.0, vmax=1.0, interpolation="nearest")
             ax.set_xticks(range(len(tokens)), tokens, fontsize=size, rotation=90)
             ax.set_yticks(range(len(tokens)), tokens, fontsize=size)
-            ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=9)
+            ax.set_title(f"{labels[layer]}, head {head + 1}", fontsize=9)
     fig.suptitle(" ".join(tokens), fontsize=9)
     return fig
 

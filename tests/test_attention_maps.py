@@ -9,12 +9,13 @@ import copy
 import numpy as np
 import pytest
 import torch
+from test_grid import FAMILY_PRESETS, random_model
 from test_plots import assert_png
 
 from hf_arith import solve
-from hf_arith.attention_maps import attention_maps, plot_attention
+from hf_arith.attention_maps import attention_maps, map_labels, plot_attention
 from hf_arith.cli import main
-from hf_arith.formatting import FormatError
+from hf_arith.formatting import OPERATORS, FormatError
 from hf_arith.loading import load_checkpoint
 from hf_arith.plots import attention_figsize, save_figure
 
@@ -38,6 +39,27 @@ def test_tokens_are_the_prompt_and_the_models_answer(tiny):
         assert np.allclose(weights.sum(-1), 1.0, atol=1e-5)
         assert np.allclose(np.triu(weights, k=1), 0.0)  # causal: no query sees a later key
     assert model.config._attn_implementation == "sdpa"  # switched to eager only while reading the maps
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_PRESETS))
+def test_every_family_gives_causal_maps_of_every_layer(family):
+    model, tok = random_model(FAMILY_PRESETS[family])
+    task = tok.arith_format.task
+    problem = "a:12,b:3" if task == "sort" else f"345{OPERATORS[task]}12"
+    tokens, maps = attention_maps(model, tok, problem)
+    prompt = tok.format_problem(problem)
+    assert "".join(tokens[: len(prompt)]) == prompt  # the model's own format, not the plain text
+    # A looped model runs its layers once per recurrence and returns the maps pass by pass.
+    passes = getattr(model.config, "num_recurrences", 1)
+    assert len(maps) == passes * model.config.num_hidden_layers
+    for weights in maps:
+        assert weights.shape == (model.config.num_attention_heads, len(tokens), len(tokens))
+        assert np.allclose(weights.sum(-1), 1.0, atol=1e-5)
+        assert np.allclose(np.triu(weights, k=1), 0.0)
+    labels = map_labels(model, len(maps))
+    assert len(set(labels)) == len(maps)
+    assert labels[-1] == (f"pass {passes}, layer {model.config.num_hidden_layers}" if passes > 1
+                          else f"layer {model.config.num_hidden_layers}")
 
 
 def test_zero_queries_attend_uniformly_to_the_past(tiny):

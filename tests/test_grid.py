@@ -7,7 +7,6 @@ or by an independent route, never accuracy.
 from __future__ import annotations
 
 import json
-import shutil
 import types
 
 import evaluate
@@ -18,7 +17,8 @@ from test_plots import assert_png
 
 import hf_arith.evaluation as evaluation
 from hf_arith.cli import main
-from hf_arith.formatting import FormatError, NumberFormat, problems_from_ints
+from hf_arith.families import FAMILIES
+from hf_arith.formatting import FormatError, NumberFormat, problems_from_ints, render
 from hf_arith.grid import (
     answer_perplexity,
     cell_problems,
@@ -34,11 +34,47 @@ from hf_arith.loading import load_checkpoint
 from hf_arith.metrics import metric_path
 from hf_arith.plots import GRID_SIZE, LOOPS_SIZE
 from hf_arith.problems import split_of, with_answers
+from hf_arith.saving import save_checkpoint
+from hf_arith.streaming import worst_case_length
+from hf_arith.train_config import list_presets, load_recipe
+from hf_arith.training import build_model, build_tokenizer, check_recipe, problem_spec
 
 
 @pytest.fixture(scope="module")
 def tiny(add10):
     return load_checkpoint(add10)
+
+
+def family_presets() -> dict[str, str]:
+    """The first preset (by name) of each model family: the tests that run on every family use it."""
+    found = {}
+    for name in list_presets():
+        found.setdefault(load_recipe(name, []).family, name)
+    return found
+
+
+FAMILY_PRESETS = family_presets()
+
+
+def random_model(preset: str, seed: int = 0):
+    """An untrained model of a preset, weights spread out (norms keep their init) so that outputs
+    differ between positions and rows: the default small init predicts almost uniformly."""
+    recipe = load_recipe(preset, [])
+    fmt = check_recipe(recipe)
+    context = worst_case_length(problem_spec(recipe, fmt), fmt)
+    tok = build_tokenizer(fmt, context)
+    model = build_model(recipe, tok, context).eval()
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" not in name and ".ln_" not in name:
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
+    return model, tok
+
+
+def test_every_family_has_a_preset():
+    # A family added later is covered by the every-family tests once it has a preset.
+    assert set(FAMILY_PRESETS) == set(FAMILIES)
 
 
 def fails(capsys, *argv) -> str:
@@ -191,6 +227,46 @@ def test_answer_perplexity_matches_an_unbatched_forward(tiny):
         assert batched[i] == pytest.approx(float(torch.exp(nll)), rel=1e-4)
 
 
+@pytest.mark.parametrize("family", sorted(FAMILY_PRESETS))
+def test_answer_perplexity_matches_an_unbatched_forward_in_every_family(family):
+    # Problems of different lengths in one batch: left padding must not move positions (absolute,
+    # rotary or abacus) or leak into the answer's likelihood.
+    model, tok = random_model(FAMILY_PRESETS[family])
+    fmt = tok.arith_format
+    problems = with_answers(stack([cell_problems(fmt.task, fmt.base, a, b, 2, seed=9)[0] for a, b in ((1, 2), (6, 3))]))
+    batched = answer_perplexity(model, tok, problems, batch_size=4)
+    ids, lengths, prompts = render(problems, fmt, with_answer=True)
+    for i in range(len(problems)):
+        row = torch.tensor(ids[i, : lengths[i]])[None]
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=row).logits[0, :-1].float(), -1)
+        targets = row[0, 1:]
+        nll = -logp[torch.arange(len(targets)), targets][prompts[i] - 1 :].mean()
+        assert batched[i] == pytest.approx(float(torch.exp(nll)), rel=1e-3)
+    assert batched.min() > 1.5  # spread weights: far from certain, so a wrong token would show
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_PRESETS))
+def test_small_grid_runs_in_every_family(family, capsys):
+    model, tok = random_model(FAMILY_PRESETS[family])
+    result = length_grid(model, tok, (1, 2), samples_per_cell=3, keep_problems=True, progress=True)
+    assert np.array(result["matrices"]["mean_perplexity"]).shape == (2, 2)
+    assert len(result["problems"]) == 12 and result["summary"]["n"] == 12
+    # The progress bar counts both passes (answers, then perplexities) over every problem.
+    err = capsys.readouterr().err
+    assert "grid" in err and "24/24" in err
+
+
+def test_grid_checks_what_the_model_can_take_before_running():
+    model, tok = random_model(FAMILY_PRESETS["abacus_gpt2"])
+    limit = model.config.abacus_max_digits  # a sum of two limit-digit numbers has limit + 1 digits
+    with pytest.raises(FormatError, match=f"grid up to {limit} digits: .*abacus range of {limit}"):
+        length_grid(model, tok, (limit, limit), samples_per_cell=1)
+    context = model.config.max_position_embeddings
+    with pytest.raises(FormatError, match=f"grid up to {context} digits: .*context of {context}"):
+        length_grid(model, tok, (1, context), samples_per_cell=1)
+
+
 # -- loops ----------------------------------------------------------------------------------
 def test_loops_curve_by_hand(tiny, monkeypatch):
     model, tok = tiny
@@ -232,19 +308,16 @@ def test_eval_grid_stress_writes_json_png_and_summary(add10, tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def looped(add10, tmp_path_factory):
-    """The tiny checkpoint with `num_recurrences` in its config: a stand-in looped model."""
-    folder = tmp_path_factory.mktemp("looped") / "model"
-    shutil.copytree(add10, folder)
-    config = json.loads((folder / "config.json").read_text())
-    config["num_recurrences"] = 1
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
+def saved(tmp_path_factory):
+    """Untrained checkpoints of the families with per-digit positions and with loops."""
+    root = tmp_path_factory.mktemp("families")
+    return {family: save_checkpoint(*random_model(FAMILY_PRESETS[family]), root / family)
+            for family in ("abacus_gpt2", "looped")}
 
 
-def test_eval_loops_writes_the_curve(looped, tmp_path, capsys):
+def test_eval_loops_writes_the_curve(saved, tmp_path, capsys):
     out = tmp_path / "loops"
-    code = main(["eval", str(looped), "--samples", "30", "--loops", "1,2,4", "--output-dir", str(out)])
+    code = main(["eval", str(saved["looped"]), "--samples", "30", "--loops", "1,2,4", "--output-dir", str(out)])
     stdout, err = capsys.readouterr()
     assert code == 0, err
     curve = json.loads((out / "loops.json").read_text())
@@ -266,6 +339,18 @@ def test_eval_bad_options_are_one_line_errors(add10, tmp_path, capsys, argv, wor
     message = fails(capsys, "eval", add10, *argv, "--output-dir", tmp_path / "out")
     for word in words:
         assert word in message
+
+
+def test_eval_beyond_the_models_limits_fails_before_evaluating(saved, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("hf_arith.cli.evaluate_model", lambda *_, **__: pytest.fail("evaluated first"))
+    config = json.loads((saved["abacus_gpt2"] / "config.json").read_text())
+    digits, context = config["abacus_max_digits"], config["max_position_embeddings"]
+    message = fails(capsys, "eval", saved["abacus_gpt2"], "--grid", f"1:{digits}", "--output-dir", tmp_path / "a")
+    assert f"grid up to {digits} digits" in message and f"abacus range of {digits} digits" in message
+    message = fails(capsys, "eval", saved["abacus_gpt2"], "--grid", f"1:{context}", "--output-dir", tmp_path / "b")
+    assert f"grid up to {context} digits" in message and f"context of {context}" in message
+    message = fails(capsys, "eval", saved["looped"], "--loops", "1,2,100000", "--output-dir", tmp_path / "c")
+    assert message.startswith("hf-arith: error: --loops 100000: num_recurrences")
 
 
 def test_eval_unwritable_output_dir_fails_before_evaluating(add10, tmp_path, capsys, monkeypatch):

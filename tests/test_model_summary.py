@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_grid import FAMILY_PRESETS, random_model
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from hf_arith.cli import main
@@ -65,6 +66,26 @@ def test_multiply_adds_match_a_count_by_hand(tiny):
     assert model.config._attn_implementation == "sdpa"
 
 
+@pytest.mark.parametrize("family", sorted(FAMILY_PRESETS))
+def test_every_family_is_summarised(family):
+    model, tok = random_model(FAMILY_PRESETS[family])
+    problem = "a:1,b:22" if tok.arith_format.task == "sort" else "123+45"
+    summary = model_summary(model, tok, problem)
+    counts = summary["parameters"]
+    assert counts["unique"] == model.num_parameters()
+    assert sum(r["parameters"] - r["tied"] for r in summary["modules"]) == counts["unique"]
+    assert counts["total"] - counts["unique"] == sum(r["tied"] for r in summary["modules"])
+    c = summary["compute"]
+    assert 0 < c["prefill_macs"] <= c["total_macs"] and c["macs_per_generated_token"] > 0
+
+
+def test_looped_multiply_adds_grow_by_one_pass_per_recurrence():
+    model, tok = random_model(FAMILY_PRESETS["looped"])
+    # Embedding, injection and head cost the same at any depth; each recurrence adds one pass of the blocks.
+    prefill = [multiply_adds(model, tok, "123+45", {"num_recurrences": n})["prefill_macs"] for n in (1, 2, 3)]
+    assert prefill[2] - prefill[1] == prefill[1] - prefill[0] > 0
+
+
 def test_summary_command(add10, tmp_path, capsys):
     target = tmp_path / "s.json"
     code = main(["summary", str(add10), "--json", str(target)])
@@ -76,6 +97,14 @@ def test_summary_command(add10, tmp_path, capsys):
     assert data["compute"]["problem"] == "9999999999+9999999999"
     assert f"{model.num_parameters():,} unique" in out and "per generated token" in out
     assert json.dumps(model_summary(model, load_checkpoint(add10)[1], data["compute"]["problem"])) == json.dumps(data)
+
+
+@pytest.mark.parametrize(("problem", "words"), [("7-2", ["'7-2'", "subtraction"]), ("12345678901+1", ["more than 10"])])
+def test_summary_command_problem_the_format_cannot_express(add10, capsys, problem, words):
+    code = main(["summary", str(add10), "--problem", problem])
+    _, err = capsys.readouterr()
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("hf-arith: error: ")
+    assert all(w in err for w in words)
 
 
 def test_summary_command_bad_json_folder(add10, tmp_path, capsys):

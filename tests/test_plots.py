@@ -63,6 +63,8 @@ def test_grid_picture_shows_the_hand_computed_cells(tmp_path):
     assert np.allclose(result["matrices"]["mean_perplexity"], expected_ppl)
     fig = plot_grid(result)
     accuracy_axes, perplexity_axes = [ax for ax in fig.axes if ax.images]  # not the colour bars
+    for ticks in (accuracy_axes.get_xticklabels(), accuracy_axes.get_yticklabels()):
+        assert [t.get_text() for t in ticks] == ["1", "2", "3"]  # operand lengths on both axes
     assert np.allclose(accuracy_axes.images[0].get_array(), expected)
     assert np.allclose(perplexity_axes.images[0].get_array(), expected_ppl)
     # The training range 1-2 is the square of cells (0, 0)-(1, 1): corners at -0.5 and 1.5.
@@ -101,7 +103,11 @@ def test_attention_picture_has_one_panel_per_layer_and_head(tmp_path):
     assert len(panels) == 6
     assert np.allclose(panels[4].images[0].get_array(), maps[1][1])  # layer 2, head 2
     assert [t.get_text() for t in panels[0].get_xticklabels()] == tokens
+    assert [t.get_text() for t in panels[0].get_yticklabels()] == tokens
+    assert panels[4].get_title() == "layer 2, head 2"
     assert_png(save_figure(fig, tmp_path / "attention.png"), attention_figsize(2, 3, len(tokens)))
+    named = plot_attention(tokens, maps, ["pass 1, layer 1", "pass 2, layer 1"])
+    assert [ax for ax in named.axes if ax.images][3].get_title() == "pass 2, layer 1, head 1"
 
 
 def test_embedding_picture(tmp_path):
