@@ -15,7 +15,13 @@ import hf_arith
 from hf_arith import AbacusGPT2Config, AbacusGPT2ForCausalLM, ArithTokenizer, NumberFormat
 from hf_arith.decoding import greedy_decode
 from hf_arith.formatting import FormatError
-from hf_arith.models.abacus.abacus_positions import abacus_position_ids, check_abacus_range, random_offsets
+from hf_arith.models.abacus.abacus_positions import (
+    abacus_position_ids,
+    check_abacus_range,
+    random_offsets,
+    segment_ids,
+    unpack_positions,
+)
 from hf_arith.saving import save_checkpoint
 
 REVERSED = NumberFormat(task="add", reverse_operands=True, reverse_answer=True, end_token=True)
@@ -127,9 +133,10 @@ def test_numbers_beyond_the_abacus_range_are_a_clear_error():
     assert hf_arith.solve(model, tok, "12+5") is None or isinstance(hf_arith.solve(model, tok, "12+5"), str)
 
 
-@pytest.mark.parametrize("attn, align", [("eager", False), ("sdpa", False), ("sdpa", True)])
-def test_decoder_equals_generate_and_cache_equals_no_cache(attn, align):
-    model, tok = make(seed=1, abacus_align_answer=align, answer_start_token_id=11)
+@pytest.mark.parametrize("attn, align, segments", [("eager", False, 0), ("sdpa", False, 0), ("sdpa", True, 0),
+                                                   ("sdpa", True, 4)])
+def test_decoder_equals_generate_and_cache_equals_no_cache(attn, align, segments):
+    model, tok = make(seed=1, abacus_align_answer=align, answer_start_token_id=11, abacus_num_segments=segments)
     model.set_attn_implementation(attn)
     enc = tok(PROBLEMS, padding=True, return_tensors="pt")
     assert tok.padding_side == "left" and not enc.attention_mask.all()
@@ -143,6 +150,19 @@ def test_decoder_equals_generate_and_cache_equals_no_cache(attn, align):
                              use_cache=False)
     assert len(set(cached.flatten().tolist())) > 2  # a non-trivial output
     assert torch.equal(generated, cached) and torch.equal(cached, uncached) and torch.equal(generated, uncached_generate)
+
+
+def test_segments_count_separators_and_skip_padding():
+    tok = ArithTokenizer(number_format=REVERSED)
+    ids = tok(["12+345", "1+2"], padding=True, return_tensors="pt").input_ids
+    # "21+543=" and left-padded "1+2=": a is 0, "+" and b are 1, "=" is 2; padding counts as nothing.
+    assert segment_ids(ids, 10, tok.pad_token_id, 4).tolist() == [[0, 0, 1, 1, 1, 1, 2], [0, 0, 0, 0, 1, 1, 2]]
+    assert segment_ids(ids, 10, tok.pad_token_id, 2).max() == 1  # capped
+    model, _ = make(abacus_num_segments=4, abacus_align_answer=True, answer_start_token_id=11)
+    index, segment = unpack_positions(model.position_ids_from_input_ids(ids), 40)
+    assert torch.equal(index, abacus_position_ids(ids, 10, 11)) and torch.equal(segment, segment_ids(ids, 10, 12, 4))
+    with pytest.raises(ValueError, match="segment"):
+        model(input_ids=ids[:, :3], position_ids=torch.full((2, 3), 41 * 4))
 
 
 def test_left_padding_does_not_change_a_rows_output():

@@ -36,6 +36,31 @@ def abacus_position_ids(input_ids: torch.Tensor, num_digit_tokens: int,
     return torch.where(in_answer, positions + 1, positions)
 
 
+def segment_ids(input_ids: torch.Tensor, num_digit_tokens: int, pad_token_id: int | None,
+                num_segments: int) -> torch.Tensor:
+    """Which number each token belongs to: the separators (non-digit, non-pad tokens) up to and including it.
+
+    `a+b=c` gives a: 0, `+` and b: 1, `=` and c: 2, capped at num_segments - 1. Without it a
+    NoPE model tells the operands and the answer apart by attending over the separators seen so
+    far, a feature that changes with the sequence length and so breaks on longer numbers.
+    """
+    separator = input_ids >= num_digit_tokens
+    if pad_token_id is not None:
+        separator &= input_ids != pad_token_id
+    return separator.long().cumsum(-1).clamp(max=num_segments - 1)
+
+
+def pack_positions(index: torch.Tensor, segment: torch.Tensor | None, max_digits: int) -> torch.Tensor:
+    """One id tensor per token that carries both the digit index and the segment, so generate()'s
+    and the decoder's slicing of `position_ids` to the uncached tokens moves both together."""
+    return index if segment is None else segment * (max_digits + 1) + index
+
+
+def unpack_positions(position_ids: torch.Tensor, max_digits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(digit index, segment) of ids made by `pack_positions`."""
+    return position_ids % (max_digits + 1), position_ids // (max_digits + 1)
+
+
 def check_abacus_range(position_ids: torch.Tensor, max_digits: int) -> None:
     """One clear error for a number longer than the position table, instead of an index error in torch."""
     longest = int(position_ids.max()) if position_ids.numel() else 0
@@ -75,4 +100,5 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     return torch.where(position_ids > 0, position_ids + k[:, None], position_ids)
 
 
-__all__ = ["abacus_position_ids", "check_abacus_range", "random_offsets"]
+__all__ = ["abacus_position_ids", "check_abacus_range", "pack_positions", "random_offsets", "segment_ids",
+           "unpack_positions"]

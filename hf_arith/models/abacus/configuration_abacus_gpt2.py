@@ -26,6 +26,9 @@ class AbacusGPT2Config(PreTrainedConfig):
         abacus_align_answer: give the `=` index 1 and answer digit i index i + 1, the index of the
             digit it predicts, so each answer step looks up operand digits of its own index.
             Needs `answer_start_token_id` (the `=` token's id).
+        abacus_num_segments: also add a learned embedding of which number a token belongs to
+            (`abacus_positions.segment_ids`: separators seen so far, capped at this many - 1);
+            0 turns it off. Position ids then carry index and segment packed into one id.
         absolute_position_embedding: also add a learned absolute position (GPT-2's wpe), over
             `max_position_embeddings` tokens.
         max_position_embeddings: the longest sequence the model accepts.
@@ -56,6 +59,7 @@ class AbacusGPT2Config(PreTrainedConfig):
         abacus_offset_all_tokens: bool = False,
         abacus_align_answer: bool = False,
         answer_start_token_id: int | None = None,
+        abacus_num_segments: int = 0,
         absolute_position_embedding: bool = False,
         max_position_embeddings: int = 1024,
         num_future_tokens: int = 1,
@@ -82,6 +86,7 @@ class AbacusGPT2Config(PreTrainedConfig):
         self.abacus_offset_all_tokens = abacus_offset_all_tokens
         self.abacus_align_answer = abacus_align_answer
         self.answer_start_token_id = answer_start_token_id
+        self.abacus_num_segments = abacus_num_segments
         self.absolute_position_embedding = absolute_position_embedding
         self.max_position_embeddings = max_position_embeddings
         self.num_future_tokens = num_future_tokens
@@ -103,8 +108,10 @@ class AbacusGPT2Config(PreTrainedConfig):
             value = getattr(self, field)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}.{field} must be a positive integer, got {value!r}")
-        if not isinstance(self.abacus_max_offset, int) or self.abacus_max_offset < 0:
-            raise ValueError(f"{name}.abacus_max_offset must be an integer >= 0, got {self.abacus_max_offset!r}")
+        for field in ("abacus_max_offset", "abacus_num_segments"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name}.{field} must be an integer >= 0, got {value!r}")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"{name}.hidden_size ({self.hidden_size}) must be a multiple of "
                              f"num_attention_heads ({self.num_attention_heads})")

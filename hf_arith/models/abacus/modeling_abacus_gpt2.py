@@ -23,7 +23,14 @@ from transformers.masking_utils import create_causal_mask
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .abacus_positions import abacus_position_ids, check_abacus_range, random_offsets
+from .abacus_positions import (
+    abacus_position_ids,
+    check_abacus_range,
+    pack_positions,
+    random_offsets,
+    segment_ids,
+    unpack_positions,
+)
 from .configuration_abacus_gpt2 import AbacusGPT2Config
 
 
@@ -121,9 +128,14 @@ class AbacusGPT2PreTrainedModel(PreTrainedModel):
             init.normal_(module.c_proj.weight, mean=0.0, std=std / math.sqrt(2 * self.config.num_hidden_layers))
 
     def position_ids_from_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Abacus positions of a whole sequence; decoders with a KV cache slice the new tokens' tail."""
-        start = self.config.answer_start_token_id if self.config.abacus_align_answer else None
-        return abacus_position_ids(input_ids, self.config.num_digit_tokens, start)
+        """Abacus positions of a whole sequence (with the segments packed in, when the model has them);
+        decoders with a KV cache slice the new tokens' tail."""
+        c = self.config
+        index = abacus_position_ids(input_ids, c.num_digit_tokens, c.answer_start_token_id if c.abacus_align_answer else None)
+        check_abacus_range(index, c.abacus_max_digits)  # before packing, which a too-long number would corrupt
+        segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments) \
+            if c.abacus_num_segments else None
+        return pack_positions(index, segment, c.abacus_max_digits)
 
 
 @dataclass
@@ -158,6 +170,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         super().__init__(config)
         self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
         self.abacus = nn.Embedding(config.abacus_max_digits + 1, config.hidden_size)  # row 0: not a digit
+        self.segment = (nn.Embedding(config.abacus_num_segments, config.hidden_size)
+                        if config.abacus_num_segments else None)
         self.wpe = (nn.Embedding(config.max_position_embeddings, config.hidden_size)
                     if config.absolute_position_embedding else None)
         self.drop = nn.Dropout(config.embd_pdrop)
@@ -182,20 +196,25 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         # Checked on the prompt; later cached steps feed back the model's own tokens.
         if not past_length and input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
             raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}); got ids outside it")
-        if position_ids is None:
+        c = self.config
+        computed = position_ids is None
+        if computed:
             if past_length:
                 raise ValueError("with a KV cache, pass position_ids computed from the whole sequence "
                                  "(model.position_ids_from_input_ids); generate() does this itself")
             position_ids = self.position_ids_from_input_ids(input_ids)
-            check_abacus_range(position_ids, self.config.abacus_max_digits)
-            if self.training:
-                c = self.config
-                position_ids = random_offsets(position_ids, c.abacus_max_offset, c.abacus_max_digits,
-                                              c.abacus_offset_per_sequence, c.abacus_unshifted_fraction,
-                                              c.abacus_offset_all_tokens)
-        else:
-            check_abacus_range(position_ids, self.config.abacus_max_digits)
-        hidden = self.wte(input_ids) + self.abacus(position_ids)
+        index, segment = unpack_positions(position_ids, c.abacus_max_digits) if self.segment is not None \
+            else (position_ids, None)
+        check_abacus_range(index, c.abacus_max_digits)
+        if segment is not None and segment.numel() and int(segment.max()) >= c.abacus_num_segments:
+            raise ValueError(f"position_ids hold segment {int(segment.max())}, but this model has "
+                             f"{c.abacus_num_segments} segments (config.abacus_num_segments)")
+        if computed and self.training:
+            index = random_offsets(index, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence,
+                                   c.abacus_unshifted_fraction, c.abacus_offset_all_tokens)
+        hidden = self.wte(input_ids) + self.abacus(index)
+        if segment is not None:
+            hidden = hidden + self.segment(segment)
         if self.wpe is not None:
             hidden = hidden + self.wpe(absolute_positions(attention_mask, length, past_length, input_ids.device))
         return self.drop(hidden)
