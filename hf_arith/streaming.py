@@ -61,18 +61,24 @@ def has_padding(spec: ProblemSpec, fmt: NumberFormat) -> bool:
     return ids.shape[1] != worst_case_length(spec, fmt) or spec.task == "sort"
 
 
-def encode_examples(problems: Problems, fmt: NumberFormat, length: int):
-    """input_ids, attention_mask and labels (answer tokens only), right-padded to `length`."""
+def encode_examples(problems: Problems, fmt: NumberFormat, length: int, rng: np.random.Generator | None = None):
+    """input_ids, attention_mask and labels (answer tokens only), right-padded to `length`.
+
+    With `rng`, each example is moved right by a random number of attended <pad> tokens (filler),
+    drawn uniformly from what fits in `length`.
+    """
     ids, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
     n, width = ids.shape
     if width > length:
         raise ValueError(f"examples of {width} tokens exceed the fixed length {length}")
     pad_id = fmt.token_id("<pad>")
-    input_ids = np.full((n, length), pad_id, dtype=np.int64)
-    input_ids[:, :width] = ids
+    shift = np.zeros(n, dtype=np.int64) if rng is None else rng.integers(0, length - lengths + 1)
     cols = np.arange(length)[None, :]
-    attention_mask = (cols < lengths[:, None]).astype(np.int64)
-    answer = (cols >= prompt_lengths[:, None]) & (cols < lengths[:, None])
+    source = cols - shift[:, None]  # column of `ids` that lands in each output column
+    inside = (source >= 0) & (source < lengths[:, None])
+    input_ids = np.where(inside, np.take_along_axis(ids, source.clip(0, width - 1), axis=1), pad_id)
+    attention_mask = (source < lengths[:, None]).astype(np.int64)  # the filler is attended, right padding not
+    answer = (source >= prompt_lengths[:, None]) & inside
     labels = np.where(answer, input_ids, IGNORE_INDEX)
     return input_ids, attention_mask, labels
 
@@ -86,13 +92,15 @@ class ProblemStream(torch.utils.data.IterableDataset):
     """Endless training examples. Each (seed, rank, worker) gets its own random stream, in numbered chunks."""
 
     def __init__(self, spec: ProblemSpec, fmt: NumberFormat, state: CurriculumState | None = None,
-                 seed: int = 0, rank: int = 0, chunk_size: int = 2048, test_fraction: float = 0.1):
+                 seed: int = 0, rank: int = 0, chunk_size: int = 2048, test_fraction: float = 0.1,
+                 random_prefix: int = 0):
         self.spec, self.fmt, self.seed, self.rank = spec, fmt, seed, rank
+        self.random_prefix = random_prefix
         self.state = state or CurriculumState(spec.min_digits, spec.max_digits)
         self.chunk_size, self.test_fraction = chunk_size, test_fraction
-        self.length = worst_case_length(spec, fmt)
+        self.length = worst_case_length(spec, fmt) + random_prefix
         # Fixed-width formats never pad: without an attention mask the model skips building one.
-        self.with_mask = has_padding(spec, fmt)
+        self.with_mask = has_padding(spec, fmt) or random_prefix > 0
 
     def current_spec(self) -> ProblemSpec:
         return self._spec_for(self.state.min_digits, self.state.max_digits)
@@ -125,7 +133,7 @@ class ProblemStream(torch.utils.data.IterableDataset):
         for count, lo, hi in self._segments(index):
             problems = sample(self._spec_for(lo, hi), count, rng, split="train", test_fraction=self.test_fraction)
             # Operands shorter than the spec's widest keep the fixed sequence length by padding.
-            parts.append(encode_examples(problems, self.fmt, self.length))
+            parts.append(encode_examples(problems, self.fmt, self.length, rng if self.random_prefix else None))
         return tuple(np.concatenate(arrays) for arrays in zip(*parts))
 
     def __iter__(self):

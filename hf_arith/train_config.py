@@ -35,6 +35,10 @@ class DataRecipe:
     test_fraction: float = 0.1
     curriculum: list[CurriculumPhase] = field(default_factory=list)
     chunk_size: int = 2048  # problems generated per vectorized call
+    # Filler: each example starts after a random number of attended <pad> tokens, up to this many
+    # beyond the longest example, so where a problem starts and how long the context is stop being
+    # tied to the operand lengths (a length-generalization aid; 0 = off).
+    random_prefix: int = 0
 
 
 @dataclass
@@ -138,6 +142,8 @@ def _check(recipe: Recipe) -> None:
         raise RecipeError(f"data: need 1 <= min_digits <= max_digits, got {d.min_digits}..{d.max_digits}")
     if not 0 < d.test_fraction < 1:
         raise RecipeError(f"data.test_fraction must be between 0 and 1, got {d.test_fraction}")
+    if not isinstance(d.random_prefix, int) or d.random_prefix < 0:
+        raise RecipeError(f"data.random_prefix must be an integer >= 0, got {d.random_prefix!r}")
     last = 0
     for i, phase in enumerate(d.curriculum):
         if phase.until_step <= last:

@@ -393,7 +393,8 @@ def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, e
     state.examples_per_step = recipe.optim.batch_size * args.gradient_accumulation_steps
     # Rank 0 draws every global batch (dispatched in slices), so the data do not depend on the world size.
     stream = ProblemStream(spec, fmt, state, seed=recipe.optim.seed, rank=int(os.environ.get("RANK", 0)),
-                           chunk_size=recipe.data.chunk_size, test_fraction=recipe.data.test_fraction)
+                           chunk_size=recipe.data.chunk_size, test_fraction=recipe.data.test_fraction,
+                           random_prefix=recipe.data.random_prefix)
     trainer = ArithTrainer(
         model=model,
         args=args,

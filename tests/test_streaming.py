@@ -167,3 +167,23 @@ def test_scheduled_stream_is_a_function_of_the_position():
             np.testing.assert_array_equal(a["input_ids"], b["input_ids"])
     # A chunk is the same arrays whenever it is drawn (it does not depend on what was drawn before).
     np.testing.assert_array_equal(stream().chunk(3)[0], stream().chunk(3)[0])
+
+
+def test_random_prefix_moves_each_example_right_by_attended_filler():
+    spec = ProblemSpec(task="add", min_digits=1, max_digits=4)
+    fmt = NumberFormat(task="add", reverse_operands=True, reverse_answer=True, end_token=True)
+    plain = take(ProblemStream(spec, fmt, seed=3, chunk_size=64), 100)
+    shifted_stream = ProblemStream(spec, fmt, seed=3, chunk_size=64, random_prefix=6)
+    shifted = take(shifted_stream, 100)
+    assert shifted_stream.length == worst_case_length(spec, fmt) + 6 and shifted_stream.with_mask
+    pad, shifts = fmt.token_id("<pad>"), []
+    for row, ref in zip(shifted, plain):
+        ids, mask, labels = row["input_ids"], row["attention_mask"], row["labels"]
+        start = int(np.argmax(ids != pad))  # the filler: attended <pad> tokens, then the example unchanged
+        n = int(ref["attention_mask"].sum())
+        shifts.append(start)
+        np.testing.assert_array_equal(ids[start:start + n], ref["input_ids"][:n])
+        np.testing.assert_array_equal(labels[start:start + n], ref["labels"][:n])
+        assert (labels[:start] == IGNORE_INDEX).all() and (labels[start + n:] == IGNORE_INDEX).all()
+        assert mask[:start + n].all() and not mask[start + n:].any()
+    assert len(set(shifts)) > 3  # the shift varies from row to row
