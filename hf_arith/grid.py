@@ -279,6 +279,10 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
     lo, hi = lengths
     check_grid(fmt, lengths, model)
     problems, drawn = grid_problem_set(fmt, lengths, samples_per_cell, seed, test_fraction)
+    # Decode in order of length, so a batch holds problems of about one size: little left padding
+    # and an answer budget close to every row's need. Results go back to the cells' order below.
+    order = np.lexsort((problems.lengths.max(axis=1), problems.lengths.sum(axis=1)))
+    problems = problems.select(order)
     texts, answers = plain_text(problems)
     start = time.perf_counter()
     bar = tqdm(total=2 * len(texts), desc="grid", unit="problem", disable=not progress)
@@ -289,6 +293,9 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
         bar.update(len(chunk))
     perplexity = answer_perplexity(model, tokenizer, problems, batch_size, model_kwargs, on_batch=bar.update)
     bar.close()
+    back = np.argsort(order)
+    problems, perplexity = problems.select(back), np.asarray(perplexity)[back]
+    texts, answers, predictions = ([values[i] for i in back] for values in (texts, answers, predictions))
     seconds = time.perf_counter() - start
     report = grid_report(predictions, answers, problems.lengths, perplexity, lo, hi, train_range)
     cells = report["cells"]
