@@ -1,0 +1,98 @@
+"""Turn a finished training run into a bundled checkpoint, with the evaluation its card needs.
+
+    python bench/bundle_checkpoint.py runs/abacus-gpt2-add/final abacus-gpt2-add --grid 1:30
+    python bench/bundle_checkpoint.py runs/looped-add/final looped-add --grid 1:30 --loops 1,2,4,8,16,32
+
+Steps, all through `hf-arith eval` (so the numbers are the ones a user gets):
+  1. copy the run's final folder (safetensors weights, JSON files, the remote-code .py files; nothing
+     else) to hf_arith/bundled/NAME;
+  2. held-out exact match on --samples problems with 1 to --max-digits digit operands ->
+     eval_results.json (the model card's model-index numbers);
+  3. the length grid (--grid, --samples-per-cell) -> length_grid.json and images/length_heatmap.png,
+     copied to bench/results/NAME-grid.json / .png with the wall time of the grid;
+  4. with --loops (looped models): the accuracy-vs-recurrences curve on a smaller grid
+     (--loops-samples-per-cell) -> loops.json and images/loops.png, also copied to bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from machine import command_line, machine_info, utc_now
+
+from hf_arith.bundled import BUNDLED_DIR
+from hf_arith.cli import main as hf_arith
+
+RESULTS = Path(__file__).parent / "results"
+KEEP = {".safetensors", ".json", ".py"}  # weights, config/tokenizer/summary, remote code
+
+
+def run(argv: list[str]) -> float:
+    print("+ hf-arith " + " ".join(argv), flush=True)
+    start = time.perf_counter()
+    status = hf_arith(argv)
+    if status:
+        raise SystemExit(f"hf-arith {argv[0]} failed with status {status}")
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run", help="the training run's final folder")
+    parser.add_argument("name", help="bundled name")
+    parser.add_argument("--samples", type=int, default=10_000)
+    parser.add_argument("--max-digits", type=int, default=10)
+    parser.add_argument("--grid", default="1:30")
+    parser.add_argument("--samples-per-cell", type=int, default=100)
+    parser.add_argument("--loops", default=None, help="loop counts for looped models, e.g. 1,2,4,8,16,32")
+    parser.add_argument("--loops-samples-per-cell", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+
+    source, target = Path(args.run), BUNDLED_DIR / args.name
+    if not (source / "config.json").is_file():
+        raise SystemExit(f"{source}: not a checkpoint folder (no config.json)")
+    if target.exists():
+        shutil.rmtree(target)
+    (target / "images").mkdir(parents=True)
+    for path in source.iterdir():
+        if path.is_file() and path.suffix in KEEP:
+            shutil.copy2(path, target / path.name)
+
+    load_before = os.getloadavg()[0]
+    threads = ["--threads", str(args.threads)]
+    run(["eval", str(target), "--samples", str(args.samples), "--max-digits", str(args.max_digits),
+         "--json", str(target / "eval_results.json"), *threads])
+    report_path = target / "eval_results.json"  # named after the bundle, not this machine's path
+    report_path.write_text(json.dumps({**json.loads(report_path.read_text()), "model": args.name}, indent=2) + "\n")
+    scratch = RESULTS / f".{args.name}-eval"
+    grid_seconds = run(["eval", str(target), "--samples", "100", "--grid", args.grid,
+                        "--samples-per-cell", str(args.samples_per_cell), "--output-dir", str(scratch), *threads])
+    shutil.copy2(scratch / "grid.json", target / "length_grid.json")
+    shutil.copy2(scratch / "grid.png", target / "images" / "length_heatmap.png")
+    grid = json.loads((scratch / "grid.json").read_text())
+    record = {"name": args.name, "grid": args.grid, "samples_per_cell": args.samples_per_cell,
+              "seconds_with_100_heldout": round(grid_seconds, 1), "summary": grid.get("summary")}
+    shutil.copy2(scratch / "grid.png", RESULTS / f"{args.name}-grid.png")
+    if args.loops:
+        loops_dir = scratch / "loops"
+        run(["eval", str(target), "--samples", "100", "--grid", args.grid, "--samples-per-cell",
+             str(args.loops_samples_per_cell), "--loops", args.loops, "--output-dir", str(loops_dir), *threads])
+        shutil.copy2(loops_dir / "loops.json", target / "loops.json")
+        shutil.copy2(loops_dir / "loops.png", target / "images" / "loops.png")
+        shutil.copy2(loops_dir / "loops.png", RESULTS / f"{args.name}-loops.png")
+        record["loops"] = json.loads((loops_dir / "loops.json").read_text())
+    record["heldout"] = json.loads((target / "eval_results.json").read_text())
+    record.update(machine=machine_info(load_before), command=command_line(argv), date=utc_now())
+    (RESULTS / f"{args.name}-grid.json").write_text(json.dumps(record, indent=2) + "\n")
+    shutil.rmtree(scratch)
+    print(f"bundled {target}; results in {RESULTS / f'{args.name}-grid.json'}")
+
+
+if __name__ == "__main__":
+    main()
