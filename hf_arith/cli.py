@@ -452,9 +452,15 @@ def cmd_solve(args) -> int:
     _set_threads(args, default=1)
     model, tokenizer = load_checkpoint(args.model)
     answers = solve(model, tokenizer, list(args.problems), tokens_per_step=args.tokens_per_step)
+    trained = training_range(tokenizer.arith_format, resolve_checkpoint(args.model))
     for problem, answer in zip(args.problems, answers, strict=True):
         shown = problem.strip().replace(" ", "")
-        print(f"{shown} = {MALFORMED if answer is None else answer}")
+        # A number longer than any the model was trained on is answered, but flagged: beyond its
+        # training lengths the model's own length grid, not this answer, says how far to trust it.
+        longest = max((len(n) for n in re.findall(r"\d+", shown)), default=0)
+        note = f"  (operands beyond the {trained[1]} digits this model was trained on)" \
+            if trained and longest > trained[1] else ""
+        print(f"{shown} = {MALFORMED if answer is None else answer}{note}")
     return 0
 
 

@@ -61,6 +61,13 @@ def test_solve_defaults_to_the_bundled_minimal_add10(bundled_add10, capsys):
     assert out.startswith("1234567890+9876543210 = ")
 
 
+def test_solve_flags_operands_longer_than_the_training_range(capsys):
+    code, out, _ = run(capsys, "solve", "123456789012+9", "99+1", "--model", "abacus-gpt2-add")
+    long_line, short_line = out.splitlines()
+    assert code == 0 and "beyond the 10 digits this model was trained on" in long_line
+    assert short_line == "99+1 = 100"
+
+
 def test_solve_marks_malformed_answers(add10, capsys, monkeypatch):
     import hf_arith.cli as cli
 
