@@ -156,13 +156,16 @@ def push_dataset(repo_id: str, *, output_dir: str | os.PathLike | None = None, p
                  **export_kwargs) -> tuple[Path | None, str]:
     """Export problems (export_parquet's options) and upload the folder as a Hub dataset repo.
 
-    The repo id and the credentials are checked before anything is generated; the folder is
+    The repo id, the problem settings and the credentials are checked before anything is generated; the folder is
     kept in `output_dir` when given, else built in a temporary folder. Returns (kept folder or
     None, repo URL).
     """
     from .publishing import check_repo_id, hub_token, upload_folder
 
     repo_id = check_repo_id(repo_id)
+    make_spec(export_kwargs.get("task", "add"), **{k: export_kwargs[k] for k in SPEC_KEYS if k in export_kwargs})
+    check_run_settings(export_kwargs.get("train_size", 10_000), export_kwargs.get("test_size", 1_000),
+                       export_kwargs.get("seed", 0), export_kwargs.get("test_fraction", 0.1))
     token = hub_token()
     if output_dir is not None:
         folder = export_parquet(output_dir, repo_id=repo_id, **export_kwargs)

@@ -12,8 +12,9 @@ can be checked (and loaded) before anything leaves the machine:
     eval_results.json            the `hf-arith eval --json` report behind the card's numbers
     training_summary.json        the training run's record (when the checkpoint has one)
     images/length_heatmap.png    the length-generalization grid (exact match per pair of operand
-                                 lengths, hf_arith.grid), or a given picture
-    length_grid.json             the grid's numbers (when the grid was drawn)
+                                 lengths, hf_arith.grid): the checkpoint's own length_grid.json
+                                 when it ships one, else drawn now; or a given picture
+    length_grid.json             the grid's numbers (when there is a grid; sorting has none)
 
 `upload_folder` then sends that folder as is. Every user mistake (a malformed repo id, a folder
 that is not a model, missing or mismatched eval results, no token, HF_HUB_OFFLINE) is a one-line
@@ -28,7 +29,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .formatting import TASK_NAMES, NumberFormat
+from .formatting import SORT_LABELS, TASK_NAMES, FormatError, NumberFormat, parse_problem
 from .loading import CheckpointError, _quiet_transformers, load_checkpoint, one_line, resolve_checkpoint
 from .saving import save_checkpoint
 
@@ -149,6 +150,33 @@ def example_problem(fmt: NumberFormat, max_digits: int) -> str:
     return f"{b}{op}{a}" if fmt.task == "sub" else f"{a}{op}{b}"
 
 
+def reference_answer(problem: str, fmt: NumberFormat) -> str:
+    """The exact answer as hf_arith's data labels it (to check a model's answer, never to make one)."""
+    values = [int(v) for v in parse_problem(problem, fmt)]
+    if fmt.task == "sort":  # labels in ascending order of value; ties keep label order, as the data does
+        return "".join(SORT_LABELS[i] for i in sorted(range(len(values)), key=values.__getitem__))
+    a, b = values
+    return str({"add": a + b, "sub": a - b, "mul": a * b}[fmt.task])
+
+
+def card_example(model, tokenizer, report: dict) -> tuple[str, str | None]:
+    """(problem, the model's answer) for the card's snippet: the longest evaluated length among
+    those with the best accuracy in the report, at which the model gets the example right (the
+    snippet's printed answer is then a correct one); the longest length if it gets none right."""
+    from .solving import solve
+
+    fmt = tokenizer.arith_format
+    rows = sorted(length_rows(report), key=lambda r: (-r["accuracy"], -r["digits"]))
+    lengths = [r["digits"] for r in rows] or [report["max_digits"]]
+    for digits in lengths[:5]:
+        example = example_problem(fmt, digits)
+        answer = solve(model, tokenizer, [example])[0]
+        if answer == reference_answer(example, fmt):
+            return example, answer
+    example = example_problem(fmt, report["max_digits"])
+    return example, solve(model, tokenizer, [example])[0]
+
+
 def usage_snippet(repo_id: str, example: str, max_new_tokens: int, answer: str | None) -> str:
     """Python that loads the published model with transformers alone (no hf_arith) and solves `example`."""
     return "\n".join([
@@ -203,17 +231,50 @@ def length_heatmap(report: dict, title: str | None = None):
     return fig
 
 
+def load_grid(path: str | os.PathLike, fmt: NumberFormat | None = None) -> dict | None:
+    """A `length_grid` result saved as JSON (a checkpoint's length_grid.json), or None when the
+    file is missing, unreadable, not such a result, or (given `fmt`) for another task or base."""
+    try:
+        grid = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = (isinstance(grid, dict) and isinstance(grid.get("matrices"), dict)
+          and isinstance(grid["matrices"].get("exact_match"), list) and isinstance(grid.get("summary"), dict)
+          and isinstance(grid.get("lengths"), list) and len(grid["lengths"]) == 2
+          and isinstance(grid.get("samples_per_cell"), int))
+    if ok and fmt is not None:
+        ok = grid.get("task", fmt.task) == fmt.task and grid.get("base", fmt.base) == fmt.base
+    return grid if ok else None
+
+
 def length_grid_figure(model, tokenizer, max_digits: int, source: Path | None = None,
                        samples_per_cell: int = GRID_SAMPLES):
-    """(figure, result) of hf_arith.grid's length grid over 1..max_digits, or None without that module."""
+    """(figure, result) of hf_arith.grid's length grid over 1..max_digits, or None without that
+    module or when the model has no grid (sorting) or cannot take those lengths."""
     try:
         from .grid import length_grid, training_range
         from .plots import plot_grid
     except ImportError:
         return None
-    result = length_grid(model, tokenizer, (1, max_digits), samples_per_cell=samples_per_cell,
-                         train_range=training_range(tokenizer.arith_format, source))
+    try:
+        result = length_grid(model, tokenizer, (1, max_digits), samples_per_cell=samples_per_cell,
+                             train_range=training_range(tokenizer.arith_format, source))
+    except FormatError:
+        return None
     return plot_grid(result), result
+
+
+def shipped_grid_figure(source: Path, fmt: NumberFormat, label: str):
+    """(figure, result) of the checkpoint's own length_grid.json (a grid run made with it), or None."""
+    grid = load_grid(source / GRID_FILE, fmt)
+    if grid is None:
+        return None
+    try:
+        from .plots import plot_grid
+    except ImportError:
+        return None
+    grid = {**grid, "model": label}  # not the local path it was computed from
+    return plot_grid(grid), grid
 
 
 def _bench_record(summary: dict) -> dict:
@@ -271,17 +332,20 @@ def training_details(summary: dict | None) -> dict | None:
 
 def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | None = None,
                license: str = "apache-2.0", dataset_id: str | None = None, heatmap: str = HEATMAP_FILE,
-               eval_command: str | None = None, grid: dict | None = None):
-    """The Hub model card (huggingface_hub.ModelCard) rendered from hub_cards/model_card.md."""
+               eval_command: str | None = None, grid: dict | None = None, code_files: list[str] | None = None):
+    """The Hub model card (huggingface_hub.ModelCard) rendered from hub_cards/model_card.md.
+
+    code_files: the remote-code files the card lists (default: the model's and config's modules,
+    the tokenizer and the number format; build_model_folder passes the .py files it wrote).
+    """
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     from . import __version__
-    from .solving import answer_budget, solve
+    from .solving import answer_budget
 
     fmt = tokenizer.arith_format
     task_name = TASK_NAMES[fmt.task]
-    example = example_problem(fmt, report["max_digits"])
-    answer = solve(model, tokenizer, [example])[0]
+    example, answer = card_example(model, tokenizer, report)
     common = dict(
         task_type="text-generation", task_name=f"integer {task_name}",
         dataset_type=dataset_id or "hf_arith/synthetic",
@@ -300,7 +364,7 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
         tags=["custom_code", "arithmetic", "hf_arith", fmt.task, model.config.model_type],
         datasets=[dataset_id] if dataset_id else None, metrics=["exact_match"], eval_results=results,
     )
-    code_files = sorted({f"{type(c).__module__.rsplit('.', 1)[-1]}.py" for c in (model, model.config)}
+    code_files = sorted(code_files or {f"{type(c).__module__.rsplit('.', 1)[-1]}.py" for c in (model, model.config)}
                         | {"tokenization_arith.py", "formatting.py"})
     return ModelCard.from_template(
         data, template_path=str(template_path()),
@@ -315,6 +379,7 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
                                       f"--min-digits {report['min_digits']} --max-digits {report['max_digits']} "
                                       f"--seed {report['seed']} --json {EVAL_FILE}"),
         code_files=code_files, grid=grid, grid_file=GRID_FILE,
+        recurrences=getattr(model.config, "num_recurrences", None),
     )
 
 
@@ -353,8 +418,11 @@ def _empty_out_dir(out_dir: str | os.PathLike, source: Path) -> Path:
     return out
 
 
-def check_inputs(model, eval_json=None, heatmap=None, dataset_id=None) -> tuple[Path, dict, Path]:
+def check_inputs(model, eval_json=None, heatmap=None, dataset_id=None, grid_samples=GRID_SAMPLES) -> tuple[Path, dict, Path]:
     """The cheap checks of a push request: (checkpoint folder, eval report, report path)."""
+    if grid_samples is not None and (isinstance(grid_samples, bool) or not isinstance(grid_samples, int)
+                                     or grid_samples < 0):
+        raise PublishError(f"grid samples must be a whole number >= 0 (0: no grid), got {grid_samples!r}")
     if dataset_id is not None:
         check_repo_id(dataset_id)
     source = resolve_checkpoint(model)  # CheckpointError when it is not an hf_arith model
@@ -371,11 +439,12 @@ def build_model_folder(model: str | os.PathLike, out_dir: str | os.PathLike, *, 
     """Write the exact folder `push` uploads for `model` (a bundled name or checkpoint folder).
 
     eval_json: an `hf-arith eval --json` report; default: the checkpoint's own eval_results.json.
-    heatmap: a PNG to show instead of the drawn length grid. grid_samples: problems per grid
-    cell (0: draw only the report's per-length accuracy, no grid).
+    heatmap: a PNG to show instead of the length grid. The grid is the checkpoint's own
+    length_grid.json when it ships one, else drawn now with grid_samples problems per cell
+    (0: no grid, draw only the report's per-length accuracy).
     """
     repo_id = check_repo_id(repo_id)
-    source, report, report_path = check_inputs(model, eval_json, heatmap, dataset_id)
+    source, report, report_path = check_inputs(model, eval_json, heatmap, dataset_id, grid_samples)
     model_obj, tokenizer = load_checkpoint(model)
     check_eval_matches(report, tokenizer.arith_format, report_path)
     out = _empty_out_dir(out_dir, source)
@@ -392,7 +461,9 @@ def build_model_folder(model: str | os.PathLike, out_dir: str | os.PathLike, *, 
     if heatmap is not None:
         shutil.copyfile(heatmap, picture)
     else:
-        drawn = length_grid_figure(model_obj, tokenizer, report["max_digits"], source, grid_samples) if grid_samples else None
+        drawn = shipped_grid_figure(source, tokenizer.arith_format, str(model)) if grid_samples else None
+        if drawn is None and grid_samples:
+            drawn = length_grid_figure(model_obj, tokenizer, report["max_digits"], source, grid_samples)
         if drawn is not None:
             figure, grid = drawn
             (out / GRID_FILE).write_text(json.dumps(grid, indent=2) + "\n", encoding="utf-8")
@@ -400,7 +471,8 @@ def build_model_folder(model: str | os.PathLike, out_dir: str | os.PathLike, *, 
             figure = length_heatmap(report, title=f"{repo_id}: exact match (%) by operand length")
         figure.savefig(picture, dpi=100)
     card = model_card(model_obj, tokenizer, report, repo_id=repo_id, summary=summary, license=license,
-                      dataset_id=dataset_id, heatmap=HEATMAP_FILE, grid=grid)
+                      dataset_id=dataset_id, heatmap=HEATMAP_FILE, grid=grid,
+                      code_files=sorted(p.name for p in out.glob("*.py")))
     card.save(out / "README.md")
     return out
 
@@ -453,7 +525,8 @@ def push_model(model: str | os.PathLike, repo_id: str, *, output_dir: str | os.P
     are checked before the build; nothing touches the network before the upload itself.
     """
     repo_id = check_repo_id(repo_id)
-    check_inputs(model, **{k: build_kwargs.get(k) for k in ("eval_json", "heatmap", "dataset_id")})
+    check_inputs(model, **{k: build_kwargs.get(k) for k in ("eval_json", "heatmap", "dataset_id")},
+                 grid_samples=build_kwargs.get("grid_samples", GRID_SAMPLES))
     token = hub_token() if upload else None  # before the build: a missing token fails in a second
     if output_dir is not None:
         folder = build_model_folder(model, output_dir, repo_id=repo_id, **build_kwargs)
@@ -468,6 +541,6 @@ def push_model(model: str | os.PathLike, repo_id: str, *, output_dir: str | os.P
 
 __all__ = [
     "CheckpointError", "PublishError", "build_model_folder", "check_inputs", "check_repo_id", "example_problem", "hub_token",
-    "length_heatmap", "load_eval_results", "model_card", "push_model", "training_details", "upload_folder",
+    "length_heatmap", "load_eval_results", "load_grid", "model_card", "reference_answer", "push_model", "training_details", "upload_folder",
     "usage_snippet",
 ]

@@ -15,11 +15,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 from huggingface_hub import HfApi, ModelCard
 
 import hf_arith
 from hf_arith.cli import main
 from hf_arith.evaluation import heldout_problems
+from hf_arith.grid import training_range
 from hf_arith.loading import load_checkpoint
 from hf_arith.problems import ProblemSpec
 from hf_arith.publishing import (
@@ -56,6 +58,18 @@ BLOCK_HF_ARITH = textwrap.dedent("""
 
 def files_of(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*") if p.is_file())
+
+
+def code_closure(folder: Path, roots: list[str]) -> set[str]:
+    """The .py files `roots` need: themselves and, recursively, their `from .x import` siblings."""
+    need, todo = set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name in need:
+            continue
+        need.add(name)
+        todo += [f"{m}.py" for m in re.findall(r"^\s*from \.(\w+) import", (folder / name).read_text(), re.M)]
+    return need
 
 
 def reference(problem: str) -> str:
@@ -99,16 +113,21 @@ def test_upload_folder_holds_exactly_the_publishable_files(built, name):
     model, _ = load_checkpoint(name)
     modeling = f"{type(model).__module__.rsplit('.', 1)[-1]}.py"
     configuration = f"{type(model.config).__module__.rsplit('.', 1)[-1]}.py"
+    # The remote code: the model's, config's and tokenizer's modules and their relative imports, no more.
+    code = code_closure(folder, [modeling, configuration, "tokenization_arith.py"])
+    assert {"formatting.py"} <= code and {f for f in files if f.endswith(".py")} == code
     expected = {"README.md", "config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-                "tokenizer_config.json", "tokenization_arith.py", "formatting.py", modeling, configuration,
-                EVAL_FILE, HEATMAP_FILE}
+                "tokenizer_config.json", EVAL_FILE, HEATMAP_FILE} | code
     assert expected <= set(files)
     assert set(files) - expected <= {"training_summary.json", GRID_FILE}  # nothing else: no pickles, no caches
     assert not [f for f in files if f.endswith((".bin", ".pt", ".pth", ".pkl"))]
     assert (folder / HEATMAP_FILE).read_bytes()[:8] == PNG_MAGIC
-    for code in (modeling, configuration, "tokenization_arith.py", "formatting.py"):
-        source = (folder / code).read_text()
-        assert not re.search(r"^\s*(from|import) hf_arith", source, re.M), code
+    for name in code:
+        assert not re.search(r"^\s*(from|import) hf_arith", (folder / name).read_text(), re.M), name
+    config = json.loads((folder / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForCausalLM"].split(".")[0] + ".py" == modeling
+    card = (folder / "README.md").read_text()
+    assert all(f"`{name}`" in card for name in code)  # the card lists every remote-code file
 
 
 @pytest.mark.parametrize("name", BUNDLED)
@@ -124,6 +143,11 @@ def test_card_parses_back_with_the_eval_numbers(built, eval_reports, name):
     assert per_length == {int(k): v for k, v in report["by_max_operand_length"].items()}
     assert all(r.dataset_split == "test" and r.metric_type == "exact_match" for r in data.eval_results)
     assert results[None].dataset_args["n"] == report["n"] == 300
+    # The dataset the numbers come from: task, base and digit range of the eval run.
+    assert results[None].dataset_config == report["task"]
+    assert {k: results[None].dataset_args[k] for k in ("min_digits", "max_digits", "base", "seed")} == \
+        {k: report[k] for k in ("min_digits", "max_digits", "base", "seed")}
+    assert f"{report['min_digits']}-{report['max_digits']} digits, base {report['base']}" in results[None].dataset_name
     # The card's prose tells the same story as its metadata.
     model, _ = load_checkpoint(name)
     assert f"**{model.num_parameters()} unique parameters" in card.text
@@ -131,10 +155,54 @@ def test_card_parses_back_with_the_eval_numbers(built, eval_reports, name):
     assert "trust_remote_code=True" in card.text and HEATMAP_FILE in card.text
     assert "{{" not in card.content and "{%" not in card.content
     assert json.loads((built[name] / EVAL_FILE).read_text()) == report
+    assert (built[name] / GRID_FILE).is_file() == ("Length generalization" in card.text)
     if (built[name] / GRID_FILE).is_file():  # the grid picture and its numbers go together
         grid = json.loads((built[name] / GRID_FILE).read_text())
-        assert grid["lengths"] == [1, report["max_digits"]] and grid["samples_per_cell"] == 20
+        shipped = Path(hf_arith.bundled_path(name)) / GRID_FILE
+        if shipped.is_file():  # the checkpoint's own grid run, published as is (but for its local path)
+            assert grid == {**json.loads(shipped.read_text()), "model": name}
+        else:  # drawn while building, over the evaluated lengths
+            assert grid["lengths"] == [1, report["max_digits"]] and grid["samples_per_cell"] == 20
         assert f"{grid['summary']['n']:,} in all" in card.text
+        assert f"from {grid['lengths'][0]} to {grid['lengths'][1]} digits" in card.text
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_card_describes_format_architecture_and_training_of_every_bundled_model(built, name):
+    model, tokenizer = load_checkpoint(name)
+    fmt = tokenizer.arith_format
+    text = (built[name] / "README.md").read_text()
+    order = {True: "least significant digit first (reversed)", False: "most significant digit first"}
+    for fragment in [f"| base | {fmt.base} |", f"| operand digit order | {order[fmt.reverse_operands]} |",
+                     f"| answer digit order | {order[fmt.reverse_answer]} |",
+                     f"`{type(model).__name__}` (`model_type: {model.config.model_type}`)",
+                     f"**{model.num_parameters()} unique parameters** (tied"]:
+        assert fragment in text, fragment
+    for key in ("hidden_size", "num_hidden_layers", "num_recurrences", "abacus_max_digits"):
+        if hasattr(model.config, key):
+            assert f"| `{key}` | `{getattr(model.config, key)}` |" in text, key
+    assert ("This is a looped model" in text) == hasattr(model.config, "num_recurrences")
+    summary_path = Path(hf_arith.bundled_path(name)) / "training_summary.json"
+    training = text.split("## Training")[1].split("## Files")[0]
+    if summary_path.is_file():
+        summary = json.loads(summary_path.read_text())
+        assert f"| steps | {summary['steps']:,} |" in training
+        assert f"| training time | {summary['train_seconds']:.0f} s" in training
+        assert "| hardware |" in training and "not recorded" not in training.split("| hardware |")[1].split("\n")[0]
+        assert "Recipe (" in training and "```yaml" in training
+    else:
+        assert "No training record" in training
+
+
+def test_dataset_id_goes_into_the_card_metadata(tmp_path):
+    folder = build_model_folder("minimal-add10", tmp_path / "out", repo_id="me/x", dataset_id="me/sums",
+                                grid_samples=0)
+    data = ModelCard.load(folder / "README.md").data
+    assert data.datasets == ["me/sums"]
+    assert {r.dataset_type for r in data.eval_results} == {"me/sums"}
+    plain = ModelCard.load(build_model_folder("minimal-add10", tmp_path / "plain", repo_id="me/x",
+                                              grid_samples=0) / "README.md").data
+    assert plain.datasets is None and {r.dataset_type for r in plain.eval_results} == {"hf_arith/synthetic"}
 
 
 def test_card_describes_format_training_and_hardware(built):
@@ -152,7 +220,10 @@ def test_published_folder_works_without_hf_arith(built, name, tmp_path):
     model, tokenizer = load_checkpoint(name)
     fmt = tokenizer.arith_format
     report = json.loads((folder / EVAL_FILE).read_text())
-    spec = ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=report["max_digits"],
+    # Held-out problems of the lengths it was trained on (the report may reach far beyond them).
+    trained = training_range(fmt, hf_arith.bundled_path(name))
+    top = min(report["max_digits"], trained[1]) if trained else report["max_digits"]
+    spec = ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=top,
                        **({"min_items": 2, "max_items": min(5, fmt.max_items)} if fmt.task == "sort" else {}))
     problems, answers, _ = heldout_problems(spec, 64, seed=99)
     in_process = hf_arith.solve(model, tokenizer, problems)
@@ -181,6 +252,105 @@ def test_published_folder_works_without_hf_arith(built, name, tmp_path):
     assert correct / len(answers) >= 0.9, f"{correct}/{len(answers)} correct"
     if name == "minimal-add10":
         assert loaded["answers"] == answers
+
+
+# -- every model family, bundled or not yet ---------------------------------------------------------
+def _family_presets() -> list[str]:
+    """One preset per model family (so a family no bundled model uses yet is published too), plus a
+    sorting one: sorting has no length grid and its answers are labels."""
+    from hf_arith.families import FAMILIES
+    from hf_arith.train_config import list_presets, load_recipe
+
+    recipes = {name: load_recipe(name) for name in list_presets()}
+    chosen = [next(n for n, r in sorted(recipes.items()) if r.family == family)
+              for family in FAMILIES if any(r.family == family for r in recipes.values())]
+    sort = [n for n, r in sorted(recipes.items()) if r.format.get("task") == "sort"]
+    return sorted(set(chosen + sort[:1]))
+
+
+FAMILY_PRESETS = _family_presets()
+
+
+@pytest.fixture(scope="module")
+def untrained(tmp_path_factory):
+    """For each preset in FAMILY_PRESETS: (checkpoint, its upload folder, its eval report); tiny, untrained."""
+    from hf_arith.saving import save_checkpoint
+    from hf_arith.streaming import worst_case_length
+    from hf_arith.train_config import load_recipe
+    from hf_arith.training import build_model, build_tokenizer, check_recipe, problem_spec
+
+    root = tmp_path_factory.mktemp("untrained")
+    out = {}
+    for preset in FAMILY_PRESETS:
+        recipe = load_recipe(preset, ["model.hidden_size=16", "model.intermediate_size=32",
+                                      "model.num_hidden_layers=1", "model.num_attention_heads=2"])
+        fmt = check_recipe(recipe)
+        spec = problem_spec(recipe, fmt)
+        context = worst_case_length(spec, fmt)
+        tokenizer = build_tokenizer(fmt, context)
+        checkpoint = save_checkpoint(build_model(recipe, tokenizer, context), tokenizer, root / preset)
+        report = root / f"{preset}.json"
+        assert main(["eval", str(checkpoint), "--samples", "30", "--min-digits", str(spec.min_digits),
+                     "--max-digits", str(spec.max_digits), "--json", str(report)]) == 0
+        folder = build_model_folder(checkpoint, root / f"{preset}-upload", repo_id=f"someone/{preset}",
+                                    eval_json=report, grid_samples=1)
+        out[preset] = (Path(checkpoint), folder, json.loads(report.read_text()))
+    return out
+
+
+def test_every_family_has_a_preset_here():
+    from hf_arith.families import FAMILIES
+    from hf_arith.train_config import load_recipe
+
+    assert {load_recipe(n).family for n in FAMILY_PRESETS} == set(FAMILIES)
+
+
+def test_every_family_publishes_and_loads_without_hf_arith(untrained, tmp_path):
+    """Families not bundled yet (or trained yet): the same folder, the same answers in a process
+    without hf_arith as in this one (untrained models: the answers are equal, not right)."""
+    script = BLOCK_HF_ARITH + "import json, torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\nout = {}\n"
+    expected = {}
+    for preset, (checkpoint, folder, report) in untrained.items():
+        model, tokenizer = load_checkpoint(checkpoint)
+        fmt = tokenizer.arith_format
+        card = ModelCard.load(folder / "README.md")
+        assert {"custom_code", "arithmetic"} <= set(card.data.tags)
+        assert card.data.eval_results[0].metric_value == report["exact_match"]
+        assert (folder / GRID_FILE).is_file() == (fmt.task != "sort")  # sorting: per-length accuracy only
+        assert (folder / HEATMAP_FILE).read_bytes()[:8] == PNG_MAGIC
+        spec = ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=report["max_digits"],
+                           **({"min_items": 2, "max_items": min(4, fmt.max_items)} if fmt.task == "sort" else {}))
+        problems, _, _ = heldout_problems(spec, 8, seed=5)
+        loops = [None] + ([1, 3] if hasattr(model.config, "num_recurrences") else [])
+        enc = tokenizer(problems, padding=True, return_tensors="pt")
+        budget = answer_budget(tokenizer, problems)
+        for n in loops:
+            kwargs = {} if n is None else {"num_recurrences": n}
+            with torch.no_grad():  # untrained: compare the raw tokens and logits, not answers
+                gen = model.generate(**enc, max_new_tokens=budget, do_sample=False, **kwargs)
+                logits = model(**enc, **kwargs).logits
+            expected[f"{preset}/{n}"] = {"ids": gen.tolist(), "logits": logits.flatten().tolist()}
+            script += textwrap.dedent(f"""
+                model = AutoModelForCausalLM.from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
+                tok = AutoTokenizer.from_pretrained({str(folder)!r}, trust_remote_code=True)
+                assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+                enc = tok({problems!r}, padding=True, return_tensors="pt")
+                with torch.no_grad():
+                    gen = model.generate(**enc, max_new_tokens={budget}, do_sample=False, **{kwargs!r})
+                    logits = model(**enc, **{kwargs!r}).logits
+                out[{f"{preset}/{n}"!r}] = {{"ids": gen.tolist(), "logits": logits.flatten().tolist()}}
+            """)
+        if len(loops) > 1:  # the loop count reaches the model
+            assert expected[f"{preset}/1"]["logits"] != expected[f"{preset}/3"]["logits"]
+    script += "print(json.dumps(out))\n"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    remote = json.loads(result.stdout.strip().splitlines()[-1])
+    assert remote.keys() == expected.keys()
+    for key, want in expected.items():
+        assert remote[key]["ids"] == want["ids"], key
+        assert torch.allclose(torch.tensor(remote[key]["logits"]), torch.tensor(want["logits"]), atol=1e-5), key
 
 
 # -- uploading, with the two network calls replaced ------------------------------------------------
@@ -299,6 +469,8 @@ def sub_report(tmp_path):
     ("eval_for_other_task", "are for sub in base 10, but this model does add in base 10"),
     ("not_json", "not valid JSON"),
     ("bad_heatmap", "not a PNG image"),
+    ("bad_grid_samples", "grid samples must be a whole number >= 0"),
+    ("bad_dataset_id", "repo id 'no slash' is malformed"),
 ])
 def test_bad_push_requests_fail_in_one_line_before_the_network(online, no_network_calls, capsys, tmp_path,
                                                                sub_report, case, message):
@@ -318,6 +490,8 @@ def test_bad_push_requests_fail_in_one_line_before_the_network(online, no_networ
         "eval_for_other_task": ["minimal-add10", "--repo-id", "me/x", "--eval-json", sub_report],
         "not_json": ["minimal-add10", "--repo-id", "me/x", "--eval-json", tmp_path / "junk.json"],
         "bad_heatmap": ["minimal-add10", "--repo-id", "me/x", "--heatmap", tmp_path / "pic.png"],
+        "bad_grid_samples": ["minimal-add10", "--repo-id", "me/x", "--grid-samples", "-1"],
+        "bad_dataset_id": ["minimal-add10", "--repo-id", "me/x", "--dataset-id", "no slash"],
     }[case]
     code, err = run_cli(capsys, "push", *argv)
     assert code == 2 and len(err) == 1, err
@@ -341,6 +515,17 @@ def test_offline_and_missing_token_fail_before_building(monkeypatch, no_network_
     # Building only needs neither.
     assert run_cli(capsys, "push", "minimal-add10", "--repo-id", "me/x", "--output-dir", tmp_path / "o",
                    "--grid-samples", 0)[0] == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--repo-id", "no-slash"], "repo id 'no-slash' is malformed"),
+    (["--repo-id", "me/d", "--task", "divide"], "unknown task 'divide'"),
+    (["--repo-id", "me/d", "--min-digits", "5", "--max-digits", "3"], "digit range must satisfy 1 <= min <= max, got 5-3"),
+])
+def test_bad_data_push_requests_fail_in_one_line_before_the_network(online, no_network_calls, capsys, argv, message):
+    code, err = run_cli(capsys, "data", "push", *argv)
+    assert code == 2 and len(err) == 1 and err[0].startswith("hf-arith: error: ") and message in err[0], err
+    assert online == []
 
 
 def test_no_network_is_a_clear_error(monkeypatch, tmp_path):

@@ -64,6 +64,40 @@ def test_space_front_matter_matches_the_gradio_in_use():
     assert "python spaces/arith-playground/app.py" in card.text
 
 
+def test_the_readme_command_serves_the_app_offline(tmp_path):
+    """`python spaces/arith-playground/app.py` from the repository root, offline, answers on its port."""
+    import os
+    import subprocess
+    import time
+    import urllib.request
+
+    from gradio_client import Client
+
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False",
+           "HF_HOME": str(tmp_path / "hf_home")}
+    root = SPACE.parent.parent
+    proc = subprocess.Popen([sys.executable, "spaces/arith-playground/app.py"], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert proc.poll() is None, proc.stderr.read()[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as page:
+                    assert page.status == 200
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the app did not start"
+                time.sleep(1)
+        answer, verdict, _ = Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
+            "minimal-add10", "999+1", 1, api_name="/solve")
+        assert answer == "1000" and verdict.startswith("✅")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 # -- through the API, as a browser would ----------------------------------------------------------
 def test_correct_answer_with_confidence(client):
     answer, verdict, confidence = client.predict("minimal-add10", "1234567890+9876543210", 1, api_name="/solve")
@@ -90,6 +124,33 @@ def test_bad_input_gets_a_friendly_message(client, problem, message):
     assert confidence["data"] in ([], [[None, None, None]], [["", "", ""]])
 
 
+@pytest.mark.parametrize("name", hf_arith.bundled_models())
+def test_every_bundled_model_answers_and_is_checked(client, app, name):
+    """Whatever is bundled: an example the model can take is answered as the package answers it and
+    judged against the exact answer; one digit more than the model takes gets a friendly message."""
+    from hf_arith.publishing import example_problem, reference_answer
+
+    model, tok = load_checkpoint(name)
+    fmt = tok.arith_format
+    longest = app.max_digits(model, tok, name)
+    assert 1 <= longest <= app.MAX_CHARS
+    problem = example_problem(fmt, min(5, longest))
+    answer, verdict, confidence = client.predict(name, problem, 1, api_name="/solve")
+    assert answer == hf_arith.solve(model, tok, [problem])[0]
+    assert verdict.startswith("✅ correct") == (answer == reference_answer(problem, fmt))
+    assert verdict.startswith("✅ correct")  # a trained model gets a short problem right
+    assert confidence["data"] and all(0 < row[2] <= 1 for row in confidence["data"])
+    # The longest problem it takes is answered; one digit more is refused in words.
+    _, verdict, _ = client.predict(name, example_problem(fmt, longest), 1, api_name="/solve")
+    assert not verdict.startswith("⚠️"), verdict
+    too_long = example_problem(fmt, longest + 1)
+    if len(too_long) <= app.MAX_CHARS:
+        answer, verdict, _ = client.predict(name, too_long, 1, api_name="/solve")
+        assert answer == "" and verdict.startswith("⚠️") and "\n" not in verdict, verdict
+    _, note = client.predict(name, too_long, api_name="/attention")
+    assert note.startswith("⚠️")
+
+
 def test_only_listed_models_can_be_picked(client, app):
     from gradio_client.exceptions import AppError
 
@@ -110,6 +171,24 @@ def test_attention_tab(client, app):
     assert "1 layer(s) × 2 head(s)" in note
     _, bad = client.predict("minimal-add10", "1x1", api_name="/attention")
     assert bad.startswith("⚠️")
+
+
+def test_models_tab_uses_the_grid_a_checkpoint_ships(app, monkeypatch):
+    """A checkpoint's length_grid.json is drawn as is: no grid is computed for it."""
+    import hf_arith.grid
+    from hf_arith.publishing import GRID_FILE
+
+    def no_grid(*args, **kwargs):
+        raise AssertionError("computed a grid although the checkpoint ships one")
+
+    monkeypatch.setattr(hf_arith.grid, "length_grid", no_grid)
+    shipping = [n for n in hf_arith.bundled_models() if (Path(hf_arith.bundled_path(n)) / GRID_FILE).is_file()]
+    if not shipping:
+        pytest.skip("no bundled model ships a length_grid.json")
+    for name in shipping:
+        model, tok = load_checkpoint(name)
+        figure = app.overview_figure(name, model, tok, Path(hf_arith.bundled_path(name)), None, 10)
+        assert type(figure).__name__ == "Figure" and len(figure.axes) >= 2  # the grid's two panels
 
 
 def test_models_tab_shows_card_summary_and_heatmap(client):
@@ -165,6 +244,20 @@ class RecordingLoop(torch.nn.Module):
             out.logits = torch.full_like(out.logits, -10.0)
             out.logits[..., 7] = 10.0
         return out
+
+
+@pytest.mark.parametrize("value", [0, 9, 1000, -3, 2.5, "many", float("nan")])
+def test_recurrences_outside_the_slider_are_refused(app, monkeypatch, value):
+    from copy import deepcopy
+
+    model, tok = load_checkpoint("minimal-add10")
+    looped = RecordingLoop(model)
+    looped.config = deepcopy(model.config)
+    looped.config.num_recurrences = 4
+    monkeypatch.setattr(app, "load", lambda name: (looped, tok))
+    answer, verdict, rows = app.solve_problem("minimal-add10", "12+30", value)
+    assert (answer, rows) == ("", []) and verdict.startswith("⚠️ recurrences must be a whole number from 1 to 8")
+    assert looped.seen == []  # refused before the model ran
 
 
 def test_slider_reaches_the_model_and_changes_the_answer(app, monkeypatch):

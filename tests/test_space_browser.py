@@ -61,32 +61,68 @@ def browser():
         shutil.rmtree(profile, ignore_errors=True)
 
 
+def assert_text_drawn(png: Path, box) -> None:
+    """The screenshot's pixels inside `box` (the answer field) hold text: dark glyph pixels on a
+    light field, not one flat colour."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        crop = image.convert("L").crop(tuple(int(round(v)) for v in box))
+    pixels = list(crop.getdata())
+    dark = sum(p < 128 for p in pixels)
+    assert crop.width > 20 and crop.height > 10
+    assert 0.002 < dark / len(pixels) < 0.6, f"{dark} dark pixels of {len(pixels)}: no text drawn there"
+
+
 def test_solve_in_the_browser_and_screenshot(page_url, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
+    import hf_arith
+    from hf_arith.publishing import example_problem, reference_answer
+
+    # The page opens on the first bundled model, whatever is bundled: give it a problem it takes.
+    app = load_app()
+    name = app.MODELS[0]
+    model, tok = app.load(name)
+    problem = example_problem(tok.arith_format, min(10, app.max_digits(model, tok, name)))
+    expected = reference_answer(problem, tok.arith_format)
+    assert hf_arith.solve(model, tok, [problem])[0] == expected  # (else the page would say wrong)
+
     wait = WebDriverWait(browser, 60)
     browser.get(page_url)
     box = wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "#problem textarea, #problem input")))
     box.clear()
-    box.send_keys("1234567890+9876543210")
+    box.send_keys(problem)
     browser.find_element(By.CSS_SELECTOR, "#solve").click()
 
     def answer_shown(driver):
         field = driver.find_element(By.CSS_SELECTOR, "#answer textarea, #answer input")
         return field.get_attribute("value") or False
 
-    assert wait.until(answer_shown) == "11111111100"
+    assert wait.until(answer_shown) == expected
     verdict = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#verdict")))
     wait.until(lambda d: "correct" in verdict.text)
     assert "✅ correct" in verdict.text
+
+    # The answer must be in the picture: scrolled into view, inside the viewport, and its box not blank.
+    field = browser.find_element(By.CSS_SELECTOR, "#answer textarea, #answer input")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", field)
+    assert field.is_displayed()
+    box_of = "const r = arguments[0].getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom, " \
+             "window.innerWidth, window.innerHeight, window.devicePixelRatio];"
+    left, top, right, bottom, width, height, scale = browser.execute_script(box_of, field)
+    assert 0 <= left < right <= width and 0 <= top < bottom <= height, (left, top, right, bottom, width, height)
+    verdict_box = browser.execute_script(box_of, browser.find_element(By.CSS_SELECTOR, "#verdict"))
+    assert 0 <= verdict_box[1] < verdict_box[3] <= height  # the verdict too
 
     out = Path(os.environ.get("HF_ARITH_SCREENSHOTS") or tmp_path)
     out.mkdir(parents=True, exist_ok=True)
     shot = out / "space_solve.png"
     assert browser.save_screenshot(str(shot))
     assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert_text_drawn(shot, [v * scale for v in (left, top, right, bottom)])
 
     # A bad problem shows the friendly message in the page, not an error page.
     box.clear()

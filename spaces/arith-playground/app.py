@@ -17,6 +17,7 @@ import functools
 import os
 import re
 import sys
+import threading
 from pathlib import Path
 
 # Run from a source checkout without installing: the package is two folders up. On a Hub Space,
@@ -31,15 +32,26 @@ import torch
 
 import hf_arith
 from hf_arith.decoding import greedy_decode
-from hf_arith.formatting import EOS_TOKEN, PAD_TOKEN, TASK_NAMES, FormatError, parse_problem
+from hf_arith.formatting import EOS_TOKEN, PAD_TOKEN, TASK_NAMES, FormatError, parse_problems
 from hf_arith.loading import load_checkpoint
-from hf_arith.publishing import EVAL_FILE, example_problem, length_heatmap, load_eval_results
-from hf_arith.solving import answer_budget, check_context
+from hf_arith.publishing import (
+    EVAL_FILE,
+    GRID_FILE,
+    PublishError,
+    example_problem,
+    length_heatmap,
+    load_eval_results,
+    load_grid,
+    reference_answer,
+)
+from hf_arith.solving import answer_budget, check_context, check_number_lengths
 
 MODELS = hf_arith.bundled_models()
 MAX_CHARS = 200  # far above any problem a bundled model can take; longer text is refused unread
 ALLOWED = re.compile(r"[0-9a-z+\-*:, ]*")
 GRID_SAMPLES = 10  # problems per cell of the Models tab's grid: quick on a CPU Space
+GRID_MAX_DIGITS = 12  # a grid drawn here (no length_grid.json shipped) stops there: 144 cells at most
+MAX_RECURRENCES = 64  # the slider's hard ceiling, whatever a config says
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
@@ -49,6 +61,21 @@ class InputError(ValueError):
 
 
 # -- models ----------------------------------------------------------------------------------------
+# Gradio runs events in worker threads. Loading one checkpoint in two threads at once fails (the
+# tied lm_head comes out "missing"), and the attention tab switches a model's attention backend
+# while it runs: so models are loaded, and run, one call at a time (they are tiny).
+MODEL_LOCK = threading.RLock()
+
+
+def serialized(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with MODEL_LOCK:
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@serialized
 @functools.cache
 def load(name: str):
     """(model, tokenizer) of a bundled model; names outside MODELS are refused, never opened."""
@@ -61,25 +88,57 @@ def has_loops(model) -> bool:
     return hasattr(model.config, "num_recurrences")
 
 
+def recurrence_range(model) -> tuple[int, int]:
+    """The slider's range for a looped model: 1 to twice its default (at least 8), capped."""
+    default = int(model.config.num_recurrences)
+    return 1, min(MAX_RECURRENCES, max(2 * default, 8))
+
+
 def model_kwargs(model, recurrences) -> dict | None:
+    """{"num_recurrences": n} for a looped model; an InputError for a value outside the slider."""
     if not has_loops(model) or recurrences is None:
         return None
-    return {"num_recurrences": max(1, int(recurrences))}
+    lo, hi = recurrence_range(model)
+    try:
+        value = float(recurrences)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not (lo <= value <= hi) or value != int(value):
+        raise InputError(f"recurrences must be a whole number from {lo} to {hi}, got {recurrences!r}")
+    return {"num_recurrences": int(value)}
 
 
-def max_digits(model, tokenizer) -> int:
-    """The longest operands the model takes: its fixed width, else the longest that fits its context."""
-    fmt = tokenizer.arith_format
-    if fmt.operand_width:
-        return fmt.operand_width
-    context = getattr(model.config, "max_position_embeddings", None) or 64
-    best = 1
-    for n in range(1, context):
-        problem = example_problem(fmt, n)
+def fits(model, tokenizer, problem: str) -> bool:
+    """Whether the model can take `problem`: the format can write it, it fits the context and
+    (abacus models) every number lies within the per-digit position table."""
+    try:
+        check_number_lengths(model, tokenizer.arith_format, parse_problems([problem], tokenizer.arith_format),
+                             [problem])
         prompt = len(tokenizer.format_problem(problem))
-        if prompt + answer_budget(tokenizer, [problem]) > context:
-            break
-        best = n
+        check_context(model, prompt, answer_budget(tokenizer, [problem]))
+    except FormatError:
+        return False
+    return True
+
+
+_DIGITS: dict[str, int] = {}
+
+
+def max_digits(model, tokenizer, name: str | None = None) -> int:
+    """The longest operands the model takes: its fixed width, else the longest that fits its
+    context and (abacus models) its per-digit position table; remembered per bundled model."""
+    if name in _DIGITS:
+        return _DIGITS[name]
+    fmt = tokenizer.arith_format
+    best = fmt.operand_width
+    if not best:
+        best = 1
+        for n in range(1, MAX_CHARS // 2 + 1):  # longer operands do not fit in MAX_CHARS anyway
+            if not fits(model, tokenizer, example_problem(fmt, n)):
+                break
+            best = n
+    if name in MODELS:
+        _DIGITS[name] = best
     return best
 
 
@@ -97,7 +156,8 @@ def check_problem(text, tokenizer, model) -> str:
         bad = next(c for c in problem if not ALLOWED.fullmatch(c))
         raise InputError(f"{bad!r} is not allowed: use digits 0-9 and {operator_help(tokenizer)}")
     try:
-        parse_problem(problem, tokenizer.arith_format)
+        parsed = parse_problems([problem], tokenizer.arith_format)
+        check_number_lengths(model, tokenizer.arith_format, parsed, [problem])  # abacus position table
         prompt = tokenizer([problem], return_tensors="pt")["input_ids"]
         check_context(model, prompt.shape[1], answer_budget(tokenizer, [problem]))
     except FormatError as err:
@@ -110,16 +170,6 @@ def operator_help(tokenizer) -> str:
     if fmt.task == "sort":
         return "labelled items such as a:31,b:7,c:120"
     return {"add": "'+'", "sub": "'-'", "mul": "'*'"}[fmt.task] + " between two numbers"
-
-
-def reference_answer(problem: str, fmt) -> str:
-    """The exact answer, to say whether the model was right (the model never sees it)."""
-    values = [int(v) for v in parse_problem(problem, fmt)]
-    if fmt.task == "sort":
-        order = sorted(range(len(values)), key=lambda i: values[i])  # stable, as the data generator
-        return "".join("abcdefghijklmnopqrstuvwxyz"[i] for i in order)
-    a, b = values
-    return str({"add": a + b, "sub": a - b, "mul": a * b}[fmt.task])
 
 
 @torch.inference_mode()
@@ -147,14 +197,19 @@ def answer_with_confidence(model, tokenizer, problem: str, kwargs: dict | None):
     return answer, rows
 
 
+@serialized
 def solve_problem(model_name: str, problem: str, recurrences=None):
     """The Solve button: (answer, verdict markdown, confidence rows)."""
     try:
         model, tokenizer = load(model_name)
         clean = check_problem(problem, tokenizer, model)
-        answer, rows = answer_with_confidence(model, tokenizer, clean, model_kwargs(model, recurrences))
+        loops = model_kwargs(model, recurrences)
     except InputError as err:
         return "", f"⚠️ {err}", []
+    try:
+        answer, rows = answer_with_confidence(model, tokenizer, clean, loops)
+    except ValueError as err:  # a limit the checks above missed: still a message, not an error page
+        return "", f"⚠️ this model cannot take that problem: {str(err).splitlines()[0]}", []
     truth = reference_answer(clean, tokenizer.arith_format)
     lowest = min((r[2] for r in rows), default=1.0)
     if answer is None:
@@ -163,12 +218,12 @@ def solve_problem(model_name: str, problem: str, recurrences=None):
         verdict = f"✅ correct (lowest token confidence {100 * lowest:.1f} %)"
     else:
         verdict = f"❌ wrong: the exact answer is {truth} (lowest token confidence {100 * lowest:.1f} %)"
-    loops = model_kwargs(model, recurrences)
     if loops:
         verdict += f" · {loops['num_recurrences']} recurrences"
     return answer if answer is not None else "(malformed)", verdict, rows
 
 
+@serialized
 def attention_figure(model_name: str, problem: str):
     """The Attention tab: (figure or None, message)."""
     try:
@@ -180,17 +235,22 @@ def attention_figure(model_name: str, problem: str):
         from hf_arith.attention_maps import attention_maps, plot_attention
     except ImportError:
         return None, "Attention maps need hf_arith.attention_maps, which this installation lacks."
-    tokens, maps = attention_maps(model, tokenizer, clean)
+    try:
+        tokens, maps = attention_maps(model, tokenizer, clean)
+    except ValueError as err:
+        return None, f"⚠️ this model cannot take that problem: {str(err).splitlines()[0]}"
     return plot_attention(tokens, maps), f"{len(maps)} layer(s) × {maps[0].shape[0]} head(s) for `{' '.join(tokens)}`"
 
 
+@serialized
 def on_model_change(model_name: str):
     """Show the recurrences slider only for looped models; suggest a problem the model can take."""
     model, tokenizer = load(model_name)
-    example = example_problem(tokenizer.arith_format, min(5, max_digits(model, tokenizer)))
+    example = example_problem(tokenizer.arith_format, min(5, max_digits(model, tokenizer, model_name)))
     if has_loops(model):
-        default = int(model.config.num_recurrences)
-        slider = gr.Slider(minimum=1, maximum=max(2 * default, 8), step=1, value=default, visible=True)
+        lo, hi = recurrence_range(model)
+        default = min(hi, int(model.config.num_recurrences))
+        slider = gr.Slider(minimum=lo, maximum=hi, step=1, value=default, visible=True)
     else:
         slider = gr.Slider(visible=False)
     return slider, gr.Textbox(placeholder=f"e.g. {example}")
@@ -198,13 +258,17 @@ def on_model_change(model_name: str):
 
 # -- the Models tab ------------------------------------------------------------------------------------
 @functools.cache
+@serialized
 def model_overview(model_name: str):
     """(card summary markdown, length-generalization figure) of a bundled model."""
     model, tokenizer = load(model_name)
     fmt = tokenizer.arith_format
     folder = Path(hf_arith.bundled_path(model_name))
-    report = load_eval_results(folder / EVAL_FILE) if (folder / EVAL_FILE).is_file() else None
-    digits = max_digits(model, tokenizer)
+    try:
+        report = load_eval_results(folder / EVAL_FILE) if (folder / EVAL_FILE).is_file() else None
+    except PublishError:
+        report = None
+    digits = max_digits(model, tokenizer, model_name)
     order = "reversed (least significant digit first)" if fmt.reverse_answer else "most significant digit first"
     lines = [
         f"### {model_name}",
@@ -218,18 +282,33 @@ def model_overview(model_name: str):
     if report:
         lines.append(f"- **held-out exact match**: {100 * report['exact_match']:.2f} % of {report['n']} problems "
                      f"({report['min_digits']}-{report['max_digits']} digits)")
-    figure = None
+    return "\n".join(lines), overview_figure(model_name, model, tokenizer, folder, report, digits)
+
+
+def overview_figure(model_name, model, tokenizer, folder: Path, report: dict | None, digits: int):
+    """The checkpoint's own length grid (length_grid.json) when it ships one; else a small grid
+    drawn now, up to the evaluated lengths; else (sorting, no grid module) the report's
+    per-length accuracy; None when there is nothing to show."""
+    title = f"{model_name}: exact match per operand-length pair"
     try:
         from hf_arith.grid import length_grid, training_range
         from hf_arith.plots import plot_grid
-
-        result = length_grid(model, tokenizer, (1, digits), samples_per_cell=GRID_SAMPLES,
-                             train_range=training_range(fmt, folder))
-        figure = plot_grid(result, title=f"{model_name}: exact match per operand-length pair")
     except ImportError:
-        if report:
-            figure = length_heatmap(report, title=f"{model_name}: exact match (%) by operand length")
-    return "\n".join(lines), figure
+        plot_grid = None
+    shipped = load_grid(folder / GRID_FILE, tokenizer.arith_format)
+    if plot_grid is not None and shipped is not None:
+        return plot_grid(shipped, title=title + f" ({shipped['samples_per_cell']} problems per cell)")
+    if plot_grid is not None:
+        top = min(digits, GRID_MAX_DIGITS, report["max_digits"] if report else GRID_MAX_DIGITS)
+        try:
+            result = length_grid(model, tokenizer, (1, top), samples_per_cell=GRID_SAMPLES,
+                                 train_range=training_range(tokenizer.arith_format, folder))
+            return plot_grid(result, title=title)
+        except FormatError:  # no grid for this task (sorting) or these lengths
+            pass
+    if report:
+        return length_heatmap(report, title=f"{model_name}: exact match (%) by operand length")
+    return None
 
 
 # -- the page ------------------------------------------------------------------------------------------
