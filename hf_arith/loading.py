@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from pathlib import Path
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -111,6 +112,11 @@ def _keys(keys) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
+# transformers' from_pretrained is not thread-safe here: two threads loading tied checkpoints at
+# once each reported the tied lm_head.weight as missing. Loads from threads (a Space's events) queue.
+_LOAD_LOCK = threading.Lock()
+
+
 def load_checkpoint(name_or_path: str | Path):
     """(model, tokenizer) from a bundled model name (see `bundled_models`) or a checkpoint folder.
 
@@ -126,7 +132,7 @@ def load_checkpoint(name_or_path: str | Path):
         from safetensors import SafetensorError
     except ImportError:  # older safetensors
         SafetensorError = OSError  # noqa: N806
-    with _quiet_transformers():
+    with _LOAD_LOCK, _quiet_transformers():
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(path))
         except (OSError, ValueError, TypeError, KeyError) as err:

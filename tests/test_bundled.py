@@ -1,5 +1,6 @@
 """Every bundled checkpoint: current remote code, safetensors only, and it answers correctly."""
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,21 @@ def test_bundled_checkpoint_solves_held_out_problems(name):
     predictions = hf_arith.solve(model, tok, texts)
     accuracy = sum(p == a for p, a in zip(predictions, answers)) / len(answers)
     assert accuracy >= 0.99, f"{name}: {accuracy:.3f} on 300 held-out problems"
+
+
+def test_checkpoints_load_from_several_threads_at_once():
+    """The Space loads models from concurrent events; unsynchronised loads lost the tied head."""
+    errors, models = [], []
+
+    def load():
+        try:
+            models.append(load_checkpoint(bundled_models()[0])[0])
+        except Exception as err:  # noqa: BLE001 - collected for the assertion
+            errors.append(err)
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(models) == 4
