@@ -205,10 +205,11 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             position_ids = self.position_ids_from_input_ids(input_ids)
         index, segment = unpack_positions(position_ids, c.abacus_max_digits) if self.segment is not None \
             else (position_ids, None)
-        check_abacus_range(index, c.abacus_max_digits)
-        if segment is not None and segment.numel() and int(segment.max()) >= c.abacus_num_segments:
-            raise ValueError(f"position_ids hold segment {int(segment.max())}, but this model has "
-                             f"{c.abacus_num_segments} segments (config.abacus_num_segments)")
+        if not computed:  # ids from position_ids_from_input_ids were checked there
+            check_abacus_range(index, c.abacus_max_digits)
+            if segment is not None and segment.numel() and int(segment.max()) >= c.abacus_num_segments:
+                raise ValueError(f"position_ids hold segment {int(segment.max())}, but this model has "
+                                 f"{c.abacus_num_segments} segments (config.abacus_num_segments)")
         if computed and self.training:
             index = random_offsets(index, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence,
                                    c.abacus_unshifted_fraction, c.abacus_offset_all_tokens)
