@@ -31,7 +31,8 @@ def main() -> None:
     parser.add_argument("--grid", default="1:30", help="A:B operand lengths (default 1:30)")
     parser.add_argument("--samples-per-cell", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as hf-arith eval)")
-    parser.add_argument("--batch-size", type=int, default=4096)
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="rows per batch (default: hf_arith.decoding.default_batch_size of the model)")
     parser.add_argument("--out", default=None, help="JSON path (default bench/results/eval_grid_<model>.json)")
     args = parser.parse_args()
 

@@ -34,7 +34,7 @@ def score(predictions: list[str | None], references: list[str], lengths=None) ->
 
 
 def evaluate_model(model, tokenizer, spec: ProblemSpec, n: int = 2000, seed: int = 1234,
-                   batch_size: int = 4096, test_fraction: float = 0.1) -> dict:
+                   batch_size: int | None = None, test_fraction: float = 0.1) -> dict:
     texts, answers, lengths = heldout_problems(spec, n, seed, test_fraction)
     start = time.perf_counter()
     predictions = solve(model, tokenizer, texts, batch_size=batch_size)
@@ -59,7 +59,7 @@ def check_loops(model, loops) -> list[int]:
 
 
 def loops_curve(model, tokenizer, texts: list[str], answers: list[str], loops, inside=None,
-                batch_size: int = 4096) -> dict:
+                batch_size: int | None = None) -> dict:
     """Exact match on the same problems for each number of recurrences; with `inside` (a boolean
     per problem: within the training range) also inside and beyond the training range."""
     loops = check_loops(model, loops)

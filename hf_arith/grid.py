@@ -4,11 +4,14 @@ Each cell holds `samples_per_cell` problems whose operands have exactly len_a an
 (in the model's base), drawn from the held-out split (the split hash of `problems.py`), so a
 cell inside the training range measures held-out accuracy. Small cells (1x1 has 100 problems,
 of which about 10 are held out) are enumerated and sampled with replacement; the JSON records
-how many distinct problems a cell used. Answers come from `solve` (batched, KV-cached greedy
-decoding); per-cell scores from `hf_arith.metrics`, the same code as the evaluate metric.
+how many distinct problems a cell used. Per-cell scores come from `hf_arith.metrics`, the same
+code as the evaluate metric.
 
-Besides accuracy, every problem gets the perplexity of its correct answer under the model
-(teacher-forced): near 1 means "almost right", large means "lost".
+Every problem first gets one teacher-forced pass over its correct answer. It yields the answer's
+perplexity (near 1 means "almost right", large means "lost") and tells which problems greedy
+decoding answers correctly: those where the correct token is the argmax at every answer step.
+Only the other problems are decoded (`solve`: batched, KV-cached greedy decoding), so a grid
+costs about one forward pass per problem where the model is right.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from .decoding import default_batch_size
 from .formatting import OPERATORS, TASK_NAMES, FormatError, Problems, digits_to_int, parse_problems, render
 from .metrics import arith_scores, group_scores, length_key
 from .problems import DEFAULT_TEST_FRACTION, ProblemSpec, split_of, with_answers
@@ -154,17 +158,24 @@ def plain_text(problems: Problems) -> tuple[list[str], list[str]]:
     return [f"{x}{op}{y}" for x, y in zip(a, b)], answers
 
 
-# -- perplexity of the correct answer -------------------------------------------------------
+# -- teacher forcing: perplexity of the correct answer, and whether greedy decoding finds it --
 @torch.inference_mode()
-def answer_perplexity(model, tokenizer, problems: Problems, batch_size: int = 4096,
-                      model_kwargs: dict | None = None, on_batch=None) -> np.ndarray:
-    """exp(mean negative log-likelihood) of each problem's correct answer tokens (and end token),
-    with the prompt and the correct answer so far as context (teacher forcing)."""
+def teacher_forced(model, tokenizer, problems: Problems, batch_size: int | None = None, model_kwargs: dict | None = None,
+                   on_batch=None) -> tuple[np.ndarray, np.ndarray]:
+    """One forward pass over prompt + correct answer (and end token) per problem. Returns
+
+    - the perplexity of the correct answer: exp(mean negative log-likelihood of its tokens);
+    - whether every answer token is the model's argmax given the correct tokens before it. Greedy
+      decoding then writes exactly the correct answer (it follows the same path step by step), so
+      those rows need no decoding; the argmax can differ only at floating-point ties.
+    """
     fmt = tokenizer.arith_format
     ids, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
     pad = tokenizer.pad_token_id
     device = next(model.parameters()).device
-    out = np.empty(len(problems), dtype=np.float64)
+    batch_size = batch_size or default_batch_size(model)
+    perplexity = np.empty(len(problems), dtype=np.float64)
+    agrees = np.empty(len(problems), dtype=bool)
     for start in range(0, len(problems), batch_size):
         rows = slice(start, start + batch_size)
         lens, prompts = lengths[rows], prompt_lengths[rows]
@@ -176,16 +187,25 @@ def answer_perplexity(model, tokenizer, problems: Problems, batch_size: int = 40
         batch = np.where(real, np.take_along_axis(ids[rows, :width], np.clip(src, 0, None), axis=1), pad)
         input_ids = torch.from_numpy(batch).to(device)
         mask = torch.from_numpy(real.astype(np.int64)).to(device)
-        logits = model(input_ids=input_ids, attention_mask=mask, use_cache=False, **(model_kwargs or {})).logits
-        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1).gather(-1, input_ids[:, 1:, None])[..., 0]
+        logits = model(input_ids=input_ids, attention_mask=mask, use_cache=False, **(model_kwargs or {})).logits[:, :-1]
+        targets = input_ids[:, 1:]
+        logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]
         # Token at column c (an answer token when c >= shift + prompt length) is scored by column c - 1.
         cols = np.arange(1, width)[None, :]
         answer = torch.from_numpy(cols >= (shift + prompts)[:, None]).to(device)
         nll = -(logp * answer).sum(1) / answer.sum(1)
-        out[rows] = torch.exp(nll).cpu().numpy()
+        perplexity[rows] = torch.exp(nll).cpu().numpy()
+        agrees[rows] = ((logits.argmax(-1) == targets) | ~answer).all(1).cpu().numpy()
         if on_batch is not None:
             on_batch(len(lens))
-    return out
+    return perplexity, agrees
+
+
+def answer_perplexity(model, tokenizer, problems: Problems, batch_size: int | None = None,
+                      model_kwargs: dict | None = None, on_batch=None) -> np.ndarray:
+    """exp(mean negative log-likelihood) of each problem's correct answer tokens (and end token),
+    with the prompt and the correct answer so far as context (teacher forcing)."""
+    return teacher_forced(model, tokenizer, problems, batch_size, model_kwargs, on_batch)[0]
 
 
 # -- the grid -------------------------------------------------------------------------------
@@ -265,7 +285,7 @@ def grid_report(predictions, answers, lengths, perplexity, lo: int, hi: int, tra
 
 
 def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: int = 100, seed: int = 0,
-                batch_size: int = 4096, model_kwargs: dict | None = None, train_range=None,
+                batch_size: int | None = None, model_kwargs: dict | None = None, train_range=None,
                 test_fraction: float = DEFAULT_TEST_FRACTION, progress: bool = False,
                 keep_problems: bool = False) -> dict:
     """Evaluate every (len_a, len_b) cell for len_a, len_b in [lengths[0], lengths[1]].
@@ -284,14 +304,25 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
     order = np.lexsort((problems.lengths.max(axis=1), problems.lengths.sum(axis=1)))
     problems = problems.select(order)
     texts, answers = plain_text(problems)
+    batch_size = batch_size or default_batch_size(model)
     start = time.perf_counter()
     bar = tqdm(total=2 * len(texts), desc="grid", unit="problem", disable=not progress)
-    predictions = []
-    for i in range(0, len(texts), batch_size):
-        chunk = texts[i : i + batch_size]
-        predictions.extend(solve(model, tokenizer, chunk, batch_size=batch_size, model_kwargs=model_kwargs))
-        bar.update(len(chunk))
-    perplexity = answer_perplexity(model, tokenizer, problems, batch_size, model_kwargs, on_batch=bar.update)
+    # One teacher-forced pass gives every answer's perplexity and, with an end token, which rows
+    # greedy decoding would answer correctly; only the others are decoded. Without an end token
+    # a greedy answer's length is the batch's budget, so every row is decoded.
+    perplexity, agrees = teacher_forced(model, tokenizer, problems, batch_size, model_kwargs, on_batch=bar.update)
+    if not fmt.end_token:
+        agrees[:] = False
+    predictions = [a if ok else None for a, ok in zip(answers, agrees)]
+    to_decode = np.flatnonzero(~agrees)
+    bar.total = len(texts) + len(to_decode)
+    bar.refresh()
+    for i in range(0, len(to_decode), batch_size):
+        rows = to_decode[i : i + batch_size]
+        decoded = solve(model, tokenizer, [texts[r] for r in rows], batch_size=batch_size, model_kwargs=model_kwargs)
+        for r, prediction in zip(rows, decoded):
+            predictions[r] = prediction
+        bar.update(len(rows))
     bar.close()
     back = np.argsort(order)
     problems, perplexity = problems.select(back), np.asarray(perplexity)[back]
@@ -307,7 +338,8 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
         "train_range": list(train_range) if train_range is not None else None,
         "matrices": {f: _matrix(cells, lo, hi, f)
                      for f in ("exact_match", "per_digit_accuracy", "malformed", "mean_perplexity")},
-        "summary": {**report["summary"], "seconds": seconds, "problems_per_second": len(texts) / seconds},
+        "summary": {**report["summary"], "seconds": seconds, "problems_per_second": len(texts) / seconds,
+                    "decoded": len(to_decode)},  # the rest were confirmed by the teacher-forced pass
         "cells": list(cells.values()),
     }
     if keep_problems:
@@ -319,6 +351,6 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
 
 __all__ = [
     "answer_perplexity", "cell_problems", "check_grid", "count_of_length", "grid_problem_set", "grid_report",
-    "length_grid", "training_range",
+    "length_grid", "teacher_forced", "training_range",
     "parse_length_range", "plain_text", "solved_up_to", "stack",
 ]

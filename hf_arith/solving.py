@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .decoding import check_tokens_per_step, greedy_decode
+from .decoding import check_tokens_per_step, default_batch_size, greedy_decode
 from .formatting import FormatError, parse_problems
 
 
@@ -38,14 +38,14 @@ def check_context(model, prompt_length: int, budget: int) -> None:
         )
 
 
-def solve(model, tokenizer, problems: list[str] | str, batch_size: int = 4096, use_cache: bool = True,
+def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = None, use_cache: bool = True,
           tokens_per_step: int = 1, model_kwargs: dict | None = None):
     """Answer plain problems ('123+456') with greedy decoding; None where the output is malformed.
 
     The tokenizer writes each problem in the model's format and reads the answer back; the
     model generates every answer token. No arithmetic happens here. `tokens_per_step` > 1 uses
     a multi-token model's extra heads; `model_kwargs` reach every forward pass (for example
-    `{"num_recurrences": 8}` for a looped model).
+    `{"num_recurrences": 8}` for a looped model). `batch_size` defaults to `default_batch_size(model)`.
     """
     single = isinstance(problems, str)
     problems = [problems] if single else list(problems)
@@ -54,6 +54,7 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int = 4096, u
     if not hasattr(tokenizer, "arith_format"):
         raise FormatError(f"{type(tokenizer).__name__} is not an hf_arith tokenizer (no number format)")
     check_tokens_per_step(model, tokens_per_step)
+    batch_size = batch_size or default_batch_size(model)
     answers = []
     model_device = next(model.parameters()).device
     for start in range(0, len(problems), batch_size):

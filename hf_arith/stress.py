@@ -79,7 +79,7 @@ def score_set(texts: list[str], predictions, expected) -> dict:
     return report
 
 
-def stress_test(model, tokenizer, max_digits: int, n: int = 100, seed: int = 0, batch_size: int = 4096,
+def stress_test(model, tokenizer, max_digits: int, n: int = 100, seed: int = 0, batch_size: int | None = None,
                 model_kwargs: dict | None = None, sets: dict[str, list[str]] | None = None) -> dict:
     """Run every stress set (or the given `sets`) through `solve`; one report per set.
 

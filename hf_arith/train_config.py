@@ -55,6 +55,9 @@ class OptimRecipe:
     seed: int = 0
     threads: int = 1  # tiny models run faster on one torch thread
     compile: bool = False  # torch.compile the model for training (pays a one-off compile time)
+    # With init_from: train only the tensors the checkpoint lacks (new heads) and keep the loaded
+    # ones fixed, so the model's existing outputs stay exactly as they were.
+    freeze_init: bool = False
     save_steps: int = 5000
     logging_steps: int = 500
 
@@ -63,7 +66,7 @@ class OptimRecipe:
 class EvalRecipe:
     samples: int = 2000  # held-out problems for the final report
     verify: bool = False  # also run the tiny-adder protocol (10-digit addition only)
-    batch_size: int = 4096
+    batch_size: int = 0  # 0: hf_arith.decoding.default_batch_size, from the model's width
 
 
 @dataclass
@@ -79,6 +82,9 @@ class Recipe:
     trainer: dict = field(default_factory=dict)
     output_dir: str = "runs/minimal-add10"
     name: str = "minimal-add10"
+    # Warm start: a bundled model name or checkpoint folder whose weights initialise the model
+    # (tensors it lacks, such as new multi-token heads, keep their fresh init). "" = from scratch.
+    init_from: str = ""
 
 
 _SECTIONS = {"data": DataRecipe, "optim": OptimRecipe, "eval": EvalRecipe}
@@ -153,6 +159,8 @@ def _check(recipe: Recipe) -> None:
         last = phase.until_step
     if o.steps < 1 or o.batch_size < 1 or o.learning_rate <= 0:
         raise RecipeError("optim: steps, batch_size and learning_rate must be positive")
+    if o.freeze_init and not recipe.init_from:
+        raise RecipeError("optim.freeze_init keeps the weights of init_from fixed, but the recipe has no init_from")
     if not 0 <= o.restart_at < 1:
         raise RecipeError(f"optim.restart_at must be in [0, 1), got {o.restart_at}")
 

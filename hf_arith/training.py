@@ -35,6 +35,7 @@ from .saving import save_checkpoint
 from .streaming import CurriculumState, ProblemStream, stack_examples, worst_case_length
 from .tokenization_arith import ArithTokenizer
 from .train_config import Recipe, RecipeError
+from .warm_start import describe_warm_start, freeze_all_but, warm_start
 
 
 def problem_spec(recipe: Recipe, fmt: NumberFormat) -> ProblemSpec:
@@ -378,6 +379,12 @@ def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, e
     context = worst_case_length(spec, fmt)
     tokenizer = build_tokenizer(fmt, context)
     model = build_model(recipe, tokenizer, context)
+    if recipe.init_from and not resume:  # a resumed run takes every weight from its own checkpoint
+        fresh = warm_start(model, recipe.init_from, fmt.to_dict())
+        if recipe.optim.freeze_init:
+            freeze_all_but(model, fresh)
+        if is_main_process():
+            print(describe_warm_start(recipe.init_from, fresh), flush=True)
 
     checkpoint = None
     if resume:
@@ -432,7 +439,7 @@ def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, e
     if evaluate:
         model.eval()
         summary["heldout"] = evaluate_model(model, tokenizer, spec, n=recipe.eval.samples,
-                                            batch_size=recipe.eval.batch_size,
+                                            batch_size=recipe.eval.batch_size or None,
                                             test_fraction=recipe.data.test_fraction)
         if recipe.eval.verify:
             summary["verify"] = verify_tiny_adder(model, tokenizer)

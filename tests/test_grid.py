@@ -252,9 +252,28 @@ def test_small_grid_runs_in_every_family(family, capsys):
     result = length_grid(model, tok, (1, 2), samples_per_cell=3, keep_problems=True, progress=True)
     assert np.array(result["matrices"]["mean_perplexity"]).shape == (2, 2)
     assert len(result["problems"]) == 12 and result["summary"]["n"] == 12
-    # The progress bar counts both passes (answers, then perplexities) over every problem.
+    # The progress bar counts the teacher-forced pass over every problem, then the decoded ones
+    # (an untrained model gets none right, so all of them).
+    assert result["summary"]["decoded"] == 12
     err = capsys.readouterr().err
     assert "grid" in err and "24/24" in err
+
+
+def test_grid_decodes_only_what_teacher_forcing_cannot_confirm_and_matches_full_decoding():
+    # The bundled abacus model is right inside its training range and often wrong beyond it, so
+    # this grid mixes confirmed and decoded rows; every prediction must be greedy decoding's own.
+    from hf_arith import solve
+
+    model, tok = load_checkpoint("abacus-gpt2-add")
+    result = length_grid(model, tok, (9, 14), samples_per_cell=4, seed=3, keep_problems=True)
+    problems = result["problems"]
+    decoded = result["summary"]["decoded"]
+    assert 0 < decoded < len(problems)
+    assert result["summary"]["exact_match"] < 1.0
+    assert solve(model, tok, [p["problem"] for p in problems]) == [p["prediction"] for p in problems]
+    # Confirmed rows are correct ones. A decoded row may still come out right: a non-canonical
+    # token sequence (an extra leading 0) that reads as the correct number.
+    assert len(problems) - decoded <= sum(p["prediction"] == p["answer"] for p in problems)
 
 
 def test_grid_checks_what_the_model_can_take_before_running():

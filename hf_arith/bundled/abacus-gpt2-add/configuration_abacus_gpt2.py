@@ -12,7 +12,9 @@ class AbacusGPT2Config(PreTrainedConfig):
         vocab_size: tokens in the tokenizer (digits first, so ids `0..num_digit_tokens-1` are digits).
         hidden_size, num_hidden_layers, num_attention_heads, intermediate_size (default 4 *
             hidden_size), activation_function, layer_norm_epsilon, resid_pdrop, embd_pdrop,
-            attn_pdrop: GPT-2's shape and regularisation knobs.
+            attn_pdrop: GPT-2's shape and regularisation knobs. The default activation is GPT-2's
+            tanh GELU as one fused kernel ("gelu_pytorch_tanh"); "gelu_new" computes the same in seven
+            elementwise ops and took 40% of a batched evaluation's time.
         num_digit_tokens: the base; token ids below it are digits and get abacus positions.
         abacus_max_digits: rows of the abacus table, i.e. the longest number the model can position.
         abacus_max_offset: training draws a random k in [0, abacus_max_offset] added to every digit
@@ -46,7 +48,7 @@ class AbacusGPT2Config(PreTrainedConfig):
         num_hidden_layers: int = 4,
         num_attention_heads: int = 4,
         intermediate_size: int | None = None,
-        activation_function: str = "gelu_new",
+        activation_function: str = "gelu_pytorch_tanh",
         layer_norm_epsilon: float = 1e-5,
         resid_pdrop: float = 0.0,
         embd_pdrop: float = 0.0,

@@ -268,6 +268,15 @@ class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
     def get_output_embeddings(self):
         return self.lm_head
 
+    def init_missing_from_loaded(self, missing: list[str]) -> None:
+        """After a warm start from a model with fewer heads: new head blocks start as copies of the
+        last trunk block, which already looks up operand digits, rather than from noise, whose
+        gradients would wreck the trained trunk in the first steps."""
+        trunk = self.transformer.h[-1].state_dict()
+        for j, block in enumerate(self.transformer.future_heads):
+            if any(name.startswith(f"transformer.future_heads.{j}.") for name in missing):
+                block.load_state_dict(trunk)
+
     def prepare_inputs_for_generation(self, input_ids, **kwargs):
         # Abacus ids depend on the whole sequence: compute them from the full input_ids; the
         # base class then slices them to the tokens the cache has not seen.

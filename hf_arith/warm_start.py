@@ -1,0 +1,80 @@
+"""Warm starts: begin training from a trained checkpoint's weights (`init_from` in a recipe).
+
+The usual use is adding capacity to a model that already works, such as extra multi-token
+heads on a trained trunk: tensors the checkpoint has are copied in, tensors it lacks keep
+their fresh initialisation. A checkpoint of another family or number format, or one whose
+tensors have other shapes, is refused in one line before any training.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from .loading import CheckpointError, _read_json, resolve_checkpoint
+from .train_config import RecipeError
+
+
+class WarmStartError(RecipeError):
+    """A checkpoint that cannot initialise this model, with a one-line reason."""
+
+
+def _names(keys) -> str:
+    keys = sorted(keys)
+    return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+
+def warm_start(model: torch.nn.Module, name_or_path: str, number_format: dict) -> list[str]:
+    """Copy the weights of a bundled model or checkpoint folder into `model`; returns the names
+    of the tensors that kept their fresh init (those the checkpoint does not have)."""
+    try:
+        folder = resolve_checkpoint(name_or_path)
+    except CheckpointError as err:
+        raise WarmStartError(f"init_from: {err}") from None
+    config = _read_json(folder / "config.json")
+    if config.get("model_type") != model.config.model_type:
+        raise WarmStartError(f"init_from: {name_or_path} is a {config.get('model_type')!r} checkpoint, but this "
+                             f"recipe trains {model.config.model_type!r}")
+    saved_format = _read_json(folder / "tokenizer_config.json").get("number_format")
+    if saved_format != number_format:
+        raise WarmStartError(f"init_from: {name_or_path} was trained on another number format ({saved_format}); "
+                             f"this recipe uses {number_format}")
+    weights_file = folder / "model.safetensors"
+    if not weights_file.is_file():
+        raise WarmStartError(f"init_from: {name_or_path} has no model.safetensors")
+    saved = load_file(str(weights_file))
+    own = model.state_dict()
+    unexpected = set(saved) - set(own)
+    if unexpected:
+        raise WarmStartError(f"init_from: {name_or_path} holds tensors this model lacks ({_names(unexpected)}); "
+                             f"its shape differs from the recipe's model")
+    mismatched = [k for k, v in saved.items() if tuple(v.shape) != tuple(own[k].shape)]
+    if mismatched:
+        k = mismatched[0]
+        raise WarmStartError(f"init_from: {name_or_path} has {k} of shape {tuple(saved[k].shape)}, the recipe's model "
+                             f"{tuple(own[k].shape)} ({len(mismatched)} tensor(s) differ)")
+    model.load_state_dict(saved, strict=False)
+    model.tie_weights()  # a tied head is stored once, under the embedding's name
+    tied = set(getattr(model, "_tied_weights_keys", None) or {}) if model.config.tie_word_embeddings else set()
+    fresh = sorted(set(own) - set(saved) - tied)
+    if fresh and hasattr(model, "init_missing_from_loaded"):  # a family may seed new parts from trained ones
+        model.init_missing_from_loaded(fresh)
+    return fresh
+
+
+def freeze_all_but(model: torch.nn.Module, trainable: list[str]) -> None:
+    """Only the named parameters train (the Trainer's optimizer skips the rest)."""
+    keep = set(trainable)
+    for name, param in model.named_parameters():
+        param.requires_grad_(name in keep)
+
+
+def describe_warm_start(name_or_path: str | Path, fresh: list[str]) -> str:
+    if not fresh:
+        return f"Initialised every weight from {name_or_path}"
+    return f"Initialised from {name_or_path}; {len(fresh)} tensor(s) it lacks start fresh ({_names(fresh)})"
+
+
+__all__ = ["WarmStartError", "describe_warm_start", "freeze_all_but", "warm_start"]

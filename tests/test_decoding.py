@@ -1,0 +1,44 @@
+"""The shared decoder's cache (preallocated per layer) and its batch-size rule."""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from hf_arith.decoding import PreallocatedLayer, decoding_cache, default_batch_size, greedy_decode
+from hf_arith.loading import load_checkpoint
+
+
+def test_preallocated_layer_returns_what_dynamic_layer_returns_and_grows_past_capacity():
+    torch.manual_seed(0)
+    chunks = [torch.randn(3, 2, n, 4) for n in (5, 1, 1, 2, 1)]  # 10 tokens; capacity 8
+    grown, fixed = DynamicCache(), decoding_cache(8)
+    for chunk in chunks:
+        want = grown.update(chunk, -chunk, 1)
+        got = fixed.update(chunk, -chunk, 1)
+        assert all(torch.equal(w, g) for w, g in zip(want, got))
+        assert fixed.get_seq_length(1) == grown.get_seq_length(1)
+    assert isinstance(fixed.layers[1], PreallocatedLayer) and len(fixed.layers) == 2  # layers made lazily
+    # Reordering rows (as generate's beam search does) leaves a cache that still grows correctly.
+    order = torch.tensor([2, 0])
+    for cache in (grown, fixed):
+        cache.batch_select_indices(order)
+    extra = torch.randn(2, 2, 1, 4)
+    assert torch.equal(grown.update(extra, extra, 1)[0], fixed.update(extra, extra, 1)[0])
+
+
+def test_cached_decoding_through_the_preallocated_cache_matches_uncached_decoding():
+    model, tok = load_checkpoint("abacus-gpt2-add")
+    enc = tok(["12+9", "99999+1", "4096+123456789"], padding=True, return_tensors="pt")
+    args = (model, enc["input_ids"], enc["attention_mask"], 12)
+    kwargs = {"eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id}
+    cached = greedy_decode(*args, use_cache=True, **kwargs)
+    assert torch.equal(cached, greedy_decode(*args, use_cache=False, **kwargs))
+    assert tok.decode_answers(cached) == ["21", "100000", "123460885"]
+
+
+def test_default_batch_size_shrinks_with_the_models_width():
+    tiny, _ = load_checkpoint("minimal-add10")
+    wide, _ = load_checkpoint("abacus-gpt2-add")
+    assert default_batch_size(tiny) == 4096
+    assert default_batch_size(wide) == 2**16 // wide.config.intermediate_size == 256

@@ -1,0 +1,66 @@
+"""Warm starts (`init_from`): weights from a trained checkpoint, new heads seeded from the trunk,
+frozen loaded weights with `optim.freeze_init`, and one-line refusals of unusable checkpoints."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from hf_arith.bundled import bundled_path
+from hf_arith.streaming import worst_case_length
+from hf_arith.train_config import RecipeError, load_recipe
+from hf_arith.training import build_model, build_tokenizer, check_recipe, problem_spec, train
+from hf_arith.warm_start import WarmStartError, warm_start
+
+
+def model_of(preset: str, overrides=()):
+    recipe = load_recipe(preset, list(overrides))
+    fmt = check_recipe(recipe)
+    context = worst_case_length(problem_spec(recipe, fmt), fmt)
+    return build_model(recipe, build_tokenizer(fmt, context), context), fmt
+
+
+def test_extra_heads_on_the_bundled_trunk_start_as_copies_of_its_last_block():
+    model, fmt = model_of("abacus-gpt2-add-k4")
+    fresh = warm_start(model, "abacus-gpt2-add", fmt.to_dict())
+    saved = load_file(f"{bundled_path('abacus-gpt2-add')}/model.safetensors")
+    state = model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in saved.items())
+    assert fresh and all(k.startswith("transformer.future_heads.") for k in fresh)
+    last = model.transformer.h[-1].state_dict()
+    for head in model.transformer.future_heads:
+        assert all(torch.equal(v, last[k]) for k, v in head.state_dict().items())
+    assert torch.equal(model.lm_head.weight, model.transformer.wte.weight)  # still tied
+
+
+@pytest.mark.parametrize(("preset", "overrides", "words"), [
+    ("abacus-gpt2-add", ["model.hidden_size=32", "model.intermediate_size=128"], "shape"),
+    ("abacus-gpt2-add-hex", [], "number format"),
+    ("looped-add", [], "hf_arith_abacus_gpt2"),
+])
+def test_checkpoints_that_cannot_initialise_the_model_are_refused_in_one_line(preset, overrides, words):
+    model, fmt = model_of(preset, overrides)
+    with pytest.raises(WarmStartError) as err:
+        warm_start(model, "abacus-gpt2-add", fmt.to_dict())
+    assert words in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(RecipeError, match="no checkpoint folder"):
+        warm_start(model, "no-such-model", fmt.to_dict())
+
+
+def test_freeze_init_trains_only_the_new_heads(tmp_path):
+    recipe = load_recipe("abacus-gpt2-add-k2", [
+        "optim.steps=3", "optim.batch_size=16", "optim.freeze_init=true", "optim.save_steps=1000",
+        "eval.samples=50", f"output_dir={tmp_path}"])
+    summary = train(recipe)
+    after = load_file(f"{summary['output']}/model.safetensors")
+    before = load_file(f"{bundled_path('abacus-gpt2-add')}/model.safetensors")
+    assert all(torch.equal(after[k], v) for k, v in before.items())
+    head = "transformer.future_heads.0.mlp.c_fc.weight"
+    assert not torch.equal(after[head], before[head.replace("future_heads.0", "h.3")])
+    assert summary["heldout"]["exact_match"] == 1.0  # the frozen trunk still answers every problem
+
+
+def test_freeze_init_without_init_from_is_refused():
+    with pytest.raises(RecipeError, match="freeze_init"):
+        load_recipe("abacus-gpt2-add", ["optim.freeze_init=true"])
