@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from machine import command_line, machine_info, utc_now
 
+from hf_arith.decoding import default_batch_size
 from hf_arith.grid import length_grid, parse_length_range, training_range
 from hf_arith.loading import load_checkpoint, resolve_checkpoint
 from hf_arith.plots import plot_grid, save_figure
@@ -46,7 +47,8 @@ def main() -> None:
     train = training_range(fmt, resolve_checkpoint(args.model))
     load_before = os.getloadavg()[0]  # the machine may be shared: record how busy it was
     start = time.perf_counter()
-    result = length_grid(model, tok, (lo, hi), args.samples_per_cell, batch_size=args.batch_size, train_range=train)
+    batch_size = args.batch_size or default_batch_size(model)
+    result = length_grid(model, tok, (lo, hi), args.samples_per_cell, batch_size=batch_size, train_range=train)
     wall = time.perf_counter() - start
     name = Path(str(args.model)).name
     out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"eval_grid_{name}.json"
@@ -59,7 +61,7 @@ def main() -> None:
         "what": "wall time of the length grid (problem drawing, batched KV-cached decoding, answer perplexity, scoring)",
         "model": args.model, "unique_params": model.num_parameters(), "grid": [lo, hi],
         "samples_per_cell": args.samples_per_cell, "problems": s["n"], "threads": args.threads,
-        "batch_size": args.batch_size, "wall_seconds": wall, "model_seconds": s["seconds"],
+        "batch_size": batch_size, "wall_seconds": wall, "model_seconds": s["seconds"],
         "problems_per_second": s["n"] / wall, "summary": s, "train_range": result["train_range"],
         "exact_match_matrix": result["matrices"]["exact_match"], "figure": png.name,
         "machine": machine_info(load_before), "date": utc_now(),

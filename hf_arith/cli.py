@@ -32,6 +32,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from .bundled import bundled_models, bundled_path
+from .decoding import default_threads
 from .evaluation import evaluate_model, heldout_problems, loops_curve, supports_loops, verify_tiny_adder
 from .formatting import OPERATORS, TASK_NAMES, FormatError
 from .grid import check_grid, length_grid, parse_length_range, training_range
@@ -242,8 +243,8 @@ def cmd_eval(args) -> int:
             raise CLIError(f"--json {args.json}: folder {str(target.parent)!r} does not exist")
     extras = args.grid or args.loops or args.stress
     out_dir = _writable_dir(args.output_dir or _default_eval_dir(args.model), "--output-dir") if extras else None
-    _set_threads(args, default=1)
     model, tokenizer = load_checkpoint(args.model)
+    _set_threads(args, default=default_threads(model))
     fmt = tokenizer.arith_format
     min_digits = 1 if args.min_digits is None else args.min_digits
     max_digits = default_max_digits(model, fmt) if args.max_digits is None else args.max_digits
@@ -541,7 +542,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="torch CPU threads (also accepted before the command)")
     parser = _Parser(prog=PROG, description="Train, evaluate and use small transformers that do exact arithmetic.")
     parser.add_argument("--threads", type=_positive_int, default=None, metavar="N",
-                        help="torch CPU threads (default: 1 for eval/verify/solve, the recipe's optim.threads for train)")
+                        help="torch CPU threads (default: the recipe's optim.threads for train; for eval, 1 for tiny "
+                             "models and every core for wider ones; 1 for the other commands)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("train", parents=[common], help="train a model from a recipe (default: the minimal-add10 preset)",

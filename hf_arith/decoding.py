@@ -14,6 +14,8 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from .hardware import available_cpu_cores
+
 
 class PreallocatedLayer(DynamicLayer):
     """A cache layer that writes into a buffer sized for the whole decode and hands out views of it.
@@ -76,20 +78,39 @@ def decoding_cache(capacity: int) -> DynamicCache:
     return cache
 
 
+def widest_layer(model) -> int:
+    """The model's largest activation width (hidden or MLP), which sets its per-row memory traffic."""
+    config = model.config
+    return max(getattr(config, "hidden_size", 1) or 1, getattr(config, "intermediate_size", 1) or 1)
+
+
 def default_batch_size(model) -> int:
     """Rows per batch for batched decoding and scoring when the caller names none.
 
     On a GPU, as many as fit comfortably. On a CPU, per-step overhead favours big batches for tiny
     models, but once a batch's activations outgrow the cache, memory traffic costs more than the
-    overhead saved: abacus-gpt2-add (width 256) ran its 30x30 grid 2.3x faster at 128-256 rows
-    than at 4096, while the 244-parameter minimal-add10 is fastest at 4096. So rows scale
-    inversely with the model's widest layer.
+    overhead saved: abacus-gpt2-add (width 256) ran its grid 1.6x faster at 128 rows than at 4096
+    (bench/results/grid_batch_size_abacus-gpt2-add.md), while the 244-parameter minimal-add10
+    verified fastest at 4096-16384 (bench/results/verify_speed.json). So rows scale inversely with
+    the model's widest layer.
     """
     if next(model.parameters()).is_cuda:
         return 4096
-    config = model.config
-    width = max(getattr(config, "hidden_size", 1) or 1, getattr(config, "intermediate_size", 1) or 1)
-    return int(min(4096, max(128, 2**16 // width)))
+    return int(min(4096, max(64, 2**15 // widest_layer(model))))
+
+
+def default_threads(model) -> int:
+    """Torch CPU threads for batched decoding and scoring when the caller names none.
+
+    Tiny models (widest layer under 128) take one: their steps are mostly per-op overhead, and on
+    a shared 2-core machine two threads made minimal-add10 many times slower
+    (bench/results/threads.md). Wider models take every available core: the 30x30 grid of
+    abacus-gpt2-add (width 256) ran 1.8x faster on two threads than on one
+    (bench/results/eval_grid_abacus-gpt2-add*.json).
+    """
+    if widest_layer(model) < 128:
+        return 1
+    return available_cpu_cores()
 
 
 def max_tokens_per_step(model) -> int:

@@ -9,6 +9,11 @@ import torch
 import transformers
 
 
+def available_cpu_cores() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def machine_info() -> dict:
     return {
         "processor": platform.processor(),

@@ -310,6 +310,9 @@ def training_details(summary: dict | None) -> dict | None:
     seconds = summary.get("train_seconds")
     if isinstance(seconds, (int, float)):
         rows.append(("training time", f"{seconds:.0f} s ({seconds / 60:.1f} min)"))
+    start = (summary.get("recipe") or {}).get("init_from") if isinstance(summary.get("recipe"), dict) else None
+    if start:  # a warm start: the time above is this run's only
+        rows.append(("initialised from", f"`{start}` (a trained checkpoint; its own training time is not included above)"))
     machine = summary.get("machine") or record.get("machine")
     rows.append(("hardware", _hardware(machine) if isinstance(machine, dict) else "not recorded"))
     if isinstance(summary.get("train_loss"), (int, float)):

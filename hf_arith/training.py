@@ -29,7 +29,7 @@ from transformers import PreTrainedConfig, Trainer, TrainerCallback, TrainingArg
 from .evaluation import evaluate_model, is_tiny_adder_format, verify_tiny_adder
 from .families import family_classes
 from .formatting import TASK_NAMES, NumberFormat
-from .hardware import machine_info
+from .hardware import available_cpu_cores, machine_info
 from .problems import ProblemSpec
 from .saving import save_checkpoint
 from .streaming import CurriculumState, ProblemStream, stack_examples, worst_case_length
@@ -128,10 +128,6 @@ def world_size() -> int:
 
 def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
-
-
-def available_cpu_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def check_launch(recipe: Recipe) -> None:

@@ -1,5 +1,6 @@
 """Every bundled checkpoint: current remote code, safetensors only, and it answers correctly."""
 
+import json
 import threading
 from pathlib import Path
 
@@ -55,3 +56,29 @@ def test_checkpoints_load_from_several_threads_at_once():
     for t in threads:
         t.join()
     assert not errors and len(models) == 4
+
+
+def _multi_token_models() -> list[str]:
+    return [n for n in bundled_models()
+            if json.loads((Path(hf_arith.bundled_path(n)) / "config.json").read_text()).get("num_future_tokens", 1) > 1]
+
+
+@pytest.mark.parametrize("name", _multi_token_models())
+def test_bundled_multi_token_model_answers_with_fewer_forward_passes(name):
+    from hf_arith.decoding import greedy_decode
+    from hf_arith.solving import answer_budget
+
+    model, tok = load_checkpoint(name)
+    k = model.config.num_future_tokens
+    texts, answers, _ = heldout_problems(ProblemSpec(task="add", base=10, min_digits=1, max_digits=10), 300, seed=98)
+    enc = tok(texts, padding=True, return_tensors="pt")
+    budget = answer_budget(tok, texts)
+    passes, outputs = {}, {}
+    for step in (1, k):
+        new, passes[step] = greedy_decode(model, enc["input_ids"], enc["attention_mask"], budget,
+                                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                                          tokens_per_step=step, return_passes=True)
+        outputs[step] = tok.decode_answers(new)
+        accuracy = sum(p == a for p, a in zip(outputs[step], answers)) / len(answers)
+        assert accuracy >= 0.99, f"{name}, {step} token(s) per pass: {accuracy:.3f}"
+    assert passes[k] <= 0.55 * passes[1]

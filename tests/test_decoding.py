@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from hf_arith.decoding import PreallocatedLayer, decoding_cache, default_batch_size, greedy_decode
+from hf_arith.decoding import PreallocatedLayer, decoding_cache, default_batch_size, default_threads, greedy_decode
+from hf_arith.hardware import available_cpu_cores
 from hf_arith.loading import load_checkpoint
 
 
@@ -41,4 +42,11 @@ def test_default_batch_size_shrinks_with_the_models_width():
     tiny, _ = load_checkpoint("minimal-add10")
     wide, _ = load_checkpoint("abacus-gpt2-add")
     assert default_batch_size(tiny) == 4096
-    assert default_batch_size(wide) == 2**16 // wide.config.intermediate_size == 256
+    assert default_batch_size(wide) == 2**15 // wide.config.intermediate_size == 128
+
+
+def test_default_threads_one_for_tiny_models_every_core_for_wider_ones():
+    tiny, _ = load_checkpoint("minimal-add10")
+    wide, _ = load_checkpoint("abacus-gpt2-add")
+    assert default_threads(tiny) == 1
+    assert default_threads(wide) == available_cpu_cores() >= 1

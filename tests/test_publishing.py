@@ -190,6 +190,8 @@ def test_card_describes_format_architecture_and_training_of_every_bundled_model(
         assert f"| training time | {summary['train_seconds']:.0f} s" in training
         assert "| hardware |" in training and "not recorded" not in training.split("| hardware |")[1].split("\n")[0]
         assert "Recipe (" in training and "```yaml" in training
+        start = (summary.get("recipe") or {}).get("init_from")  # a warm start says where its weights came from
+        assert (f"| initialised from | `{start}`" in training) == bool(start)
     else:
         assert "No training record" in training
 

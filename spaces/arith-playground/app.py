@@ -182,10 +182,12 @@ def answer_with_confidence(model, tokenizer, problem: str, kwargs: dict | None):
                         eos_token_id=tokenizer.eos_token_id if fmt.end_token else None,
                         pad_token_id=tokenizer.pad_token_id, model_kwargs=kwargs)
     answer = tokenizer.decode_answers(new)[0]
-    # One teacher-forced pass over prompt + answer gives the distribution behind each token.
-    full = torch.cat([ids, new], dim=1)
+    # One teacher-forced pass gives the distribution behind each token. The last written token is
+    # not fed back (as in decoding), so an answer that ran to the budget without an end token still
+    # fits the model's context and position range.
+    full = torch.cat([ids, new[:, :-1]], dim=1)
     logits = model(input_ids=full, attention_mask=torch.ones_like(full), **(kwargs or {})).logits
-    steps = logits[0, ids.shape[1] - 1 : full.shape[1] - 1].float().softmax(-1)
+    steps = logits[0, ids.shape[1] - 1 :].float().softmax(-1)
     probs = steps.gather(1, new[0][:, None])[:, 0].tolist()
     vocab = fmt.vocab()
     rows = []

@@ -1,0 +1,104 @@
+"""Abacus position ids (McLeish et al. 2024, arXiv 2405.17399), shared by every abacus family.
+
+Each digit gets its index within its own number, counting from 1 at the first digit written
+(the least significant one in reversed formats); every other token gets 0. Digit `i` of every
+operand and of the answer then shares one position embedding, which is what lets a model line
+digits up at lengths it never saw, provided those indices were trained: hence the random
+training offset. Shipped as Hub remote code: imports only torch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def abacus_position_ids(input_ids: torch.Tensor, num_digit_tokens: int,
+                        answer_start_token_id: int | None = None) -> torch.Tensor:
+    """Per-digit positions for a batch of token ids [batch, length] (digit tokens are ids < num_digit_tokens).
+
+    With `answer_start_token_id` (the `=` before the answer), the answer is aligned with what it
+    predicts: `=` gets 1 and answer digit i gets i + 1, the index of the digit it predicts next.
+    The token that predicts answer digit i then carries the same index as operand digit i, so
+    finding the operands is an equality of indices, which holds at every length, instead of a
+    "next index" relation that must be learned for each index separately.
+    """
+    is_digit = input_ids < num_digit_tokens  # the tokenizer puts digits first: id == digit value
+    index = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
+    # Index of the latest non-digit token at or before each position (-1 before the first one).
+    last_break = torch.where(is_digit, torch.full_like(index, -1), index).cummax(dim=-1).values
+    positions = torch.where(is_digit, index - last_break, torch.zeros_like(index))
+    if answer_start_token_id is None:
+        return positions
+    is_start = input_ids == answer_start_token_id
+    # The answer: the `=` and the digit run right after it (its run starts at the `=`).
+    in_answer = is_start | (is_digit & (last_break >= 0)
+                            & is_start.gather(-1, last_break.clamp(min=0)))
+    return torch.where(in_answer, positions + 1, positions)
+
+
+def segment_ids(input_ids: torch.Tensor, num_digit_tokens: int, pad_token_id: int | None,
+                num_segments: int) -> torch.Tensor:
+    """Which number each token belongs to: the separators (non-digit, non-pad tokens) up to and including it.
+
+    `a+b=c` gives a: 0, `+` and b: 1, `=` and c: 2, capped at num_segments - 1. Without it a
+    NoPE model tells the operands and the answer apart by attending over the separators seen so
+    far, a feature that changes with the sequence length and so breaks on longer numbers.
+    """
+    separator = input_ids >= num_digit_tokens
+    if pad_token_id is not None:
+        separator &= input_ids != pad_token_id
+    return separator.long().cumsum(-1).clamp(max=num_segments - 1)
+
+
+def pack_positions(index: torch.Tensor, segment: torch.Tensor | None, max_digits: int) -> torch.Tensor:
+    """One id tensor per token that carries both the digit index and the segment, so generate()'s
+    and the decoder's slicing of `position_ids` to the uncached tokens moves both together."""
+    return index if segment is None else segment * (max_digits + 1) + index
+
+
+def unpack_positions(position_ids: torch.Tensor, max_digits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(digit index, segment) of ids made by `pack_positions`."""
+    return position_ids % (max_digits + 1), position_ids // (max_digits + 1)
+
+
+def check_abacus_range(position_ids: torch.Tensor, max_digits: int) -> None:
+    """One clear error for a number longer than the position table, instead of an index error in torch."""
+    longest = int(position_ids.max()) if position_ids.numel() else 0
+    if longest > max_digits:
+        raise ValueError(
+            f"a number of {longest} digits is longer than this model's abacus range of {max_digits} digits "
+            "(config.abacus_max_digits)"
+        )
+
+
+def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int, per_sequence: bool,
+                   unshifted_fraction: float = 0.0, shift_all_tokens: bool = False) -> torch.Tensor:
+    """Shift every digit position by a random k in [0, max_offset] (one k per batch or per sequence).
+
+    Without the shift, indices beyond the training length never receive gradient and length
+    generalization fails. k is capped so that no shifted index leaves the table. With uniform k,
+    index 1 (used by every number at test time, where k = 0) is trained only when k = 0; a share
+    `unshifted_fraction` of draws keeps k = 0 so the low indices are trained as often as the rest.
+    With `shift_all_tokens`, non-digit tokens move to k too: the `=` that predicts the first answer
+    digit then sits one index below it for every k, as each answer digit sits below the next.
+    """
+    if max_offset <= 0 or position_ids.numel() == 0:
+        return position_ids
+    longest = position_ids.max(dim=-1).values  # [batch]
+    room = (max_digits - longest).clamp(min=0, max=max_offset)
+    if not per_sequence:  # the paper's choice: one k for the whole batch
+        room = room.min().expand_as(room)
+        draw = torch.rand((), device=position_ids.device).expand_as(room)
+    else:
+        draw = torch.rand(room.shape, device=position_ids.device)
+    k = (draw * (room + 1)).floor().long().clamp(max=room)
+    if unshifted_fraction > 0:
+        keep = torch.rand(k.shape if per_sequence else (), device=k.device) < unshifted_fraction
+        k = torch.where(keep, torch.zeros_like(k), k)
+    if shift_all_tokens:
+        return position_ids + k[:, None]
+    return torch.where(position_ids > 0, position_ids + k[:, None], position_ids)
+
+
+__all__ = ["abacus_position_ids", "check_abacus_range", "pack_positions", "random_offsets", "segment_ids",
+           "unpack_positions"]

@@ -1,0 +1,131 @@
+"""Configuration for the abacus GPT-2 family: GPT-2 blocks with per-digit (abacus) positions.
+
+Shipped as Hub remote code: imports only transformers.
+"""
+
+from transformers import PreTrainedConfig
+
+
+class AbacusGPT2Config(PreTrainedConfig):
+    r"""
+    Args:
+        vocab_size: tokens in the tokenizer (digits first, so ids `0..num_digit_tokens-1` are digits).
+        hidden_size, num_hidden_layers, num_attention_heads, intermediate_size (default 4 *
+            hidden_size), activation_function, layer_norm_epsilon, resid_pdrop, embd_pdrop,
+            attn_pdrop: GPT-2's shape and regularisation knobs. The default activation is GPT-2's
+            tanh GELU as one fused kernel ("gelu_pytorch_tanh"); "gelu_new" computes the same in seven
+            elementwise ops and took 40% of a batched evaluation's time.
+        num_digit_tokens: the base; token ids below it are digits and get abacus positions.
+        abacus_max_digits: rows of the abacus table, i.e. the longest number the model can position.
+        abacus_max_offset: training draws a random k in [0, abacus_max_offset] added to every digit
+            position (the paper's max_k = 100), so that indices beyond the training length get trained.
+        abacus_offset_per_sequence: draw k per sequence instead of once per batch (the paper).
+        abacus_unshifted_fraction: share of draws that keep k = 0 (0 in the paper), so the low
+            indices that every number uses at test time are trained often enough.
+        abacus_offset_all_tokens: the training offset also moves non-digit tokens (index 0 -> k), so
+            the `=` before the answer keeps the "next index" relation to the first answer digit
+            for every k (the paper shifts digits only).
+        abacus_align_answer: give the `=` index 1 and answer digit i index i + 1, the index of the
+            digit it predicts, so each answer step looks up operand digits of its own index.
+            Needs `answer_start_token_id` (the `=` token's id).
+        abacus_num_segments: also add a learned embedding of which number a token belongs to
+            (`abacus_positions.segment_ids`: separators seen so far, capped at this many - 1);
+            0 turns it off. Position ids then carry index and segment packed into one id.
+        absolute_position_embedding: also add a learned absolute position (GPT-2's wpe), over
+            `max_position_embeddings` tokens.
+        max_position_embeddings: the longest sequence the model accepts.
+        num_future_tokens: output heads; head j predicts the token j positions after the next one,
+            so decoding can emit up to this many tokens per forward pass.
+    """
+
+    model_type = "hf_arith_abacus_gpt2"
+    keys_to_ignore_at_inference = ["past_key_values"]
+
+    def __init__(
+        self,
+        vocab_size: int = 17,
+        hidden_size: int = 64,
+        num_hidden_layers: int = 4,
+        num_attention_heads: int = 4,
+        intermediate_size: int | None = None,
+        activation_function: str = "gelu_pytorch_tanh",
+        layer_norm_epsilon: float = 1e-5,
+        resid_pdrop: float = 0.0,
+        embd_pdrop: float = 0.0,
+        attn_pdrop: float = 0.0,
+        num_digit_tokens: int = 10,
+        abacus_max_digits: int = 128,
+        abacus_max_offset: int = 100,
+        abacus_offset_per_sequence: bool = False,
+        abacus_unshifted_fraction: float = 0.0,
+        abacus_offset_all_tokens: bool = False,
+        abacus_align_answer: bool = False,
+        answer_start_token_id: int | None = None,
+        abacus_num_segments: int = 0,
+        absolute_position_embedding: bool = False,
+        max_position_embeddings: int = 1024,
+        num_future_tokens: int = 1,
+        initializer_range: float = 0.02,
+        tie_word_embeddings: bool = True,
+        pad_token_id: int | None = None,
+        eos_token_id: int | None = None,
+        bos_token_id: int | None = None,
+        **kwargs,
+    ):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = 4 * hidden_size if intermediate_size is None else intermediate_size
+        self.activation_function = activation_function
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.resid_pdrop, self.embd_pdrop, self.attn_pdrop = resid_pdrop, embd_pdrop, attn_pdrop
+        self.num_digit_tokens = num_digit_tokens
+        self.abacus_max_digits = abacus_max_digits
+        self.abacus_max_offset = abacus_max_offset
+        self.abacus_offset_per_sequence = abacus_offset_per_sequence
+        self.abacus_unshifted_fraction = abacus_unshifted_fraction
+        self.abacus_offset_all_tokens = abacus_offset_all_tokens
+        self.abacus_align_answer = abacus_align_answer
+        self.answer_start_token_id = answer_start_token_id
+        self.abacus_num_segments = abacus_num_segments
+        self.absolute_position_embedding = absolute_position_embedding
+        self.max_position_embeddings = max_position_embeddings
+        self.num_future_tokens = num_future_tokens
+        self.initializer_range = initializer_range
+        self._validate()
+        super().__init__(
+            tie_word_embeddings=tie_word_embeddings,
+            pad_token_id=pad_token_id,
+            eos_token_id=eos_token_id,
+            bos_token_id=bos_token_id,
+            **kwargs,
+        )
+
+    def _validate(self):
+        """Reject malformed configs with one line that names the field, before torch sees them."""
+        name = type(self).__name__
+        for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                      "num_digit_tokens", "abacus_max_digits", "max_position_embeddings", "num_future_tokens"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name}.{field} must be a positive integer, got {value!r}")
+        for field in ("abacus_max_offset", "abacus_num_segments"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name}.{field} must be an integer >= 0, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"{name}.hidden_size ({self.hidden_size}) must be a multiple of "
+                             f"num_attention_heads ({self.num_attention_heads})")
+        if not 2 <= self.num_digit_tokens <= self.vocab_size:
+            raise ValueError(f"{name}.num_digit_tokens must be between 2 and vocab_size, got {self.num_digit_tokens}")
+        if self.abacus_align_answer and not (isinstance(self.answer_start_token_id, int)
+                                             and 0 <= self.answer_start_token_id < self.vocab_size):
+            raise ValueError(f"{name}.abacus_align_answer needs answer_start_token_id, the id of the token before "
+                             f"the answer, in [0, vocab_size); got {self.answer_start_token_id!r}")
+        for field in ("resid_pdrop", "embd_pdrop", "attn_pdrop", "abacus_unshifted_fraction"):
+            if not 0.0 <= getattr(self, field) < 1.0:
+                raise ValueError(f"{name}.{field} must lie in [0, 1), got {getattr(self, field)!r}")
+
+
+__all__ = ["AbacusGPT2Config"]

@@ -1,0 +1,400 @@
+"""The number format: how an arithmetic problem is written as model tokens.
+
+This file is shipped next to the tokenizer as Hub remote code, so it imports only numpy and
+the standard library. Everything that turns problems into token ids (training data, prompts
+typed by a user) goes through `render`, and every generated answer comes back through
+`decode_answer`: one mechanism, whichever path the problem took.
+
+Problems are held as digit arrays, least significant digit first, in the format's base. That
+keeps 100-digit operands exact (no int64 overflow) and lets the data generator stay vectorized.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+TASKS = ("add", "sub", "mul", "sort")
+OPERATORS = {"add": "+", "sub": "-", "mul": "*"}
+TASK_NAMES = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "sort": "sorting"}
+DIGIT_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+SORT_LABELS = "abcdefghijklmnopqrstuvwxyz"
+PAD_TOKEN, EOS_TOKEN = "<pad>", "<eos>"
+PROMPT_END = "="
+
+
+class FormatError(ValueError):
+    """A problem, answer or format setting that the number format cannot express.
+
+    The message is always one line that names the offending input.
+    """
+
+
+@dataclass(frozen=True)
+class NumberFormat:
+    """How numbers are written for one task. Saved inside the tokenizer's config.
+
+    operand_width / answer_width: zero-pad to this many digits (0 = no padding).
+    reverse_*: True writes the least significant digit first (what carries want).
+    end_token: append <eos> after the answer. Fixed-width answers do not need it.
+    """
+
+    task: str = "add"
+    base: int = 10
+    reverse_operands: bool = True
+    reverse_answer: bool = True
+    operand_width: int = 0
+    answer_width: int = 0
+    end_token: bool = True
+    max_items: int = 8  # sort: the largest number of labelled items a prompt may hold
+
+    def __post_init__(self):
+        if self.task not in TASKS:
+            raise FormatError(f"unknown task {self.task!r}; known tasks: {', '.join(TASKS)}")
+        if not isinstance(self.base, int) or not 2 <= self.base <= 36:
+            raise FormatError(f"base must be an integer from 2 to 36, got {self.base!r}")
+        for name in ("operand_width", "answer_width"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise FormatError(f"{name} must be a non-negative integer, got {value!r}")
+        if not isinstance(self.max_items, int) or not 2 <= self.max_items <= len(SORT_LABELS):
+            raise FormatError(f"max_items must be from 2 to {len(SORT_LABELS)}, got {self.max_items!r}")
+        if self.task == "sort" and self.answer_width:
+            raise FormatError("answer_width does not apply to sorting (the answer is a list of labels)")
+
+    # -- serialization -------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> NumberFormat:
+        if not isinstance(data, dict):
+            raise FormatError(f"number_format must be a mapping, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise FormatError(f"unknown number_format keys {unknown}; known keys: {sorted(known)}")
+        return cls(**data)
+
+    # -- vocabulary ----------------------------------------------------------------------
+    def vocab(self) -> list[str]:
+        """Token strings in id order. Digits come first so that a digit's id is its value."""
+        symbols = {"add": ["+"], "sub": ["-"], "mul": ["*"], "sort": [":", ","]}[self.task]
+        labels = list(SORT_LABELS[: self.max_items]) if self.task == "sort" else []
+        return list(DIGIT_CHARS[: self.base]) + symbols + labels + [PROMPT_END, PAD_TOKEN, EOS_TOKEN]
+
+    def token_id(self, token: str) -> int:
+        return self.vocab().index(token)
+
+    def max_answer_digits(self, lengths: np.ndarray) -> np.ndarray:
+        """Upper bound on answer digits for operands of the given lengths ([n, k] array)."""
+        if self.task == "add":
+            bound = lengths.max(axis=1) + 1
+        elif self.task == "sub":
+            bound = lengths.max(axis=1)
+        elif self.task == "mul":
+            bound = lengths.sum(axis=1)
+        else:
+            return (lengths > 0).sum(axis=1)
+        return np.maximum(bound, self.answer_width)
+
+    def max_answer_tokens(self, problems: Problems) -> int:
+        """Tokens a decoder may need for the longest answer in the batch (sign and <eos> included)."""
+        extra = (1 if self.task == "sub" else 0) + (1 if self.end_token else 0)
+        return int(self.max_answer_digits(problems.lengths).max()) + extra
+
+
+@dataclass
+class Problems:
+    """A batch of problems of one task as digit arrays (least significant digit first).
+
+    operands: [n, k, L] digits in `base`; lengths: [n, k] digit counts (0 = no such item,
+    which only sorting uses). answer / answer_lengths / negative are None for prompts whose
+    answer is unknown (user input). For sorting, `answer` holds item indices in sorted order.
+    """
+
+    task: str
+    base: int
+    operands: np.ndarray
+    lengths: np.ndarray
+    answer: np.ndarray | None = None
+    answer_lengths: np.ndarray | None = None
+    negative: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return self.operands.shape[0]
+
+    def select(self, index) -> Problems:
+        def pick(a):
+            return None if a is None else a[index]
+
+        return Problems(self.task, self.base, self.operands[index], self.lengths[index],
+                        pick(self.answer), pick(self.answer_lengths), pick(self.negative))
+
+    # -- conversion to and from plain decimal text ---------------------------------------
+    def operand_values(self) -> list[list[int]]:
+        """Operands as Python ints (exact for any length)."""
+        out = []
+        for row_digits, row_lengths in zip(self.operands, self.lengths):
+            out.append([digits_to_int(d[:n], self.base) for d, n in zip(row_digits, row_lengths) if n > 0])
+        return out
+
+    def to_text(self) -> list[str]:
+        """Plain decimal problem text, e.g. '123+456' or 'a:31,b:7,c:120'."""
+        rows = self.operand_values()
+        if self.task == "sort":
+            return [",".join(f"{SORT_LABELS[i]}:{v}" for i, v in enumerate(r)) for r in rows]
+        op = OPERATORS[self.task]
+        return [f"{r[0]}{op}{r[1]}" for r in rows]
+
+    def answer_text(self) -> list[str]:
+        """Plain decimal answers ('579', '-12') or sorted labels ('bac')."""
+        if self.answer is None:
+            raise FormatError("these problems carry no answers (they were parsed from prompts)")
+        if self.task == "sort":
+            return ["".join(SORT_LABELS[i] for i in row[:n]) for row, n in zip(self.answer, self.answer_lengths)]
+        out = []
+        for row, n, neg in zip(self.answer, self.answer_lengths, self.negative):
+            value = digits_to_int(row[:n], self.base)
+            out.append(f"-{value}" if neg else str(value))
+        return out
+
+
+def digits_to_int(digits, base: int) -> int:
+    """Least-significant-first digits to a Python int."""
+    value = 0
+    for d in reversed([int(x) for x in digits]):
+        value = value * base + d
+    return value
+
+
+def int_to_digits(value: int, base: int) -> list[int]:
+    """A non-negative Python int to least-significant-first digits (at least one digit)."""
+    digits = []
+    while True:
+        value, d = divmod(value, base)
+        digits.append(d)
+        if value == 0:
+            return digits
+
+
+def problems_from_ints(task: str, rows: list[list[int]], base: int) -> Problems:
+    """Operand tuples (Python ints, any size) to a `Problems` batch without answers."""
+    if not rows:
+        raise FormatError("no problems given")
+    if any(v < 0 for row in rows for v in row):
+        raise FormatError("negative numbers are not supported")
+    digit_rows = [[int_to_digits(v, base) for v in row] for row in rows]
+    k = max(len(r) for r in rows)
+    width = max(len(d) for r in digit_rows for d in r)
+    operands = np.zeros((len(rows), k, width), dtype=np.int8)
+    lengths = np.zeros((len(rows), k), dtype=np.int64)
+    for i, row in enumerate(digit_rows):
+        for j, digits in enumerate(row):
+            operands[i, j, : len(digits)] = digits
+            lengths[i, j] = len(digits)
+    return Problems(task, base, operands, lengths)
+
+
+# -- parsing what a user types ------------------------------------------------------------
+_NUMBER = re.compile(r"[0-9]+")
+_SORT_ITEM = re.compile(r"([a-z]):([0-9]+)")
+
+
+def _check_number(text: str, token: str, problem: str) -> str:
+    """A validated decimal operand, leading zeros dropped ('007' -> '7')."""
+    if token == "":
+        raise FormatError(f"{problem!r}: missing operand")
+    if token.startswith("-"):
+        raise FormatError(f"{problem!r}: negative numbers are not supported")
+    if not _NUMBER.fullmatch(token):
+        bad = next(c for c in token if not c.isdigit() or not c.isascii())
+        raise FormatError(f"{problem!r}: {bad!r} is not a decimal digit")
+    return token.lstrip("0") or "0"
+
+
+def parse_problem(text: str, fmt: NumberFormat) -> list[str]:
+    """'123+456' -> ['123', '456'] (or the sort items), with one-line errors for anything else."""
+    if not isinstance(text, str):
+        raise FormatError(f"a problem must be a string, got {type(text).__name__}")
+    problem = text.strip().replace(" ", "")
+    if not problem:
+        raise FormatError("empty problem")
+    if fmt.task == "sort":
+        items = problem.split(",")
+        if not 2 <= len(items) <= fmt.max_items:
+            raise FormatError(f"{problem!r}: this format sorts 2 to {fmt.max_items} items, got {len(items)}")
+        values = []
+        for i, item in enumerate(items):
+            m = _SORT_ITEM.fullmatch(item)
+            if m is None:
+                raise FormatError(f"{problem!r}: sort items look like 'a:31,b:7', got {item!r}")
+            if m.group(1) != SORT_LABELS[i]:
+                raise FormatError(f"{problem!r}: item {i + 1} must be labelled {SORT_LABELS[i]!r}")
+            values.append(_check_number(problem, m.group(2), problem))
+        if not 2 <= len(values) <= fmt.max_items:
+            raise FormatError(f"{problem!r}: this format sorts 2 to {fmt.max_items} items, got {len(values)}")
+        return values
+    op = OPERATORS[fmt.task]
+    # A leading '-' is a negative first operand, not the operator.
+    if problem.startswith("-"):
+        raise FormatError(f"{problem!r}: negative numbers are not supported")
+    found = [c for c in "+-*" if c in problem]
+    if op not in problem:
+        other = next((t for t, o in OPERATORS.items() if o in found), None)
+        if other:
+            raise FormatError(f"{problem!r} is {TASK_NAMES[other]}, but this model does {TASK_NAMES[fmt.task]} ('{op}')")
+        raise FormatError(f"{problem!r}: expected two numbers joined by '{op}'")
+    left, _, right = problem.partition(op)
+    return [_check_number(problem, left, problem), _check_number(problem, right, problem)]
+
+
+def problems_from_decimal(task: str, rows: list[list[str]], base: int) -> Problems:
+    """Decimal operand strings to digit arrays; base 10 skips big-int conversion entirely."""
+    if base != 10:
+        return problems_from_ints(task, [[int(v) for v in row] for row in rows], base)
+    k = max(len(r) for r in rows)
+    width = max(len(v) for r in rows for v in r)
+    cells = [row[j] if j < len(row) else "" for row in rows for j in range(k)]
+    lengths = np.array([len(v) for v in cells], dtype=np.int64).reshape(len(rows), k)
+    text = "".join(v[::-1].ljust(width, "0") for v in cells)  # least significant digit first
+    digits = (np.frombuffer(text.encode("ascii"), dtype=np.uint8) - ord("0")).astype(np.int8)
+    return Problems(task, base, digits.reshape(len(rows), k, width), lengths)
+
+
+def parse_problems(texts: list[str], fmt: NumberFormat) -> Problems:
+    if isinstance(texts, str) or not len(texts):
+        raise FormatError("expected a non-empty list of problems")
+    rows = [parse_problem(t, fmt) for t in texts]
+    problems = problems_from_decimal(fmt.task, rows, fmt.base)
+    check_fits(problems, fmt)
+    return problems
+
+
+def check_fits(problems: Problems, fmt: NumberFormat) -> None:
+    """Operands wider than a fixed-width format cannot be written: say which one."""
+    if fmt.operand_width and (problems.lengths > fmt.operand_width).any():
+        i = int(np.argwhere(problems.lengths > fmt.operand_width)[0][0])
+        raise FormatError(
+            f"{problems.select([i]).to_text()[0]!r}: an operand has more than {fmt.operand_width} "
+            f"base-{fmt.base} digits, the width this model was trained on"
+        )
+    if fmt.answer_width and (fmt.max_answer_digits(problems.lengths) > fmt.answer_width).any():
+        i = int(np.argmax(fmt.max_answer_digits(problems.lengths) > fmt.answer_width))
+        raise FormatError(
+            f"{problems.select([i]).to_text()[0]!r}: the answer may need more than {fmt.answer_width} digits"
+        )
+
+
+# -- rendering to token ids ---------------------------------------------------------------
+def _digit_segment(digits: np.ndarray, lengths: np.ndarray, width: int, reverse: bool):
+    """Digits of one number per row as a [n, W] block in print order, with per-row lengths."""
+    shown = np.full_like(lengths, width) if width else lengths
+    cols = int(shown.max()) if len(shown) else 0
+    if digits.shape[1] < cols:
+        digits = np.pad(digits, ((0, 0), (0, cols - digits.shape[1])))
+    if reverse:
+        return digits[:, :cols].astype(np.int64), shown
+    index = np.clip(shown[:, None] - 1 - np.arange(cols)[None, :], 0, None)
+    return np.take_along_axis(digits, index, axis=1).astype(np.int64), shown
+
+
+def _concat(segments, n: int, pad_id: int):
+    """Lay out per-row variable-length segments side by side, right-padded with pad_id."""
+    total = sum(lens for _, lens in segments) if segments else np.zeros(n, dtype=np.int64)
+    out = np.full((n, int(total.max())), pad_id, dtype=np.int64)
+    start = np.zeros(n, dtype=np.int64)
+    for block, lens in segments:
+        width = block.shape[1]
+        cols = start[:, None] + np.arange(width)[None, :]
+        mask = np.arange(width)[None, :] < lens[:, None]
+        out[np.nonzero(mask)[0], cols[mask]] = block[mask]
+        start = start + lens
+    return out, total
+
+
+def _const(token_id: int, present: np.ndarray):
+    """A one-token segment that appears where `present` is true."""
+    return np.full((len(present), 1), token_id, dtype=np.int64), present.astype(np.int64)
+
+
+def render(problems: Problems, fmt: NumberFormat, with_answer: bool):
+    """Token ids for a batch. Returns (ids [n, T] right-padded, lengths [n], prompt_lengths [n]).
+
+    The prompt ends with '='; with_answer appends the answer (and <eos> if the format has one).
+    """
+    if problems.task != fmt.task:
+        raise FormatError(f"problems are {problems.task!r} but the format is for {fmt.task!r}")
+    if problems.base != fmt.base:
+        raise FormatError(f"problems are in base {problems.base} but the format uses base {fmt.base}")
+    check_fits(problems, fmt)
+    vocab = {t: i for i, t in enumerate(fmt.vocab())}
+    n = len(problems)
+    ones = np.ones(n, dtype=bool)
+    segments = []
+    if fmt.task == "sort":
+        for j in range(problems.operands.shape[1]):
+            present = problems.lengths[:, j] > 0
+            if j > 0:
+                segments.append(_const(vocab[","], present))
+            segments.append(_const(vocab[SORT_LABELS[j]], present))
+            segments.append(_const(vocab[":"], present))
+            block, lens = _digit_segment(problems.operands[:, j], problems.lengths[:, j],
+                                         fmt.operand_width, fmt.reverse_operands)
+            segments.append((block, np.where(present, lens, 0)))
+    else:
+        for j in range(2):
+            if j == 1:
+                segments.append(_const(vocab[OPERATORS[fmt.task]], ones))
+            segments.append(_digit_segment(problems.operands[:, j], problems.lengths[:, j],
+                                           fmt.operand_width, fmt.reverse_operands))
+    segments.append(_const(vocab[PROMPT_END], ones))
+    prompt_lengths = sum(lens for _, lens in segments)
+    if with_answer:
+        if problems.answer is None:
+            raise FormatError("cannot render answers for problems parsed from prompts")
+        if fmt.task == "sort":
+            label_ids = np.array([vocab[c] for c in SORT_LABELS[: problems.answer.shape[1]]])
+            segments.append((label_ids[problems.answer], problems.answer_lengths))
+        else:
+            if fmt.task == "sub":
+                segments.append(_const(vocab["-"], problems.negative))
+            segments.append(_digit_segment(problems.answer, problems.answer_lengths,
+                                           fmt.answer_width, fmt.reverse_answer))
+        if fmt.end_token:
+            segments.append(_const(vocab[EOS_TOKEN], ones))
+    ids, lengths = _concat(segments, n, vocab[PAD_TOKEN])
+    return ids, lengths, prompt_lengths
+
+
+# -- reading answers back -----------------------------------------------------------------
+def decode_answer(tokens: list[str], fmt: NumberFormat) -> str | None:
+    """Generated answer tokens (stopping at <eos>/<pad>) to plain decimal text.
+
+    Returns None when the tokens are not a well-formed answer in this format.
+    """
+    chars = []
+    for t in tokens:
+        if t in (EOS_TOKEN, PAD_TOKEN):
+            break
+        chars.append(t)
+    text = "".join(chars)
+    if fmt.task == "sort":
+        labels = SORT_LABELS[: fmt.max_items]
+        if not text or any(c not in labels for c in text) or len(set(text)) != len(text):
+            return None
+        return text
+    sign = ""
+    if fmt.task == "sub" and text.startswith("-"):
+        sign, text = "-", text[1:]
+    digits = DIGIT_CHARS[: fmt.base]
+    if not text or any(c not in digits for c in text):
+        return None
+    if fmt.reverse_answer:
+        text = text[::-1]
+    value = int(text, fmt.base)
+    if sign and value == 0:
+        return None  # "-0" is not how any answer is written
+    return f"{sign}{value}"

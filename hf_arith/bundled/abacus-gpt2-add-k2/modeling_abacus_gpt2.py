@@ -1,0 +1,317 @@
+"""The abacus GPT-2 family: GPT-2 blocks whose digits are positioned by abacus ids.
+
+Layout follows transformers' GPT-2 (pre-norm blocks, fused QKV, GELU MLP, tied head), with the
+attention chosen through ALL_ATTENTION_FUNCTIONS, `Cache` objects, `GenerationMixin` and
+`CausalLMOutputWithPast`. Multi-token prediction adds one extra block per future token on top
+of the trunk (as in Gloeckle et al. 2024), all sharing the final norm and the tied unembedding.
+Shipped as Hub remote code: imports only torch, transformers and sibling files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.masking_utils import create_causal_mask
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .abacus_positions import (
+    abacus_position_ids,
+    check_abacus_range,
+    pack_positions,
+    random_offsets,
+    segment_ids,
+    unpack_positions,
+)
+from .configuration_abacus_gpt2 import AbacusGPT2Config
+
+
+def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    else:  # no mask from the builder means plain causal attention
+        q_len, k_len = scores.shape[-2:]
+        causal = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).tril(k_len - q_len)
+        scores = scores.masked_fill(~causal, torch.finfo(scores.dtype).min)
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+class AbacusGPT2Attention(nn.Module):
+    def __init__(self, config, layer_idx: int):
+        super().__init__()
+        self.config, self.layer_idx = config, layer_idx
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.hidden_size // self.num_heads
+        self.scaling = self.head_dim**-0.5
+        self.is_causal = True
+        self.c_attn = nn.Linear(config.hidden_size, 3 * config.hidden_size)
+        self.c_proj = nn.Linear(config.hidden_size, config.hidden_size)
+        self.resid_dropout = nn.Dropout(config.resid_pdrop)
+
+    def forward(self, hidden_states, attention_mask, past_key_values=None, **kwargs):
+        batch, length, _ = hidden_states.shape
+        q, k, v = self.c_attn(hidden_states).view(batch, length, 3, self.num_heads, self.head_dim).unbind(2)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        if past_key_values is not None:
+            k, v = past_key_values.update(k, v, self.layer_idx)
+        attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        dropout = self.config.attn_pdrop if self.training else 0.0
+        output, weights = attention_interface(self, q, k, v, attention_mask, scaling=self.scaling, dropout=dropout, **kwargs)
+        output = self.resid_dropout(self.c_proj(output.reshape(batch, length, -1)))
+        return output, weights
+
+
+class AbacusGPT2MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.c_proj = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.act = ACT2FN[config.activation_function]
+        self.dropout = nn.Dropout(config.resid_pdrop)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))
+
+
+class AbacusGPT2Block(nn.Module):
+    """A pre-norm GPT-2 block; returns (hidden states, attention weights or None)."""
+
+    def __init__(self, config, layer_idx: int):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_epsilon)
+        self.attn = AbacusGPT2Attention(config, layer_idx)
+        self.ln_2 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_epsilon)
+        self.mlp = AbacusGPT2MLP(config)
+
+    def forward(self, hidden_states, attention_mask, past_key_values=None, **kwargs):
+        attn_out, weights = self.attn(self.ln_1(hidden_states), attention_mask, past_key_values, **kwargs)
+        hidden_states = hidden_states + attn_out
+        hidden_states = hidden_states + self.mlp(self.ln_2(hidden_states))
+        return hidden_states, weights
+
+
+class AbacusGPT2PreTrainedModel(PreTrainedModel):
+    config: AbacusGPT2Config
+    config_class = AbacusGPT2Config
+    base_model_prefix = "transformer"
+    _no_split_modules = ["AbacusGPT2Block"]
+    _supports_sdpa = True
+    _supports_flash_attn = False
+    _supports_attention_backend = True
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        # Explicit N(0, 0.02) init, with GPT-2's 1/sqrt(2 * layers) scale on residual projections.
+        # transformers.initialization skips tensors that were loaded from a checkpoint.
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if getattr(module, "bias", None) is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        if isinstance(module, (AbacusGPT2Attention, AbacusGPT2MLP)):
+            init.normal_(module.c_proj.weight, mean=0.0, std=std / math.sqrt(2 * self.config.num_hidden_layers))
+
+    def position_ids_from_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Abacus positions of a whole sequence (with the segments packed in, when the model has them);
+        decoders with a KV cache slice the new tokens' tail."""
+        c = self.config
+        index = abacus_position_ids(input_ids, c.num_digit_tokens, c.answer_start_token_id if c.abacus_align_answer else None)
+        check_abacus_range(index, c.abacus_max_digits)  # before packing, which a too-long number would corrupt
+        segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments) \
+            if c.abacus_num_segments else None
+        return pack_positions(index, segment, c.abacus_max_digits)
+
+
+@dataclass
+class AbacusModelOutputWithPast(BaseModelOutputWithPast):
+    """`future_hidden_states`: [batch, length, heads - 1, hidden], the extra heads' final states."""
+
+    future_hidden_states: torch.FloatTensor | None = None
+
+
+@dataclass
+class AbacusCausalLMOutputWithPast(CausalLMOutputWithPast):
+    """`future_logits`: [batch, length, heads - 1, vocab]; head j predicts the token j + 1 places after the next."""
+
+    future_logits: torch.FloatTensor | None = None
+
+
+def check_future_tokens(config, num_future_tokens: int) -> None:
+    if not isinstance(num_future_tokens, int) or not 1 <= num_future_tokens <= config.num_future_tokens:
+        raise ValueError(f"num_future_tokens={num_future_tokens!r}, but this model has {config.num_future_tokens} "
+                         f"output head(s), so it predicts between 1 and {config.num_future_tokens} tokens per pass")
+
+
+def absolute_positions(attention_mask, length: int, past_length: int, device) -> torch.Tensor:
+    """Token positions counted over real tokens, so left padding is skipped."""
+    if attention_mask is None:
+        return torch.arange(past_length, past_length + length, device=device).unsqueeze(0)
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -length:]
+
+
+class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
+    def __init__(self, config: AbacusGPT2Config):
+        super().__init__(config)
+        self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.abacus = nn.Embedding(config.abacus_max_digits + 1, config.hidden_size)  # row 0: not a digit
+        self.segment = (nn.Embedding(config.abacus_num_segments, config.hidden_size)
+                        if config.abacus_num_segments else None)
+        self.wpe = (nn.Embedding(config.max_position_embeddings, config.hidden_size)
+                    if config.absolute_position_embedding else None)
+        self.drop = nn.Dropout(config.embd_pdrop)
+        self.h = nn.ModuleList([AbacusGPT2Block(config, i) for i in range(config.num_hidden_layers)])
+        n = config.num_hidden_layers
+        self.future_heads = nn.ModuleList([AbacusGPT2Block(config, n + j) for j in range(config.num_future_tokens - 1)])
+        self.ln_f = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_epsilon)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.wte
+
+    def set_input_embeddings(self, value):
+        self.wte = value
+
+    def embed(self, input_ids, attention_mask, position_ids, past_length: int):
+        """Token + abacus (+ absolute) embeddings; the abacus ids get the random offset in training."""
+        length = input_ids.shape[1]
+        if length + past_length > self.config.max_position_embeddings:
+            raise ValueError(f"sequence of {length + past_length} tokens is longer than this model's context "
+                             f"({self.config.max_position_embeddings} positions)")
+        # Checked on the prompt; later cached steps feed back the model's own tokens.
+        if not past_length and input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
+            raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}); got ids outside it")
+        c = self.config
+        computed = position_ids is None
+        if computed:
+            if past_length:
+                raise ValueError("with a KV cache, pass position_ids computed from the whole sequence "
+                                 "(model.position_ids_from_input_ids); generate() does this itself")
+            position_ids = self.position_ids_from_input_ids(input_ids)
+        index, segment = unpack_positions(position_ids, c.abacus_max_digits) if self.segment is not None \
+            else (position_ids, None)
+        if not computed:  # ids from position_ids_from_input_ids were checked there
+            check_abacus_range(index, c.abacus_max_digits)
+            if segment is not None and segment.numel() and int(segment.max()) >= c.abacus_num_segments:
+                raise ValueError(f"position_ids hold segment {int(segment.max())}, but this model has "
+                                 f"{c.abacus_num_segments} segments (config.abacus_num_segments)")
+        if computed and self.training:
+            index = random_offsets(index, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence,
+                                   c.abacus_unshifted_fraction, c.abacus_offset_all_tokens)
+        hidden = self.wte(input_ids) + self.abacus(index)
+        if segment is not None:
+            hidden = hidden + self.segment(segment)
+        if self.wpe is not None:
+            hidden = hidden + self.wpe(absolute_positions(attention_mask, length, past_length, input_ids.device))
+        return self.drop(hidden)
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                use_cache=None, output_attentions=False, num_future_tokens: int = 1,
+                **kwargs) -> AbacusModelOutputWithPast:
+        if input_ids is None:
+            raise ValueError("abacus models need input_ids (positions are computed from the digits)")
+        check_future_tokens(self.config, num_future_tokens)
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache()
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        hidden_states = self.embed(input_ids, attention_mask, position_ids, past_length)
+
+        if attention_mask is None and (not past_length or input_ids.shape[1] == 1):
+            # Unpadded: plain causal attention, or a single new token that sees every cached one.
+            mask = None
+        else:
+            # The mask builder gets no position ids: it would read abacus resets as packed sequences.
+            mask = create_causal_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask,
+                                      past_key_values=past_key_values, position_ids=None)
+        attentions = []
+        for block in self.h:
+            hidden_states, weights = block(hidden_states, mask, past_key_values, **kwargs)
+            if output_attentions:
+                attentions.append(weights)
+        future = [block(hidden_states, mask, past_key_values, **kwargs)[0]
+                  for block in self.future_heads[: num_future_tokens - 1]]
+        return AbacusModelOutputWithPast(
+            last_hidden_state=self.ln_f(hidden_states),
+            past_key_values=past_key_values if use_cache else None,
+            attentions=tuple(attentions) if output_attentions else None,
+            future_hidden_states=self.ln_f(torch.stack(future, dim=2)) if future else None,
+        )
+
+
+class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
+    _tied_weights_keys = {"lm_head.weight": "transformer.wte.weight"}
+
+    def __init__(self, config: AbacusGPT2Config):
+        super().__init__(config)
+        self.transformer = AbacusGPT2Model(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.transformer.wte
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def init_missing_from_loaded(self, missing: list[str]) -> None:
+        """After a warm start from a model with fewer heads: new head blocks start as copies of the
+        last trunk block, which already looks up operand digits, rather than from noise, whose
+        gradients would wreck the trained trunk in the first steps."""
+        trunk = self.transformer.h[-1].state_dict()
+        for j, block in enumerate(self.transformer.future_heads):
+            if any(name.startswith(f"transformer.future_heads.{j}.") for name in missing):
+                block.load_state_dict(trunk)
+
+    def prepare_inputs_for_generation(self, input_ids, **kwargs):
+        # Abacus ids depend on the whole sequence: compute them from the full input_ids; the
+        # base class then slices them to the tokens the cache has not seen.
+        kwargs["position_ids"] = self.position_ids_from_input_ids(input_ids)
+        return super().prepare_inputs_for_generation(input_ids, **kwargs)
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values: Cache | None = None,
+                labels=None, use_cache=None, logits_to_keep=0, output_attentions=False,
+                num_future_tokens: int | None = None, **kwargs) -> AbacusCausalLMOutputWithPast:
+        if num_future_tokens is None:  # training trains every head; generate() needs the next token only
+            num_future_tokens = self.config.num_future_tokens if labels is not None else 1
+        outputs = self.transformer(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+            past_key_values=past_key_values, use_cache=use_cache, output_attentions=output_attentions,
+            num_future_tokens=num_future_tokens, **kwargs,
+        )
+        hidden, future = outputs.last_hidden_state, outputs.future_hidden_states
+        if logits_to_keep:
+            hidden = hidden[:, -logits_to_keep:]
+            future = future[:, -logits_to_keep:] if future is not None else None
+        logits = self.lm_head(hidden)
+        future_logits = self.lm_head(future) if future is not None else None
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+            for j in range(1, num_future_tokens):
+                # Head j at position t predicts token t + 1 + j: the labels shifted j more places.
+                shifted = F.pad(labels[:, j:], (0, j), value=-100)
+                loss = loss + self.loss_function(logits=future_logits[:, :, j - 1], labels=shifted,
+                                                 vocab_size=self.config.vocab_size, **kwargs)
+            loss = loss / num_future_tokens
+        return AbacusCausalLMOutputWithPast(
+            loss=loss, logits=logits, past_key_values=outputs.past_key_values, attentions=outputs.attentions,
+            future_logits=future_logits,
+        )
+
+
+__all__ = ["AbacusGPT2ForCausalLM", "AbacusGPT2Model", "AbacusGPT2PreTrainedModel"]
