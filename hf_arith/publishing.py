@@ -310,7 +310,8 @@ def training_details(summary: dict | None) -> dict | None:
     seconds = summary.get("train_seconds")
     if isinstance(seconds, (int, float)):
         rows.append(("training time", f"{seconds:.0f} s ({seconds / 60:.1f} min)"))
-    start = (summary.get("recipe") or {}).get("init_from") if isinstance(summary.get("recipe"), dict) else None
+    recorded = summary.get("recipe")
+    start = recorded.get("init_from") if isinstance(recorded, dict) else None
     if start:  # a warm start: the time above is this run's only
         rows.append(("initialised from", f"`{start}` (a trained checkpoint; its own training time is not included above)"))
     machine = summary.get("machine") or record.get("machine")

@@ -159,6 +159,8 @@ def _check(recipe: Recipe) -> None:
         last = phase.until_step
     if o.steps < 1 or o.batch_size < 1 or o.learning_rate <= 0:
         raise RecipeError("optim: steps, batch_size and learning_rate must be positive")
+    if recipe.eval.batch_size < 0:
+        raise RecipeError(f"eval.batch_size must be >= 0 (0 chooses from the model's width), got {recipe.eval.batch_size}")
     if o.freeze_init and not recipe.init_from:
         raise RecipeError("optim.freeze_init keeps the weights of init_from fixed, but the recipe has no init_from")
     if not 0 <= o.restart_at < 1:

@@ -82,6 +82,8 @@ def test_cosine_schedule_restarts_at_the_second_phase():
     ("optim.stepz=5", "unknown key"),
     ("model.hidden_size=-1", "hidden_size"),
     ("data.curriculum=[{until_step: 5, max_digits: 3}, {until_step: 2, max_digits: 4}]", "must increase"),
+    ("eval.batch_size=-1", "eval.batch_size"),
+    ("init_from=no-such-model", "init_from: no checkpoint folder"),
 ])
 def test_bad_recipes_fail_before_training_with_the_key_named(tmp_path, override, message):
     with pytest.raises(RecipeError, match=message):
