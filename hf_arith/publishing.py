@@ -384,6 +384,7 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
                                       f"--seed {report['seed']} --json {EVAL_FILE}"),
         code_files=code_files, grid=grid, grid_file=GRID_FILE,
         recurrences=getattr(model.config, "num_recurrences", None),
+        future_tokens=getattr(model.config, "num_future_tokens", 1),
     )
 
 

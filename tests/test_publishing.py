@@ -182,6 +182,8 @@ def test_card_describes_format_architecture_and_training_of_every_bundled_model(
         if hasattr(model.config, key):
             assert f"| `{key}` | `{getattr(model.config, key)}` |" in text, key
     assert ("This is a looped model" in text) == hasattr(model.config, "num_recurrences")
+    heads = getattr(model.config, "num_future_tokens", 1)
+    assert (f"This model has {heads} output heads" in text) == (heads > 1)
     summary_path = Path(hf_arith.bundled_path(name)) / "training_summary.json"
     training = text.split("## Training")[1].split("## Files")[0]
     if summary_path.is_file():
