@@ -1,0 +1,73 @@
+"""How well each layer's attention heads tell one abacus index from the others.
+
+    python bench/abacus_index_margins.py abacus-gpt2-add --max-index 20
+
+For every layer and head, the query of abacus index i and the keys of every index j in
+1..--max-index are computed from the abacus embedding table alone (through the block's ln_1 and
+its query/key projections, with no token or segment embedding). The margin of i is its own score
+minus the best other index's score (in logits; > 0 means index i picks itself), and the table
+names that rival. An index-matching head with a small or negative margin against a far index
+(|i - j| > the training length) is a collision: a long operand puts those two digits side by
+side and the lookup can fetch the wrong one. Writes bench/results/abacus_index_margins_<name>.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from machine import command_line, machine_info, utc_now
+
+from hf_arith.loading import load_checkpoint
+
+RESULTS = Path(__file__).parent / "results"
+
+
+@torch.no_grad()
+def margins(model, max_index: int) -> list[dict]:
+    """One row per (layer, head): margin and rival of each index 1..max_index."""
+    body = model.transformer
+    table = body.abacus.weight[: max_index + 1]
+    rows = []
+    for layer, block in enumerate(body.h):
+        attn = block.attn
+        heads, dim = attn.num_heads, attn.head_dim
+        q, k, _ = attn.c_attn(block.ln_1(table)).view(-1, 3, heads, dim).unbind(1)
+        scores = torch.einsum("ihd,jhd->hij", q, k) * attn.scaling
+        for head in range(heads):
+            s = scores[head, 1:, 1:]  # indices 1..max_index
+            own = s.diagonal()
+            others = s - torch.diag(torch.full_like(own, float("inf")))
+            best, rival = others.max(dim=1)
+            rows.append({"layer": layer, "head": head, "margin": (own - best).tolist(),
+                         "rival": (rival + 1).tolist()})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", nargs="?", default="abacus-gpt2-add")
+    parser.add_argument("--max-index", type=int, default=20)
+    args = parser.parse_args(argv)
+    model, _ = load_checkpoint(args.model)
+    if not hasattr(getattr(model, "transformer", None), "abacus"):
+        raise SystemExit(f"{args.model}: not an abacus model")
+    rows = margins(model, args.max_index)
+    lines = [f"# Abacus index margins: {args.model} ({utc_now()})", "", __doc__.split("\n\n")[1].replace("\n", " "), "",
+             f"Machine: {machine_info()}", "", f"Command: `{command_line(argv)}`", "",
+             "Each cell: margin (rival index). Indices 1..%d." % args.max_index, "",
+             "| layer | head | " + " | ".join(str(i) for i in range(1, args.max_index + 1)) + " |",
+             "| ---: | ---: | " + " | ".join("---:" for _ in range(args.max_index)) + " |"]
+    for r in rows:
+        cells = [f"{m:.1f} ({j})" for m, j in zip(r["margin"], r["rival"])]
+        lines.append(f"| {r['layer']} | {r['head']} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n"
+    out = RESULTS / f"abacus_index_margins_{Path(str(args.model)).name}.md"
+    out.write_text(text)
+    print(text)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
