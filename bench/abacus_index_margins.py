@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from machine import command_line, machine_info, utc_now
 
+from hf_arith.index_separation import has_abacus_table, index_scores
 from hf_arith.loading import load_checkpoint
 
 RESULTS = Path(__file__).parent / "results"
@@ -28,15 +29,12 @@ RESULTS = Path(__file__).parent / "results"
 def margins(model, max_index: int) -> list[dict]:
     """One row per (layer, head): margin and rival of each index 1..max_index."""
     body = model.transformer
-    table = body.abacus.weight[: max_index + 1]
+    table = body.abacus.weight[1 : max_index + 1]  # indices 1..max_index (row 0: not a digit)
     rows = []
     for layer, block in enumerate(body.h):
-        attn = block.attn
-        heads, dim = attn.num_heads, attn.head_dim
-        q, k, _ = attn.c_attn(block.ln_1(table)).view(-1, 3, heads, dim).unbind(1)
-        scores = torch.einsum("ihd,jhd->hij", q, k) * attn.scaling
-        for head in range(heads):
-            s = scores[head, 1:, 1:]  # indices 1..max_index
+        scores = index_scores(block, table)
+        for head in range(len(scores)):
+            s = scores[head]
             own = s.diagonal()
             others = s - torch.diag(torch.full_like(own, float("inf")))
             best, rival = others.max(dim=1)
@@ -51,12 +49,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-index", type=int, default=20)
     args = parser.parse_args(argv)
     model, _ = load_checkpoint(args.model)
-    if not hasattr(getattr(model, "transformer", None), "abacus"):
+    if not has_abacus_table(model):
         raise SystemExit(f"{args.model}: not an abacus model")
     rows = margins(model, args.max_index)
     lines = [f"# Abacus index margins: {args.model} ({utc_now()})", "", __doc__.split("\n\n")[1].replace("\n", " "), "",
              f"Machine: {machine_info()}", "", f"Command: `{command_line(argv)}`", "",
-             "Each cell: margin (rival index). Indices 1..%d." % args.max_index, "",
+             f"Each cell: margin (rival index). Indices 1..{args.max_index}.", "",
              "| layer | head | " + " | ".join(str(i) for i in range(1, args.max_index + 1)) + " |",
              "| ---: | ---: | " + " | ".join("---:" for _ in range(args.max_index)) + " |"]
     for r in rows:

@@ -58,6 +58,10 @@ class OptimRecipe:
     # With init_from: train only the tensors the checkpoint lacks (new heads) and keep the loaded
     # ones fixed, so the model's existing outputs stay exactly as they were.
     freeze_init: bool = False
+    # Abacus models: weight of the penalty that keeps abacus indices data.max_digits or more apart
+    # (never in one training problem together) apart in attention (hf_arith.index_separation). 0 = off.
+    abacus_separation: float = 0.0
+    abacus_separation_margin: float = 4.0  # logits each far index must stay below a head's preferred one
     save_steps: int = 5000
     logging_steps: int = 500
 
@@ -161,6 +165,9 @@ def _check(recipe: Recipe) -> None:
         raise RecipeError("optim: steps, batch_size and learning_rate must be positive")
     if recipe.eval.batch_size < 0:
         raise RecipeError(f"eval.batch_size must be >= 0 (0 chooses from the model's width), got {recipe.eval.batch_size}")
+    if o.abacus_separation < 0 or o.abacus_separation_margin <= 0:
+        raise RecipeError(f"optim.abacus_separation must be >= 0 and optim.abacus_separation_margin > 0, got "
+                          f"{o.abacus_separation} and {o.abacus_separation_margin}")
     if o.freeze_init and not recipe.init_from:
         raise RecipeError("optim.freeze_init keeps the weights of init_from fixed, but the recipe has no init_from")
     if not 0 <= o.restart_at < 1:

@@ -30,6 +30,7 @@ from .evaluation import evaluate_model, is_tiny_adder_format, verify_tiny_adder
 from .families import family_classes
 from .formatting import TASK_NAMES, NumberFormat
 from .hardware import available_cpu_cores, machine_info
+from .index_separation import abacus_separation_penalty, has_abacus_table
 from .problems import ProblemSpec
 from .saving import save_checkpoint
 from .streaming import CurriculumState, ProblemStream, stack_examples, worst_case_length
@@ -188,9 +189,22 @@ def cosine_with_restart(optimizer, total: int, warmup: int, restart_at: float, r
 
 
 class ArithTrainer(Trainer):
-    def __init__(self, *args, restart_at: float = 0.0, restart_lr_scale: float = 0.3, **kwargs):
+    def __init__(self, *args, restart_at: float = 0.0, restart_lr_scale: float = 0.3,
+                 abacus_separation: float = 0.0, separation_gap: int = 0, separation_margin: float = 4.0, **kwargs):
         self.restart_at, self.restart_lr_scale = restart_at, restart_lr_scale
+        self.abacus_separation, self.separation_gap = abacus_separation, separation_gap
+        self.separation_margin = separation_margin
         super().__init__(*args, **kwargs)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        out = super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+        if not self.abacus_separation:
+            return out
+        # A function of the weights alone: added once per optimizer step, whatever the accumulation.
+        penalty = self.abacus_separation * abacus_separation_penalty(
+            self.accelerator.unwrap_model(model), self.separation_gap, self.separation_margin,
+        ) / self.args.gradient_accumulation_steps
+        return (out[0] + penalty, out[1]) if return_outputs else out + penalty
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         if self.lr_scheduler is None:
@@ -375,6 +389,9 @@ def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, e
     context = worst_case_length(spec, fmt)
     tokenizer = build_tokenizer(fmt, context)
     model = build_model(recipe, tokenizer, context)
+    if recipe.optim.abacus_separation and not has_abacus_table(model):
+        raise RecipeError(f"optim.abacus_separation needs a model with abacus positions; the {recipe.family!r} "
+                          f"family has none")
     if recipe.init_from and not resume:  # a resumed run takes every weight from its own checkpoint
         fresh = warm_start(model, recipe.init_from, fmt.to_dict())
         if recipe.optim.freeze_init:
@@ -407,6 +424,9 @@ def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, e
         callbacks=[curriculum, RecipeRecorder(recipe)],
         restart_at=recipe.optim.restart_at,
         restart_lr_scale=recipe.optim.restart_lr_scale,
+        abacus_separation=recipe.optim.abacus_separation,
+        separation_gap=recipe.data.max_digits,  # indices this far apart never share a training problem
+        separation_margin=recipe.optim.abacus_separation_margin,
     )
     result = trainer.train(resume_from_checkpoint=checkpoint)
     summary = {
