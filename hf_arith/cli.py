@@ -134,7 +134,8 @@ def default_max_digits(model, fmt) -> int:
         if worst_case_length(_spec(fmt, 1, digits), fmt) > context:
             break
         aligned = int(bool(getattr(model.config, "abacus_align_answer", False)))
-        if abacus is not None and int(fmt.max_answer_digits(np.full((1, 2), digits))[0]) + aligned > abacus:
+        answer = int(fmt.max_answer_digits(np.full((1, 2), digits))[0]) + aligned
+        if abacus is not None and max(digits, answer) > abacus:  # a sort's answer is shorter than its operands
             break
         best = digits
     if best == 0:

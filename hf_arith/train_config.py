@@ -62,6 +62,7 @@ class OptimRecipe:
     # (never in one training problem together) apart in attention (hf_arith.index_separation). 0 = off.
     abacus_separation: float = 0.0
     abacus_separation_margin: float = 4.0  # logits each far index must stay below a head's preferred one
+    abacus_separation_gap: int = 0  # indices this far apart count as far; 0 = data.max_digits
     save_steps: int = 5000
     logging_steps: int = 500
 
@@ -165,9 +166,10 @@ def _check(recipe: Recipe) -> None:
         raise RecipeError("optim: steps, batch_size and learning_rate must be positive")
     if recipe.eval.batch_size < 0:
         raise RecipeError(f"eval.batch_size must be >= 0 (0 chooses from the model's width), got {recipe.eval.batch_size}")
-    if o.abacus_separation < 0 or o.abacus_separation_margin <= 0:
-        raise RecipeError(f"optim.abacus_separation must be >= 0 and optim.abacus_separation_margin > 0, got "
-                          f"{o.abacus_separation} and {o.abacus_separation_margin}")
+    if o.abacus_separation < 0 or o.abacus_separation_margin <= 0 or o.abacus_separation_gap < 0:
+        raise RecipeError(f"optim.abacus_separation and abacus_separation_gap must be >= 0 and "
+                          f"abacus_separation_margin > 0, got {o.abacus_separation}, {o.abacus_separation_gap} and "
+                          f"{o.abacus_separation_margin}")
     if o.freeze_init and not recipe.init_from:
         raise RecipeError("optim.freeze_init keeps the weights of init_from fixed, but the recipe has no init_from")
     if not 0 <= o.restart_at < 1:

@@ -425,7 +425,8 @@ def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, e
         restart_at=recipe.optim.restart_at,
         restart_lr_scale=recipe.optim.restart_lr_scale,
         abacus_separation=recipe.optim.abacus_separation,
-        separation_gap=recipe.data.max_digits,  # indices this far apart never share a training problem
+        # Indices max_digits apart never share a training operand; closer pairs may be rare in training.
+        separation_gap=recipe.optim.abacus_separation_gap or recipe.data.max_digits,
         separation_margin=recipe.optim.abacus_separation_margin,
     )
     result = trainer.train(resume_from_checkpoint=checkpoint)

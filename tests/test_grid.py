@@ -260,11 +260,12 @@ def test_small_grid_runs_in_every_family(family, capsys):
 
 
 def test_grid_decodes_only_what_teacher_forcing_cannot_confirm_and_matches_full_decoding():
-    # The bundled abacus model is right inside its training range and often wrong beyond it, so
-    # this grid mixes confirmed and decoded rows; every prediction must be greedy decoding's own.
+    # abacus-gpt2-add-k2 (the first-stage trunk, without index separation) is right inside its
+    # training range and often wrong beyond it, so this grid mixes confirmed and decoded rows;
+    # every prediction must be greedy decoding's own.
     from hf_arith import solve
 
-    model, tok = load_checkpoint("abacus-gpt2-add")
+    model, tok = load_checkpoint("abacus-gpt2-add-k2")
     result = length_grid(model, tok, (9, 14), samples_per_cell=4, seed=3, keep_problems=True)
     problems = result["problems"]
     decoded = result["summary"]["decoded"]
@@ -378,3 +379,16 @@ def test_eval_unwritable_output_dir_fails_before_evaluating(add10, tmp_path, cap
     monkeypatch.setattr("hf_arith.cli.load_checkpoint", lambda *_: pytest.fail("loaded a model first"))
     message = fails(capsys, "eval", add10, "--grid", "1:2", "--output-dir", blocker / "sub")
     assert "--output-dir" in message and str(blocker / "sub") in message and "cannot write" in message
+
+
+def test_default_digits_of_a_sort_model_stay_inside_its_abacus_range():
+    # A sort's answer is shorter than its operands: the operands themselves must fit the abacus table.
+    from hf_arith.cli import default_max_digits
+    from hf_arith.publishing import example_problem
+
+    model, tok = random_model("looped-sort")
+    digits = default_max_digits(model, tok.arith_format)
+    assert 1 <= digits <= model.config.abacus_max_digits
+    from hf_arith import solve
+
+    solve(model, tok, [example_problem(tok.arith_format, digits)])  # no "beyond the abacus range" error
