@@ -104,9 +104,9 @@ def default_threads(model) -> int:
 
     Tiny models (widest layer under 128) take one: their steps are mostly per-op overhead, and on
     a shared 2-core machine two threads made minimal-add10 many times slower
-    (bench/results/threads.md). Wider models take every available core: the 30x30 grid of
-    abacus-gpt2-add (width 256) ran 1.8x faster on two threads than on one
-    (bench/results/eval_grid_abacus-gpt2-add*.json).
+    (bench/results/threads.md). Wider models take every available core: the 30x30 grid of the
+    first-stage abacus-gpt2-add (width 256) ran 1.8x faster on two threads than on one
+    (bench/results/eval_grid_abacus-gpt2-add-first-stage*.json).
     """
     if widest_layer(model) < 128:
         return 1
