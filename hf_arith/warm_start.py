@@ -13,17 +13,12 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from .loading import CheckpointError, _read_json, resolve_checkpoint
+from .loading import CheckpointError, _keys, _read_json, resolve_checkpoint
 from .train_config import RecipeError
 
 
 class WarmStartError(RecipeError):
     """A checkpoint that cannot initialise this model, with a one-line reason."""
-
-
-def _names(keys) -> str:
-    keys = sorted(keys)
-    return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
 
 
 def warm_start(model: torch.nn.Module, name_or_path: str, number_format: dict) -> list[str]:
@@ -48,7 +43,7 @@ def warm_start(model: torch.nn.Module, name_or_path: str, number_format: dict) -
     own = model.state_dict()
     unexpected = set(saved) - set(own)
     if unexpected:
-        raise WarmStartError(f"init_from: {name_or_path} holds tensors this model lacks ({_names(unexpected)}); "
+        raise WarmStartError(f"init_from: {name_or_path} holds tensors this model lacks ({_keys(unexpected)}); "
                              f"its shape differs from the recipe's model")
     mismatched = [k for k, v in saved.items() if tuple(v.shape) != tuple(own[k].shape)]
     if mismatched:
@@ -74,7 +69,7 @@ def freeze_all_but(model: torch.nn.Module, trainable: list[str]) -> None:
 def describe_warm_start(name_or_path: str | Path, fresh: list[str]) -> str:
     if not fresh:
         return f"Initialised every weight from {name_or_path}"
-    return f"Initialised from {name_or_path}; {len(fresh)} tensor(s) it lacks start fresh ({_names(fresh)})"
+    return f"Initialised from {name_or_path}; {len(fresh)} tensor(s) it lacks start fresh ({_keys(fresh)})"
 
 
 __all__ = ["WarmStartError", "describe_warm_start", "freeze_all_but", "warm_start"]
