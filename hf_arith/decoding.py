@@ -55,8 +55,15 @@ class PreallocatedLayer(DynamicLayer):
         self.key_buffer = self.value_buffer = None
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        self._stop_preallocating()
-        super().batch_select_indices(indices)
+        # The decoder drops finished rows with this: select the buffers' rows and keep writing there.
+        if self.key_buffer is None:
+            super().batch_select_indices(indices)
+            return
+        self.key_buffer, self.value_buffer = self.key_buffer[indices], self.value_buffer[indices]
+        self.keys, self.values = self.key_buffer[:, :, : self.length], self.value_buffer[:, :, : self.length]
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        self.batch_select_indices(beam_idx.to(self.keys.device) if self.is_initialized else beam_idx)
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         self._stop_preallocating()
@@ -153,33 +160,60 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     if attention_mask is not None and bool(attention_mask.all()):
         # No padding: without a mask the model needs no mask at all for one-token steps.
         attention_mask = None
+    # Finished rows leave the batch, unless a per-row tensor among the model's kwargs would have to
+    # follow them.
+    can_retire = eos_token_id is not None and not any(
+        torch.is_tensor(v) and v.dim() and v.shape[0] == batch for v in extra.values()
+    )
     cache = decoding_cache(input_ids.shape[1] + max_new_tokens) if use_cache else None
     # Models whose positions depend on the whole sequence (abacus ids) get them computed from it.
     positions_of = getattr(model, "position_ids_from_input_ids", None)
+    result = input_ids.new_full((batch, max_new_tokens), pad_token_id)
+    rows = None  # the original row of each row still decoding; None while all are
     sequence = input_ids
     finished = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)
-    step_input, new_tokens, produced, passes = input_ids, [], 0, 0
+    step_input, produced, passes = input_ids, 0, 0
     while produced < max_new_tokens:
         if positions_of is not None:
             extra["position_ids"] = positions_of(sequence)[:, -step_input.shape[1]:]
         out = model(input_ids=step_input, attention_mask=attention_mask, past_key_values=cache,
                     use_cache=use_cache, logits_to_keep=1, **extra)
         passes += 1
-        tokens = _next_tokens(out, tokens_per_step)[:, : max_new_tokens - produced]
-        for column in tokens.unbind(1):  # a row stops at its first end token, also inside a step
+        step = _next_tokens(out, tokens_per_step)[:, : max_new_tokens - produced]
+        columns = []
+        for column in step.unbind(1):  # a row stops at its first end token, also inside a step
             column = torch.where(finished, torch.full_like(column, pad_token_id), column)
-            new_tokens.append(column)
+            columns.append(column)
             if eos_token_id is not None:
                 finished |= column == eos_token_id
-        produced += tokens.shape[1]
-        if eos_token_id is not None and bool(finished.all()):
-            break
-        step = torch.stack(new_tokens[-tokens.shape[1]:], dim=1)
+        step = torch.stack(columns, dim=1)
+        span = slice(produced, produced + step.shape[1])
+        if rows is None:
+            result[:, span] = step
+        else:
+            result[rows, span] = step
+        produced += step.shape[1]
+        if eos_token_id is None:
+            done = 0
+        else:
+            done = int(finished.sum())  # the step's one host sync
+            if done == finished.shape[0]:
+                break
         if attention_mask is not None:
             attention_mask = torch.cat([attention_mask, torch.ones_like(step)], dim=1)
         if positions_of is not None or not use_cache:
             sequence = torch.cat([sequence, step], dim=1)
+        if can_retire and done * 4 >= finished.shape[0]:
+            # A quarter of the rows are done: drop them, so the model stops computing answers that
+            # are already complete (generate() carries them to the end). Rows are independent, so
+            # the others' tokens do not change; copying the cache a few times costs less than that.
+            keep = (~finished).nonzero().squeeze(1)
+            rows = keep if rows is None else rows[keep]
+            finished, step, sequence = finished[keep], step[keep], sequence[keep]
+            attention_mask = None if attention_mask is None else attention_mask[keep]
+            if cache is not None:
+                cache.batch_select_indices(keep)
         # With a cache the model needs only the new tokens; without one, the whole sequence again.
         step_input = step if use_cache else sequence
-    result = torch.stack(new_tokens, dim=1) if new_tokens else input_ids.new_zeros((batch, 0))
+    result = result[:, :produced]
     return (result, passes) if return_passes else result

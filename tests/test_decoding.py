@@ -50,3 +50,22 @@ def test_default_threads_one_for_tiny_models_every_core_for_wider_ones():
     wide, _ = load_checkpoint("abacus-gpt2-add")
     assert default_threads(tiny) == 1
     assert default_threads(wide) == available_cpu_cores() >= 1
+
+
+def test_finished_rows_leave_the_batch_and_the_answers_match_generate():
+    model, tok = load_checkpoint("abacus-gpt2-add")
+    problems = ["1+1", "7+8", "12+34", "99+1", "123+456", "5+5", "98765+4321", "123456789+987654321"]
+    enc = tok(problems, padding=True, return_tensors="pt")
+    eos, pad = tok.eos_token_id, tok.pad_token_id
+    rows_seen = []
+    hook = model.register_forward_pre_hook(lambda _, args, kwargs: rows_seen.append(kwargs["input_ids"].shape[0]),
+                                           with_kwargs=True)
+    try:
+        decoded = greedy_decode(model, enc["input_ids"], enc["attention_mask"], 12, eos_token_id=eos, pad_token_id=pad)
+    finally:
+        hook.remove()
+    assert rows_seen[0] == len(problems) and rows_seen[-1] < len(problems)  # short answers left early
+    generated = model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], max_new_tokens=12,
+                               do_sample=False, eos_token_id=eos, pad_token_id=pad)[:, enc["input_ids"].shape[1]:]
+    assert torch.equal(decoded, generated)
+    assert tok.decode_answers(decoded) == [str(eval(p)) for p in problems]

@@ -253,3 +253,20 @@ def test_no_mask_equals_an_all_ones_mask(attn):
     changed = enc.input_ids.clone()
     changed[:, -1] = 0
     assert torch.allclose(model(input_ids=changed).logits[:, :-1], without[:, :-1], atol=1e-6)
+
+
+def test_ids_outside_the_vocabulary_or_the_rotary_table_are_one_line_errors():
+    model, _ = make(position_embedding="rope")
+    ids = torch.tensor([[1, 2, 3]])
+    with pytest.raises(ValueError, match="input_ids must lie in"):
+        model(input_ids=torch.tensor([[1, 99]]))
+    limit = model.config.max_position_embeddings
+    with pytest.raises(ValueError, match=rf"position_ids must lie in \[0, {limit}\)"):
+        model(input_ids=ids, position_ids=torch.tensor([[0, 1, limit]]))
+    # The tabulated rotary angles are the ones computed on the fly.
+    rotary = model.model.rotary_emb
+    positions = torch.tensor([[0, 5, limit - 1]])
+    inv_freq = 1.0 / (rotary.theta ** (torch.arange(0, rotary.dim, 2, dtype=torch.float) / rotary.dim))
+    angles = positions[..., None].float() * inv_freq
+    cos, sin = rotary(torch.zeros(1), positions)
+    assert torch.equal(cos, torch.cat([angles, angles], -1).cos()) and torch.equal(sin, torch.cat([angles, angles], -1).sin())

@@ -61,6 +61,8 @@ class Norm(nn.Module):
 
     def forward(self, x):
         if self.kind == "rmsnorm":  # one fused kernel: a tiny model's decode step is mostly op overhead
+            if x.dtype == torch.float32:  # no casts to dispatch
+                return self.weight * F.rms_norm(x, x.shape[-1:], eps=self.eps)
             return self.weight * F.rms_norm(x.float(), x.shape[-1:], eps=self.eps).to(x.dtype)
         if self.kind == "layernorm":
             return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)
@@ -97,19 +99,30 @@ class TokenEmbedding(nn.Module):
 
 
 class RotaryEmbedding(nn.Module):
+    """cos and sin of every position's rotation angles, tabulated once for the whole (short) context.
+
+    A decode step of a tiny model is mostly per-op overhead, so a lookup beats recomputing them.
+    """
+
     def __init__(self, config: MinimalConfig):
         super().__init__()
-        self.dim, self.theta = config.head_dim, config.rope_theta
-        self.register_buffer("inv_freq", self.compute_inv_freq(), persistent=False)
+        self.dim, self.theta, self.length = config.head_dim, config.rope_theta, config.max_position_embeddings
+        cos, sin = self.compute_tables()
+        self.register_buffer("cos_table", cos, persistent=False)
+        self.register_buffer("sin_table", sin, persistent=False)
 
-    def compute_inv_freq(self) -> torch.Tensor:
-        return 1.0 / (self.theta ** (torch.arange(0, self.dim, 2, dtype=torch.float) / self.dim))
+    def compute_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.dim, 2, dtype=torch.float) / self.dim))
+        freqs = torch.arange(self.length, dtype=torch.float)[:, None] * inv_freq
+        angles = torch.cat((freqs, freqs), dim=-1)
+        return angles.cos(), angles.sin()
 
     @torch.no_grad()
     def forward(self, x, position_ids):
-        freqs = position_ids[..., None].float() * self.inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        cos, sin = F.embedding(position_ids, self.cos_table), F.embedding(position_ids, self.sin_table)
+        if cos.dtype != x.dtype:
+            cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+        return cos, sin
 
 
 def rotate_half(x):
@@ -248,9 +261,10 @@ class MinimalPreTrainedModel(PreTrainedModel):
             if module.bias is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, RotaryEmbedding):
-            # A non-persistent buffer is not in the checkpoint: from_pretrained leaves it
-            # uninitialised unless it is recomputed here.
-            init.copy_(module.inv_freq, module.compute_inv_freq())
+            # Non-persistent buffers are not in the checkpoint: from_pretrained leaves them
+            # uninitialised unless they are recomputed here.
+            for buffer, table in zip((module.cos_table, module.sin_table), module.compute_tables()):
+                init.copy_(buffer, table)
         elif isinstance(module, (nn.Embedding, nn.Linear)):
             init.normal_(module.weight, mean=0.0, std=std)
 
@@ -298,6 +312,10 @@ class MinimalModel(MinimalPreTrainedModel):
             )
         if position_ids is None:
             position_ids = positions_from_mask(attention_mask, length, past_length, inputs_embeds.device)
+        elif not past_length and position_ids.numel() and (position_ids.min() < 0 or position_ids.max() >= self.config.max_position_embeddings):
+            # Checked on the prompt (the rotary table has one row per position); later steps
+            # are bounded by the context check above.
+            raise ValueError(f"position_ids must lie in [0, {self.config.max_position_embeddings}); got ids outside it")
         hidden_states = inputs_embeds
         if self.embed_positions is not None:
             hidden_states = hidden_states + self.embed_positions(position_ids)
