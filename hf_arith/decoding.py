@@ -36,6 +36,9 @@ class PreallocatedLayer(DynamicLayer):
         self.value_buffer = value_states.new_empty(*value_states.shape[:2], self.capacity, value_states.shape[-1])
         self.length = 0
 
+    # Under torch.compile the buffer and its views would be aliased graph inputs, which inductor
+    # rejects; the write stays outside the graph (a graph break per layer).
+    @torch.compiler.disable
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
