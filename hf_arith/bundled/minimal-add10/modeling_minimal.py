@@ -144,16 +144,6 @@ def repeat_kv(hidden_states: torch.Tensor, n_rep: int) -> torch.Tensor:
 
 
 def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    batch, heads, q_len, dim = query.shape
-    if q_len == 1 and attention_mask is None:
-        # One new token that sees every cached one (a decode step): the query heads of each KV
-        # head become the rows of one small product, so K and V are neither copied per head nor masked.
-        kv_heads = key.shape[1]
-        query = query.reshape(batch * kv_heads, heads // kv_heads, dim)
-        scores = torch.bmm(query, key.reshape(batch * kv_heads, -1, dim).transpose(1, 2)) * scaling
-        weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-        output = torch.bmm(weights, value.reshape(batch * kv_heads, -1, dim))
-        return output.view(batch, 1, heads, dim), weights.view(batch, heads, 1, -1)
     key = repeat_kv(key, module.num_key_value_groups)
     value = repeat_kv(value, module.num_key_value_groups)
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
