@@ -312,7 +312,17 @@ def training_details(summary: dict | None) -> dict | None:
         rows.append(("training time", f"{seconds:.0f} s ({seconds / 60:.1f} min)"))
     recorded = summary.get("recipe")
     start = recorded.get("init_from") if isinstance(recorded, dict) else None
-    if start:  # a warm start: the time above is this run's only
+    stages = [s for s in summary.get("earlier_stages") or [] if isinstance(s, dict)]
+    if stages:  # trained in stages: each one, then the time of them all
+        for number, stage in enumerate(stages, 1):
+            took = stage.get("train_seconds")
+            took = f"{took:.0f} s" if isinstance(took, (int, float)) else "time not recorded"
+            rows.append((f"stage {number} of {len(stages) + 1}", f"`{stage.get('name')}`, {stage.get('steps')} steps, {took}"))
+        times = [s.get("train_seconds") for s in stages] + [seconds]
+        if all(isinstance(t, (int, float)) for t in times):
+            total = sum(times)
+            rows.append(("training time, all stages", f"{total:.0f} s ({total / 60:.1f} min)"))
+    elif start:  # a warm start from a checkpoint without a training record
         rows.append(("initialised from", f"`{start}` (a trained checkpoint; its own training time is not included above)"))
     machine = summary.get("machine") or record.get("machine")
     rows.append(("hardware", _hardware(machine) if isinstance(machine, dict) else "not recorded"))

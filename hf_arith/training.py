@@ -36,7 +36,7 @@ from .saving import save_checkpoint
 from .streaming import CurriculumState, ProblemStream, stack_examples, worst_case_length
 from .tokenization_arith import ArithTokenizer
 from .train_config import Recipe, RecipeError
-from .warm_start import describe_warm_start, freeze_all_but, warm_start
+from .warm_start import describe_warm_start, earlier_stages, freeze_all_but, warm_start
 
 
 def problem_spec(recipe: Recipe, fmt: NumberFormat) -> ProblemSpec:
@@ -437,6 +437,7 @@ def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, e
         # What the model card needs to say how the model was made.
         "recipe": dataclasses.asdict(recipe), "machine": machine_info(),
         "train_digits": [spec.min_digits, spec.max_digits],
+        "earlier_stages": earlier_stages(recipe.init_from) if recipe.init_from else [],
     }
     final_dir = Path(output_dir) / "final"
     if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:

@@ -73,3 +73,19 @@ def describe_warm_start(name_or_path: str | Path, fresh: list[str]) -> str:
 
 
 __all__ = ["WarmStartError", "describe_warm_start", "freeze_all_but", "warm_start"]
+
+
+def earlier_stages(name_or_path: str) -> list[dict]:
+    """The training runs behind a warm start's checkpoint, oldest first: name, steps, seconds, machine.
+
+    A model trained in stages took the time of all of them; its card adds them up from this list,
+    which each stage copies from its checkpoint's training_summary.json and extends.
+    """
+    try:
+        summary = _read_json(resolve_checkpoint(name_or_path) / "training_summary.json")
+    except (CheckpointError, OSError, ValueError):
+        return []
+    if not summary:
+        return []
+    stage = {key: summary.get(key) for key in ("name", "steps", "train_seconds", "machine")}
+    return [*(summary.get("earlier_stages") or []), stage]

@@ -193,7 +193,9 @@ def test_card_describes_format_architecture_and_training_of_every_bundled_model(
         assert "| hardware |" in training and "not recorded" not in training.split("| hardware |")[1].split("\n")[0]
         assert "Recipe (" in training and "```yaml" in training
         start = (summary.get("recipe") or {}).get("init_from")  # a warm start says where its weights came from
-        assert (f"| initialised from | `{start}`" in training) == bool(start)
+        stages = summary.get("earlier_stages") or []
+        assert (f"| initialised from | `{start}`" in training) == bool(start and not stages)
+        assert ("| training time, all stages |" in training) == bool(stages)
     else:
         assert "No training record" in training
 
@@ -624,3 +626,19 @@ def test_wheel_carries_the_card_templates(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "hf_arith/hub_cards/model_card.md" in names and "hf_arith/hub_cards/dataset_card.md" in names
     assert "hf_arith/bundled/minimal-add10/eval_results.json" in names
+
+
+def test_a_model_trained_in_stages_lists_them_and_their_total_time():
+    from hf_arith.publishing import training_details
+
+    first = {"name": "looped-add", "steps": 7000, "train_seconds": 1950.0, "machine": {"cpu_count": 2}}
+    summary = {"name": "looped-add-separated", "steps": 2000, "train_seconds": 650.0,
+               "recipe": {"init_from": "runs/looped-add/final"}, "earlier_stages": [first], "machine": {"cpu_count": 2}}
+    rows = dict(training_details(summary)["rows"])
+    assert rows["stage 1 of 2"] == "`looped-add`, 7000 steps, 1950 s"
+    assert rows["training time"] == "650 s (10.8 min)"
+    assert rows["training time, all stages"] == "2600 s (43.3 min)"
+    assert "initialised from" not in rows
+    del summary["earlier_stages"]  # a warm start without a record of how its checkpoint was made
+    rows = dict(training_details(summary)["rows"])
+    assert rows["initialised from"].startswith("`runs/looped-add/final`") and "training time, all stages" not in rows

@@ -3,6 +3,9 @@ frozen loaded weights with `optim.freeze_init`, and one-line refusals of unusabl
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -59,6 +62,10 @@ def test_freeze_init_trains_only_the_new_heads(tmp_path):
     head = "transformer.future_heads.0.mlp.c_fc.weight"
     assert not torch.equal(after[head], before[head.replace("future_heads.0", "h.3")])
     assert summary["heldout"]["exact_match"] == 1.0  # the frozen trunk still answers every problem
+    # The run records the training behind its starting point, so a card can add up every stage.
+    trunk = json.loads((Path(bundled_path("abacus-gpt2-add")) / "training_summary.json").read_text())
+    assert summary["earlier_stages"][-1]["steps"] == trunk["steps"]
+    assert summary["earlier_stages"][:-1] == trunk.get("earlier_stages", [])
 
 
 def test_freeze_init_without_init_from_is_refused():
