@@ -185,11 +185,11 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
         step = _next_tokens(out, tokens_per_step)[:, : max_new_tokens - produced]
         columns = []
         for column in step.unbind(1):  # a row stops at its first end token, also inside a step
-            column = torch.where(finished, torch.full_like(column, pad_token_id), column)
+            column = column.masked_fill(finished, pad_token_id)
             columns.append(column)
             if eos_token_id is not None:
                 finished |= column == eos_token_id
-        step = torch.stack(columns, dim=1)
+        step = columns[0][:, None] if len(columns) == 1 else torch.stack(columns, dim=1)
         span = slice(produced, produced + step.shape[1])
         if rows is None:
             result[:, span] = step
