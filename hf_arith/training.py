@@ -325,7 +325,10 @@ def check_resume(recipe: Recipe, model, checkpoint: str) -> None:
             old = json.loads(recipe_file.read_text())
         except ValueError:
             return
-        diff = _differences(_flatten(old), _flatten(dataclasses.asdict(recipe)), skip=RESUMABLE_CHANGES)
+        # A key the saved recipe lacks is an option added since that run; the run behaved as its default.
+        defaults = {k: v for k, v in _flatten(dataclasses.asdict(Recipe())).items() if v != {}}  # not sections
+        old = {**defaults, **_flatten(old)}
+        diff = _differences(old, _flatten(dataclasses.asdict(recipe)), skip=RESUMABLE_CHANGES)
         if diff:
             raise RecipeError(f"--resume: {checkpoint} was trained with a different recipe ({'; '.join(diff[:4])}"
                               f"{'; ...' if len(diff) > 4 else ''}); only optim.steps, save_steps, logging_steps, "

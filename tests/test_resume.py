@@ -176,3 +176,22 @@ def test_resume_may_extend_the_run_and_cli_errors_are_one_line(short_run, tmp_pa
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("hf-arith: error: --resume: ") and err.count("\n") == 1
     assert "different model" in err
+
+
+def test_a_checkpoint_from_before_a_new_recipe_option_resumes_when_the_option_is_at_its_default(short_run, tmp_path):
+    import shutil
+
+    from hf_arith.training import RECIPE_FILE
+
+    out, common = short_run
+    older = tmp_path / "older"
+    shutil.copytree(out, older)
+    recipe_file = older / "checkpoint-4" / RECIPE_FILE
+    saved = json.loads(recipe_file.read_text())
+    del saved["data"]["random_prefix"]  # as written before the option existed
+    recipe_file.write_text(json.dumps(saved))
+    moved = [c if not c.startswith("output_dir") else f"output_dir={older}" for c in common]
+    with pytest.raises(RecipeError, match=r"different recipe \(data.random_prefix: 0 -> 3"):
+        train(load_recipe("minimal-add10", [*moved, "optim.steps=6", "data.random_prefix=3"]), resume=True, evaluate=False)
+    summary = train(load_recipe("minimal-add10", [*moved, "optim.steps=6"]), resume=True, evaluate=False)
+    assert summary["steps"] == 6
