@@ -33,6 +33,12 @@ from .abacus_positions import (
 )
 from .configuration_abacus_gpt2 import AbacusGPT2Config
 
+# transformers 5.24 renamed the KV cache argument and output field `past_key_values` -> `cache`
+# (generate() passes `cache=`); earlier 5.x releases use the old name. Forward takes either name
+# and fills the output field the installed release defines.
+CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
 
 def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
@@ -222,10 +228,11 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 use_cache=None, output_attentions=False, num_future_tokens: int = 1,
-                **kwargs) -> AbacusModelOutputWithPast:
+                cache: Cache | None = None, **kwargs) -> AbacusModelOutputWithPast:
         if input_ids is None:
             raise ValueError("abacus models need input_ids (positions are computed from the digits)")
         check_future_tokens(self.config, num_future_tokens)
+        past_key_values = past_key_values if cache is None else cache
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache()
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
@@ -236,8 +243,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             mask = None
         else:
             # The mask builder gets no position ids: it would read abacus resets as packed sequences.
-            mask = create_causal_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask,
-                                      past_key_values=past_key_values, position_ids=None)
+            # The cache goes by position: its keyword changed name in transformers 5.24.
+            mask = create_causal_mask(self.config, hidden_states, attention_mask, past_key_values, position_ids=None)
         attentions = []
         for block in self.h:
             hidden_states, weights = block(hidden_states, mask, past_key_values, **kwargs)
@@ -247,7 +254,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                   for block in self.future_heads[: num_future_tokens - 1]]
         return AbacusModelOutputWithPast(
             last_hidden_state=self.ln_f(hidden_states),
-            past_key_values=past_key_values if use_cache else None,
+            **{CACHE_FIELD: past_key_values if use_cache else None},
             attentions=tuple(attentions) if output_attentions else None,
             future_hidden_states=self.ln_f(torch.stack(future, dim=2)) if future else None,
         )
@@ -285,12 +292,13 @@ class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values: Cache | None = None,
                 labels=None, use_cache=None, logits_to_keep=0, output_attentions=False,
-                num_future_tokens: int | None = None, **kwargs) -> AbacusCausalLMOutputWithPast:
+                num_future_tokens: int | None = None, cache: Cache | None = None,
+                **kwargs) -> AbacusCausalLMOutputWithPast:
         if num_future_tokens is None:  # training trains every head; generate() needs the next token only
             num_future_tokens = self.config.num_future_tokens if labels is not None else 1
         outputs = self.transformer(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-            past_key_values=past_key_values, use_cache=use_cache, output_attentions=output_attentions,
+            past_key_values=past_key_values if cache is None else cache, use_cache=use_cache, output_attentions=output_attentions,
             num_future_tokens=num_future_tokens, **kwargs,
         )
         hidden, future = outputs.last_hidden_state, outputs.future_hidden_states
@@ -309,7 +317,7 @@ class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
                                                  vocab_size=self.config.vocab_size, **kwargs)
             loss = loss / num_future_tokens
         return AbacusCausalLMOutputWithPast(
-            loss=loss, logits=logits, past_key_values=outputs.past_key_values, attentions=outputs.attentions,
+            loss=loss, logits=logits, **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)}, attentions=outputs.attentions,
             future_logits=future_logits,
         )
 

@@ -22,6 +22,13 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_minimal import MinimalConfig
 
+# transformers 5.24 renamed the KV cache argument and output field `past_key_values` -> `cache`
+# (generate() passes `cache=`); earlier 5.x releases use the old name. Forward takes either name and
+# fills the output field the installed release defines. (Hub remote code cannot import the abacus
+# folder's copy of this, hence these few lines here.)
+CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
 
 class Projection(nn.Module):
     """A linear map, optionally factorised as two rank-r matrices (`projection_rank`).
@@ -293,9 +300,11 @@ class MinimalModel(MinimalPreTrainedModel):
         return self.embed_tokens
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
-                inputs_embeds=None, use_cache=None, output_attentions=False, **kwargs) -> BaseModelOutputWithPast:
+                inputs_embeds=None, use_cache=None, output_attentions=False, cache: Cache | None = None,
+                **kwargs) -> BaseModelOutputWithPast:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds")
+        past_key_values = past_key_values if cache is None else cache
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache()
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
@@ -326,10 +335,8 @@ class MinimalModel(MinimalPreTrainedModel):
             mask = None
         else:
             # The mask builder gets no position ids: it would read resets as packed sequences.
-            mask = create_causal_mask(
-                config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
-                past_key_values=past_key_values, position_ids=None,
-            )
+            # The cache goes by position: its keyword changed name in transformers 5.24.
+            mask = create_causal_mask(self.config, inputs_embeds, attention_mask, past_key_values, position_ids=None)
         attentions = []
         for layer in self.layers:
             hidden_states, weights = layer(hidden_states, rope, mask, past_key_values, **kwargs)
@@ -339,7 +346,7 @@ class MinimalModel(MinimalPreTrainedModel):
             hidden_states = self.norm(hidden_states)
         return BaseModelOutputWithPast(
             last_hidden_state=hidden_states,
-            past_key_values=past_key_values if use_cache else None,
+            **{CACHE_FIELD: past_key_values if use_cache else None},
             attentions=tuple(attentions) if output_attentions else None,
         )
 
@@ -360,10 +367,10 @@ class MinimalForCausalLM(MinimalPreTrainedModel, GenerationMixin):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values: Cache | None = None,
                 inputs_embeds=None, labels=None, use_cache=None, logits_to_keep=0, output_attentions=False,
-                **kwargs) -> CausalLMOutputWithPast:
+                cache: Cache | None = None, **kwargs) -> CausalLMOutputWithPast:
         outputs = self.model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-            past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache,
+            past_key_values=past_key_values if cache is None else cache, inputs_embeds=inputs_embeds, use_cache=use_cache,
             output_attentions=output_attentions, **kwargs,
         )
         hidden = outputs.last_hidden_state
@@ -375,7 +382,7 @@ class MinimalForCausalLM(MinimalPreTrainedModel, GenerationMixin):
         if labels is not None:
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
         return CausalLMOutputWithPast(
-            loss=loss, logits=logits, past_key_values=outputs.past_key_values, attentions=outputs.attentions
+            loss=loss, logits=logits, **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)}, attentions=outputs.attentions
         )
 
 

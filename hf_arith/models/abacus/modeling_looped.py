@@ -35,7 +35,7 @@ from transformers.masking_utils import create_causal_mask
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .configuration_looped import LoopedConfig, check_num_recurrences
-from .modeling_abacus_gpt2 import AbacusGPT2Model, AbacusGPT2PreTrainedModel
+from .modeling_abacus_gpt2 import CACHE_FIELD, AbacusGPT2Model, AbacusGPT2PreTrainedModel
 
 
 class CacheSlots:
@@ -73,8 +73,8 @@ class LoopedModel(AbacusGPT2Model):
             mask = None  # unpadded: plain causal attention, or one new token that sees every cached one
         else:
             # The mask builder gets no position ids: it would read abacus resets as packed sequences.
-            mask = create_causal_mask(config=self.config, inputs_embeds=injected, attention_mask=attention_mask,
-                                      past_key_values=past_key_values, position_ids=None)
+            # The cache goes by position: its keyword changed name in transformers 5.24.
+            mask = create_causal_mask(self.config, injected, attention_mask, past_key_values, position_ids=None)
         return injected, mask
 
     def recur(self, state, injected, mask, start: int, count: int, past_key_values=None, attentions=None,
@@ -99,9 +99,10 @@ class LoopedModel(AbacusGPT2Model):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 use_cache=None, output_attentions=False, num_recurrences: int | None = None,
-                **kwargs) -> BaseModelOutputWithPast:
+                cache: Cache | None = None, **kwargs) -> BaseModelOutputWithPast:
         """`attentions` (with output_attentions): N * K tensors, pass by pass, block by block."""
         n = self.resolve_recurrences(num_recurrences)
+        past_key_values = past_key_values if cache is None else cache
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache()
         injected, mask = self.prepare(input_ids, attention_mask, position_ids, past_key_values, n)
@@ -109,7 +110,7 @@ class LoopedModel(AbacusGPT2Model):
         state = self.recur(None, injected, mask, 0, n, past_key_values, attentions, **kwargs)
         return BaseModelOutputWithPast(
             last_hidden_state=self.ln_f(state),
-            past_key_values=past_key_values if use_cache else None,
+            **{CACHE_FIELD: past_key_values if use_cache else None},
             attentions=tuple(attentions) if output_attentions else None,
         )
 
@@ -151,9 +152,10 @@ class LoopedForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
         """`GenerationMixin.generate` with a loop count; a cached run gets a lazily growing DynamicCache."""
         n = self.transformer.resolve_recurrences(num_recurrences)
         config = kwargs.get("generation_config") or self.generation_config
-        if kwargs.get("past_key_values") is None and kwargs.get("use_cache", config.use_cache) is not False:
+        given = any(kwargs.get(name) is not None for name in ("cache", "past_key_values"))
+        if not given and kwargs.get("use_cache", config.use_cache) is not False:
             # generate's own DynamicCache(config=...) pre-allocates K layers; a looped pass writes N * K.
-            kwargs["past_key_values"] = DynamicCache()
+            kwargs[CACHE_FIELD] = DynamicCache()
         return super().generate(*args, num_recurrences=n, **kwargs)
 
     def draw_progressive_depths(self, num_recurrences: int) -> tuple[int, int]:
@@ -209,13 +211,15 @@ class LoopedForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values: Cache | None = None,
                 labels=None, use_cache=None, logits_to_keep=0, output_attentions=False,
-                num_recurrences: int | None = None, **kwargs) -> LoopedCausalLMOutputWithPast:
+                num_recurrences: int | None = None, cache: Cache | None = None,
+                **kwargs) -> LoopedCausalLMOutputWithPast:
         """A causal-LM forward with `num_recurrences` passes (default: config.num_recurrences).
 
         With labels in training mode (and no cache) the loss is `progressive_loss`, unless
         progressive_loss_alpha is 1; otherwise it is the plain next-token loss at full depth.
         """
         n = self.transformer.resolve_recurrences(num_recurrences)
+        past_key_values = past_key_values if cache is None else cache
         if (labels is not None and self.training and past_key_values is None
                 and self.config.progressive_loss_alpha < 1):
             return self.progressive_loss(input_ids, attention_mask, position_ids, labels, n, **kwargs)
@@ -230,7 +234,7 @@ class LoopedForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
         if labels is not None:
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
         return LoopedCausalLMOutputWithPast(
-            loss=loss, logits=logits, past_key_values=outputs.past_key_values, attentions=outputs.attentions,
+            loss=loss, logits=logits, **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)}, attentions=outputs.attentions,
         )
 
 
