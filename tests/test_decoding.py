@@ -5,7 +5,14 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from hf_arith.decoding import PreallocatedLayer, decoding_cache, default_batch_size, default_threads, greedy_decode
+from hf_arith.decoding import (
+    PreallocatedLayer,
+    decoding_cache,
+    default_batch_size,
+    default_threads,
+    greedy_decode,
+    prefill_buckets,
+)
 from hf_arith.hardware import available_cpu_cores
 from hf_arith.loading import load_checkpoint
 
@@ -54,18 +61,35 @@ def test_default_threads_one_for_tiny_models_every_core_for_wider_ones():
 
 def test_finished_rows_leave_the_batch_and_the_answers_match_generate():
     model, tok = load_checkpoint("abacus-gpt2-add")
-    problems = ["1+1", "7+8", "12+34", "99+1", "123+456", "5+5", "98765+4321", "123456789+987654321"]
+    problems = ["1+1", "7+8", "12+34", "99+1", "123+456", "5+5", "98765+4321", "123456789+987654321"] * 8
     enc = tok(problems, padding=True, return_tensors="pt")
     eos, pad = tok.eos_token_id, tok.pad_token_id
-    rows_seen = []
-    hook = model.register_forward_pre_hook(lambda _, args, kwargs: rows_seen.append(kwargs["input_ids"].shape[0]),
+    shapes = []
+    hook = model.register_forward_pre_hook(lambda _, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
                                            with_kwargs=True)
     try:
         decoded = greedy_decode(model, enc["input_ids"], enc["attention_mask"], 12, eos_token_id=eos, pad_token_id=pad)
     finally:
         hook.remove()
-    assert rows_seen[0] == len(problems) and rows_seen[-1] < len(problems)  # short answers left early
+    prefill = [shape for shape in shapes if shape[1] > 1]
+    steps = [rows for rows, length in shapes if length == 1]
+    # The prompts (3 to 19 tokens) were prefilled in buckets of similar length: every row once,
+    # on fewer tokens than the padded batch holds.
+    assert 1 < len(prefill) and sum(rows for rows, _ in prefill) == len(problems)
+    assert sum(rows * length for rows, length in prefill) < enc["input_ids"].numel()
+    assert steps[0] == len(problems) and steps[-1] < len(problems)  # short answers left early
     generated = model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], max_new_tokens=12,
                                do_sample=False, eos_token_id=eos, pad_token_id=pad)[:, enc["input_ids"].shape[1]:]
     assert torch.equal(decoded, generated)
     assert tok.decode_answers(decoded) == [str(eval(p)) for p in problems]
+
+
+def test_prefill_buckets_minimise_padding_with_few_calls():
+    assert prefill_buckets([5] * 10) == [5]
+    assert prefill_buckets([3, 3, 20, 20], call_cost=0) == [3, 20]
+    assert prefill_buckets([3, 3, 20, 20], call_cost=64) == [20]  # a second call costs more than it saves
+    lengths = [3] * 50 + [4] * 50 + [12] * 50 + [13] * 50 + [22] * 5
+    bounds = prefill_buckets(lengths, max_buckets=3, call_cost=0)
+    assert bounds[-1] == 22 and len(bounds) <= 3
+    padded = sum(min(b for b in bounds if b >= n) for n in lengths)
+    assert padded < 0.6 * len(lengths) * 22 and bounds == [4, 13, 22]
