@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import DynamicCache
 
@@ -93,3 +94,17 @@ def test_prefill_buckets_minimise_padding_with_few_calls():
     assert bounds[-1] == 22 and len(bounds) <= 3
     padded = sum(min(b for b in bounds if b >= n) for n in lengths)
     assert padded < 0.6 * len(lengths) * 22 and bounds == [4, 13, 22]
+
+
+@pytest.mark.parametrize("name", ["abacus-gpt2-add", "looped-add", "minimal-add10"])
+@pytest.mark.parametrize("keyword", ["cache", "past_key_values"])
+def test_models_take_the_kv_cache_under_either_name(name, keyword):
+    # transformers 5.24's generate() passes `cache=`; 5.23 passed `past_key_values=`. A model
+    # that missed the cache would decode from the last token alone.
+    model, tok = load_checkpoint(name)
+    enc = tok(["12+34"], return_tensors="pt")
+    cache = DynamicCache()
+    out = model(input_ids=enc["input_ids"], use_cache=True, **{keyword: cache})
+    assert cache.get_seq_length() == enc["input_ids"].shape[1]
+    field = "cache" if "cache" in type(out).__dataclass_fields__ else "past_key_values"
+    assert getattr(out, field) is cache
