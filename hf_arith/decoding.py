@@ -254,9 +254,10 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     if attention_mask is not None and bool(attention_mask.all()):
         # No padding: without a mask the model needs no mask at all for one-token steps.
         attention_mask = None
-    # Finished rows leave the batch, unless a per-row tensor among the model's kwargs would have to
-    # follow them.
-    can_retire = eos_token_id is not None and can_retire_rows(extra, batch)
+    # Rows may be regrouped (bucketed prefill) and finished ones leave the batch, unless a per-row
+    # tensor among the model's kwargs would have to follow them.
+    rows_movable = can_retire_rows(extra, batch)
+    can_retire = eos_token_id is not None and rows_movable
     cache = decoding_cache(input_ids.shape[1] + max_new_tokens) if use_cache else None
     # Models whose positions depend on the whole sequence (abacus ids) get them computed from it.
     positions_of = getattr(model, "position_ids_from_input_ids", None)
@@ -265,10 +266,9 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     sequence = input_ids
     finished = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)
     step_input, produced, passes = input_ids, 0, 0
-    # Padded prompts of mixed lengths: prefill in buckets of similar length (needs the cache, and
-    # rows free to move, like retiring them does).
+    # Padded prompts of mixed lengths: prefill in buckets of similar length (needs the cache).
     out = None
-    if use_cache and attention_mask is not None and can_retire_rows(extra, batch):
+    if use_cache and attention_mask is not None and rows_movable:
         out = bucketed_prefill(model, input_ids, attention_mask, cache, extra, positions_of, tokens_per_step)
     while produced < max_new_tokens:
         if out is None:

@@ -39,7 +39,6 @@ from .configuration_abacus_gpt2 import AbacusGPT2Config
 CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
-
 def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:

@@ -29,7 +29,6 @@ from .configuration_minimal import MinimalConfig
 CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
-
 class Projection(nn.Module):
     """A linear map, optionally factorised as two rank-r matrices (`projection_rank`).
 
