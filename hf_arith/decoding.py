@@ -159,7 +159,8 @@ def prefill_buckets(lengths: list[int], max_buckets: int = 4, call_cost: int = 2
     by a small dynamic programme over the distinct lengths that minimises the tokens computed plus
     `call_cost` tokens per forward call (its fixed overhead), with at most `max_buckets` calls:
     evaluation batches mix 1- to 10-digit operands, and padding every prompt to the longest one
-    made 40% of abacus-gpt2-add's prefill tokens padding. Small batches stay in one call.
+    made 40% of abacus-gpt2-add's prefill tokens padding (bench/results/prefill_padding.md).
+    Small batches stay in one call.
     """
     counts: dict[int, int] = {}
     for n in lengths:
