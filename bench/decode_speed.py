@@ -25,14 +25,13 @@ answers). Results go to bench/results/decode_speed.json and .md with the machine
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from machine import command_line, machine_info, utc_now
+from machine import write_results
 
 from hf_arith.bundled import bundled_models
 from hf_arith.cli import default_max_digits
@@ -158,25 +157,23 @@ def bench_model(name: str, batch_sizes, threads_list, n_batches: dict, repeats: 
     return rows
 
 
-def markdown(result: dict) -> str:
-    lines = [f"# Decoding speed ({result['date']})", "", result["what"], "",
-             f"Machine: {result['machine']}", "", f"Command: `{result['command']}`", ""]
-    lines += ["| model | threads | batch | method | problems/s (best call) | x generate() | problems/s (median) | "
-              "x generate() | agree | first call (s) |",
-              "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in result["rows"]:
+def table(rows: list[dict]) -> list[str]:
+    lines = ["| model | threads | batch | method | problems/s (best call) | x generate() | problems/s (median) | "
+             "x generate() | agree | first call (s) |",
+             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
         lines.append(f"| {r['model']} | {r['threads']} | {r['batch_size']} | {r['method']} | "
                      f"{r['problems_per_second']:,.0f} | {r['speedup_vs_generate']:.2f} | "
                      f"{r['median_problems_per_second']:,.0f} | {r['median_speedup_vs_generate']:.2f} | "
                      f"{r['agree']:.3f} | {r['first_call_seconds']:.3f} |")
-    compiled = [r for r in result["rows"] if "compile_seconds" in r]
+    compiled = [r for r in rows if "compile_seconds" in r]
     if compiled:
         lines += ["", "torch.compile (cached decoder): one-off compile time and the problems needed to pay it back",
                   "", "| model | threads | batch | compile (s) | break-even problems |", "| --- | ---: | ---: | ---: | ---: |"]
         for r in compiled:
             even = "never" if r["break_even_problems"] is None else f"{r['break_even_problems']:,.0f}"
             lines.append(f"| {r['model']} | {r['threads']} | {r['batch_size']} | {r['compile_seconds']:.1f} | {even} |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -199,20 +196,10 @@ def main(argv: list[str] | None = None) -> dict:
     for name in names:
         rows += bench_model(name, args.batch_sizes, args.threads, n_batches, args.repeats, args.compile,
                             args.max_digits)
-    result = {
-        "what": ("problems/s of greedy decoding (answers identical across methods: see agree), from the best "
-                 f"and the median of {args.repeats} rounds x {args.batches} batches (x4 at batch 1) of single timed "
-                 "calls, methods taking turns, after one warm-up call; prompts tokenized outside the clock"),
-        "rows": rows,
-        "machine": machine_info(load_before),
-        "command": command_line(argv),
-        "date": utc_now(),
-    }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(result))
-    print(f"wrote {out} and {out.with_suffix('.md')}")
+    what = ("problems/s of greedy decoding (answers identical across methods: see agree), from the best "
+            f"and the median of {args.repeats} rounds x {args.batches} batches (x4 at batch 1) of single timed "
+            "calls, methods taking turns, after one warm-up call; prompts tokenized outside the clock")
+    result = write_results(args.out, what, rows, argv, "Decoding speed", table(rows), load_before)
     return result
 
 

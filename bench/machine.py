@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 import time
+from pathlib import Path
 
 from hf_arith.hardware import machine_info as hardware_info
 
@@ -24,3 +26,21 @@ def command_line(argv: list[str] | None = None) -> str:
 
 def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def write_results(out, what: str, rows: list, argv: list[str] | None, title: str, table: list[str],
+                  load_before: float | None = None, **extra) -> dict:
+    """Write a benchmark's rows as `out` (JSON) and `out` with .md (a heading, what, machine, command, table).
+
+    Every result file carries what was measured, on which machine and by which command.
+    """
+    result = {"what": what, "rows": rows, **extra, "machine": machine_info(load_before),
+              "command": command_line(argv), "date": utc_now()}
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    lines = [f"# {title} ({result['date']})", "", what, "", f"Machine: {result['machine']}", "",
+             f"Command: `{result['command']}`", "", *table]
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {out} and {out.with_suffix('.md')}")
+    return result

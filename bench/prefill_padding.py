@@ -15,11 +15,10 @@ Deterministic; results go to bench/results/prefill_padding.json and .md with the
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from decode_speed import make_batches, problems_for
-from machine import command_line, machine_info, utc_now
+from machine import write_results
 
 from hf_arith.bundled import bundled_models
 from hf_arith.decoding import prefill_buckets
@@ -62,18 +61,12 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{name:>18} batch={batch_size:>3}: padding {row['padding_share']:.1%} of prompt tokens; "
                   f"bucketed prefill computes {row['bucketed_share_of_padded']:.1%} of them in "
                   f"{row['forward_calls_per_batch']:.2f} calls", flush=True)
-    result = {"what": f"prompt tokens of {args.batches} left-padded batches per size (decode_speed.py's problems)",
-              "rows": rows, "machine": machine_info(), "command": command_line(argv), "date": utc_now()}
-    out = Path(args.out)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    lines = [f"# Prompt padding and bucketed prefill ({result['date']})", "", result["what"], "",
-             f"Machine: {result['machine']}", "", f"Command: `{result['command']}`", "",
-             "| model | batch | padding share | bucketed tokens / padded | forward calls |",
+    lines = ["| model | batch | padding share | bucketed tokens / padded | forward calls |",
              "| --- | ---: | ---: | ---: | ---: |"]
     lines += [f"| {r['model']} | {r['batch_size']} | {r['padding_share']:.1%} | {r['bucketed_share_of_padded']:.1%} | "
               f"{r['forward_calls_per_batch']:.2f} |" for r in rows]
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print(f"wrote {out} and {out.with_suffix('.md')}")
+    what = f"prompt tokens of {args.batches} left-padded batches per size (decode_speed.py's problems)"
+    result = write_results(args.out, what, rows, argv, "Prompt padding and bucketed prefill", lines)
     return result
 
 

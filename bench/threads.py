@@ -15,14 +15,13 @@ average is recorded. Results go to bench/results/threads.json and .md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from machine import command_line, machine_info, utc_now
+from machine import write_results
 
 import hf_arith.training as training
 from hf_arith.evaluation import verify_tiny_adder
@@ -85,25 +84,14 @@ def main(argv: list[str] | None = None) -> dict:
         rows.append({"kind": "verify", "threads": threads, "seconds": seconds, "problems_per_second": 10010 / seconds})
         print(f"verify threads={threads}: {seconds:.3f} s", flush=True)
     rows += list(train_rows.values())
-    result = {
-        "what": ("torch threads 1 vs 2: steady-state training steps/s of the minimal-add10 preset (batch 256; "
-                 f"per-step timestamps after {args.warmup} steps) and the wall time of verify (10,010 problems, "
-                 f"best of {args.repeats})"),
-        "rows": rows,
-        "machine": machine_info(load_before),
-        "command": command_line(argv),
-        "date": utc_now(),
-    }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    lines = [f"# Threads: 1 vs 2 ({result['date']})", "", result["what"], "", f"Machine: {result['machine']}", "",
-             f"Command: `{result['command']}`", "", "| what | threads | compile | figure |", "| --- | ---: | --- | ---: |"]
+    what = ("torch threads 1 vs 2: steady-state training steps/s of the minimal-add10 preset (batch 256; "
+            f"per-step timestamps after {args.warmup} steps) and the wall time of verify (10,010 problems, "
+            f"best of {args.repeats})")
+    lines = ["| what | threads | compile | figure |", "| --- | ---: | --- | ---: |"]
     for r in rows:
         figure = (f"{r['seconds']:.3f} s" if r["kind"] == "verify" else f"{r['steps_per_second']:.1f} steps/s")
         lines.append(f"| {r['kind']} | {r['threads']} | {r.get('compile', '-')} | {figure} |")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print(f"wrote {out} and {out.with_suffix('.md')}")
+    result = write_results(args.out, what, rows, argv, "Threads: 1 vs 2", lines, load_before)
     return result
 
 
