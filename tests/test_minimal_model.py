@@ -255,6 +255,42 @@ def test_no_mask_equals_an_all_ones_mask(attn):
     assert torch.allclose(model(input_ids=changed).logits[:, :-1], without[:, :-1], atol=1e-6)
 
 
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("keep", [1, 2])
+def test_prompt_pass_with_logits_to_keep_computes_the_same_logits_and_cache(attn, layers, padded, keep):
+    """The last layer skips the outputs of positions whose logits are not kept; nothing else changes."""
+    from transformers import DynamicCache
+
+    fmt = NumberFormat(end_token=True) if padded else FMT10  # unpadded operands: prompts differ in length
+    tok = ArithTokenizer(number_format=fmt)
+    torch.manual_seed(layers)
+    model = MinimalForCausalLM(MinimalConfig(vocab_size=len(tok), eos_token_id=tok.eos_token_id,
+                                             pad_token_id=tok.pad_token_id, num_hidden_layers=layers)).eval()
+    model.set_attn_implementation(attn)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.7)
+    enc = tok(["7+8", "123456+7", "99+1"], padding=True, return_tensors="pt")
+    assert bool((enc.attention_mask == 0).any()) == padded
+    full_cache, kept_cache = DynamicCache(), DynamicCache()
+    with torch.no_grad():
+        full = model(**enc, past_key_values=full_cache, use_cache=True).logits
+        kept = model(**enc, past_key_values=kept_cache, use_cache=True, logits_to_keep=keep).logits
+    assert kept.shape[1] == keep
+    assert torch.allclose(kept, full[:, -keep:], atol=1e-5)
+    if keep == 1:  # the last layer really computed one position (more need a mask, which sdpa may drop)
+        assert model.model(**enc, keep_last=keep).last_hidden_state.shape[1] == 1
+    for a, b in zip(full_cache.layers, kept_cache.layers, strict=True):
+        assert torch.allclose(a.keys, b.keys, atol=1e-6) and torch.allclose(a.values, b.values, atol=1e-6)
+    # Attention maps (eager: sdpa returns none) are asked for every position, so nothing is skipped then.
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        maps = model(**enc, logits_to_keep=keep, output_attentions=True).attentions
+    assert maps[-1].shape[-2] == enc.input_ids.shape[1]
+
+
 def test_ids_outside_the_vocabulary_or_the_rotary_table_are_one_line_errors():
     model, _ = make(position_embedding="rope")
     ids = torch.tensor([[1, 2, 3]])

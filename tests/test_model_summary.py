@@ -43,13 +43,17 @@ def expected_macs(config, prompt: int, generated: int) -> tuple[int, int]:
     """Matrix multiply-adds of the minimal family by hand: (prompt pass, all decoding steps)."""
     d, f, h, kv, hd, v = (config.hidden_size, config.intermediate_size, config.num_attention_heads,
                           config.num_key_value_heads, config.head_dim, config.vocab_size)
-    per_token = d * h * hd + 2 * d * kv * hd + h * hd * d + 3 * d * f  # q, k, v, o, gate, up, down
+    keys_values = 2 * d * kv * hd  # k, v
+    per_token = keys_values + d * h * hd + h * hd * d + 3 * d * f  # q, o, gate, up, down
     layers = config.num_hidden_layers
 
     def attention(queries: int, keys: int) -> int:  # scores and mixing, every head (K/V repeated)
         return 2 * h * hd * queries * keys
 
-    prefill = layers * (prompt * per_token + attention(prompt, prompt)) + d * v  # logits of the last position
+    # The last layer of the prompt pass computes keys and values everywhere but outputs only for the
+    # last position (logits_to_keep=1), then the logits of that position.
+    prefill = ((layers - 1) * (prompt * per_token + attention(prompt, prompt))
+               + (prompt - 1) * keys_values + per_token + attention(1, prompt) + d * v)
     steps = sum(layers * (per_token + attention(1, prompt + t)) + d * v for t in range(1, generated))
     return prefill, steps
 

@@ -136,9 +136,11 @@ def rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
-def apply_rotary_pos_emb(q, k, cos, sin):
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+def apply_rotary_pos_emb(x, cos, sin):
+    """Rotate [batch, heads, length, dim] by the angles of its last `length` positions."""
+    length = x.shape[2]
+    cos, sin = cos[:, None, -length:], sin[:, None, -length:]
+    return x * cos + rotate_half(x) * sin
 
 
 def repeat_kv(hidden_states: torch.Tensor, n_rep: int) -> torch.Tensor:
@@ -183,9 +185,13 @@ class MinimalAttention(nn.Module):
         self.q_norm = Norm(self.head_dim, config.norm_type, config.norm_eps) if config.qk_norm else None
         self.k_norm = Norm(self.head_dim, config.norm_type, config.norm_eps) if config.qk_norm else None
 
-    def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, **kwargs):
+    def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
+                **kwargs):
+        """`queries` > 0: keys and values for every position, queries (and output) for the last `queries` only."""
         batch, length, _ = hidden_states.shape
-        q = self.q_proj(hidden_states).view(batch, length, self.num_heads, self.head_dim)
+        query_states = hidden_states[:, -queries:] if queries else hidden_states
+        q_length = query_states.shape[1]
+        q = self.q_proj(query_states).view(batch, q_length, self.num_heads, self.head_dim)
         k_flat = self.k_proj(hidden_states)
         v_flat = k_flat if self.v_proj is None else self.v_proj(hidden_states)
         k = k_flat.view(batch, length, self.num_kv_heads, self.head_dim)
@@ -194,7 +200,7 @@ class MinimalAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         if position_embeddings is not None:
-            q, k = apply_rotary_pos_emb(q, k, *position_embeddings)
+            q, k = apply_rotary_pos_emb(q, *position_embeddings), apply_rotary_pos_emb(k, *position_embeddings)
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)
 
@@ -202,7 +208,7 @@ class MinimalAttention(nn.Module):
             self.config._attn_implementation, eager_attention_forward
         )
         output, weights = attention_interface(self, q, k, v, attention_mask, scaling=self.scaling, dropout=0.0, **kwargs)
-        output = output.reshape(batch, length, -1)
+        output = output.reshape(batch, q_length, -1)
         output = self.q_proj.transposed(output) if self.o_proj is None else self.o_proj(output)
         return output, weights
 
@@ -230,10 +236,14 @@ class MinimalDecoderLayer(nn.Module):
         self.post_attention_layernorm = Norm(config.hidden_size, config.norm_type, config.norm_eps)
         self.mlp = MinimalMLP(config)
 
-    def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, **kwargs):
+    def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
+                **kwargs):
+        """`queries` > 0: outputs for the last `queries` positions only (all of them still fill the cache)."""
         attn_out, weights = self.self_attn(
-            self.input_layernorm(hidden_states), position_embeddings, attention_mask, past_key_values, **kwargs
+            self.input_layernorm(hidden_states), position_embeddings, attention_mask, past_key_values, queries, **kwargs
         )
+        if queries:
+            hidden_states = hidden_states[:, -queries:]
         hidden_states = hidden_states + attn_out
         hidden_states = hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
         return hidden_states, weights
@@ -300,7 +310,10 @@ class MinimalModel(MinimalPreTrainedModel):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 inputs_embeds=None, use_cache=None, output_attentions=False, cache: Cache | None = None,
-                **kwargs) -> BaseModelOutputWithPast:
+                keep_last: int = 0, **kwargs) -> BaseModelOutputWithPast:
+        """`keep_last` > 0 (the LM head's `logits_to_keep`): the last layer computes outputs for the last
+        `keep_last` positions only, while every position still fills the cache. With one layer, that is
+        most of a prompt pass: only the keys and values of the rest are needed."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds")
         past_key_values = past_key_values if cache is None else cache
@@ -336,9 +349,14 @@ class MinimalModel(MinimalPreTrainedModel):
             # The mask builder gets no position ids: it would read resets as packed sequences.
             # The cache goes by position: its keyword changed name in transformers 5.24.
             mask = create_causal_mask(self.config, inputs_embeds, attention_mask, past_key_values, position_ids=None)
+        # Without a mask, only a single query can skip the others (sdpa would align a causal block top-left).
+        if not 0 < keep_last < length or output_attentions or (mask is None and keep_last > 1):
+            keep_last = 0
         attentions = []
-        for layer in self.layers:
-            hidden_states, weights = layer(hidden_states, rope, mask, past_key_values, **kwargs)
+        for i, layer in enumerate(self.layers):
+            queries = keep_last if i == len(self.layers) - 1 else 0
+            layer_mask = mask[:, :, -queries:] if queries and mask is not None else mask
+            hidden_states, weights = layer(hidden_states, rope, layer_mask, past_key_values, queries, **kwargs)
             if output_attentions:
                 attentions.append(weights)
         if self.norm is not None:
@@ -370,7 +388,8 @@ class MinimalForCausalLM(MinimalPreTrainedModel, GenerationMixin):
         outputs = self.model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
             past_key_values=past_key_values if cache is None else cache, inputs_embeds=inputs_embeds, use_cache=use_cache,
-            output_attentions=output_attentions, **kwargs,
+            output_attentions=output_attentions, keep_last=logits_to_keep if isinstance(logits_to_keep, int) else 0,
+            **kwargs,
         )
         hidden = outputs.last_hidden_state
         if logits_to_keep:
