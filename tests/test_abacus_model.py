@@ -230,6 +230,34 @@ def test_multi_token_decoding_is_cache_consistent_and_uses_fewer_passes(k):
     assert torch.equal(cached[:, :k], torch.stack(first, dim=1))
 
 
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("heads", [1, 3])
+@pytest.mark.parametrize("problems", [PROBLEMS, PROBLEMS[:1]], ids=["padded", "unpadded"])
+@pytest.mark.parametrize("keep", [1, 2])
+def test_prompt_pass_with_logits_to_keep_computes_the_same_logits_and_cache(attn, heads, problems, keep):
+    """The topmost blocks skip the outputs of positions whose logits are not kept; nothing else changes."""
+    from transformers import DynamicCache
+
+    model, tok = make(seed=8, num_future_tokens=heads)
+    model.set_attn_implementation(attn)
+    enc = tok(problems, padding=True, return_tensors="pt")
+    full_cache, kept_cache = DynamicCache(), DynamicCache()
+    with torch.no_grad():
+        full = model(**enc, past_key_values=full_cache, use_cache=True, num_future_tokens=heads)
+        kept = model(**enc, past_key_values=kept_cache, use_cache=True, num_future_tokens=heads, logits_to_keep=keep)
+    assert kept.logits.shape[1] == keep
+    assert torch.allclose(kept.logits, full.logits[:, -keep:], atol=1e-5)
+    if heads > 1:
+        assert torch.allclose(kept.future_logits, full.future_logits[:, -keep:], atol=1e-5)
+    assert len(kept_cache.layers) == len(full_cache.layers) == model.config.num_hidden_layers + heads - 1
+    for a, b in zip(full_cache.layers, kept_cache.layers, strict=True):
+        assert torch.allclose(a.keys, b.keys, atol=1e-6) and torch.allclose(a.values, b.values, atol=1e-6)
+    if keep == 1:  # the topmost block really computed one position
+        with torch.no_grad():
+            hidden = model.transformer(**enc, num_future_tokens=heads, keep_last=1).last_hidden_state
+        assert hidden.shape[1] == 1
+
+
 def test_one_token_per_step_is_byte_identical_to_generate_on_a_multi_head_model():
     model, tok = make(seed=7, num_future_tokens=2)
     enc = tok(PROBLEMS, padding=True, return_tensors="pt")

@@ -206,6 +206,25 @@ def test_cache_holds_one_layer_per_recurrence_and_block_and_logits_match():
               position_ids=model.position_ids_from_input_ids(full)[:, -1:])
 
 
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("problems", [PROBLEMS, PROBLEMS[:1]], ids=["padded", "unpadded"])
+def test_prompt_pass_with_logits_to_keep_computes_the_same_logits_and_cache(attn, problems):
+    """Only the last pass's last block skips the positions whose logits are not kept."""
+    model, tok = make(seed=9)
+    model.set_attn_implementation(attn)
+    enc = tok(problems, padding=True, return_tensors="pt")
+    full_cache, kept_cache = DynamicCache(), DynamicCache()
+    with torch.no_grad():
+        full = model(**enc, past_key_values=full_cache, use_cache=True).logits
+        kept = model(**enc, past_key_values=kept_cache, use_cache=True, logits_to_keep=1).logits
+        hidden = model.transformer(**enc, keep_last=1).last_hidden_state
+    assert kept.shape[1] == 1 and hidden.shape[1] == 1
+    assert torch.allclose(kept, full[:, -1:], atol=1e-5)
+    assert len(kept_cache.layers) == len(full_cache.layers) == 6  # 3 passes x 2 blocks
+    for a, b in zip(full_cache.layers, kept_cache.layers, strict=True):
+        assert torch.allclose(a.keys, b.keys, atol=1e-6) and torch.allclose(a.values, b.values, atol=1e-6)
+
+
 def test_left_padding_does_not_change_a_rows_output():
     model, tok = make(seed=3)
     alone = tok(["5+12345"], return_tensors="pt")

@@ -64,9 +64,12 @@ class AbacusGPT2Attention(nn.Module):
         self.c_proj = nn.Linear(config.hidden_size, config.hidden_size)
         self.resid_dropout = nn.Dropout(config.resid_pdrop)
 
-    def forward(self, hidden_states, attention_mask, past_key_values=None, **kwargs):
+    def forward(self, hidden_states, attention_mask, past_key_values=None, queries: int = 0, **kwargs):
+        """`queries` > 0: keys and values for every position, queries (and output) for the last `queries` only."""
         batch, length, _ = hidden_states.shape
         q, k, v = self.c_attn(hidden_states).view(batch, length, 3, self.num_heads, self.head_dim).unbind(2)
+        if queries:
+            q = q[:, -queries:]
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)
@@ -75,7 +78,7 @@ class AbacusGPT2Attention(nn.Module):
         )
         dropout = self.config.attn_pdrop if self.training else 0.0
         output, weights = attention_interface(self, q, k, v, attention_mask, scaling=self.scaling, dropout=dropout, **kwargs)
-        output = self.resid_dropout(self.c_proj(output.reshape(batch, length, -1)))
+        output = self.resid_dropout(self.c_proj(output.reshape(batch, q.shape[2], -1)))
         return output, weights
 
 
@@ -101,8 +104,13 @@ class AbacusGPT2Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_epsilon)
         self.mlp = AbacusGPT2MLP(config)
 
-    def forward(self, hidden_states, attention_mask, past_key_values=None, **kwargs):
-        attn_out, weights = self.attn(self.ln_1(hidden_states), attention_mask, past_key_values, **kwargs)
+    def forward(self, hidden_states, attention_mask, past_key_values=None, queries: int = 0, **kwargs):
+        """`queries` > 0: outputs for the last `queries` positions only (all of them still fill the cache)."""
+        if queries and attention_mask is not None:
+            attention_mask = attention_mask[:, :, -queries:]
+        attn_out, weights = self.attn(self.ln_1(hidden_states), attention_mask, past_key_values, queries, **kwargs)
+        if queries:
+            hidden_states = hidden_states[:, -queries:]
         hidden_states = hidden_states + attn_out
         hidden_states = hidden_states + self.mlp(self.ln_2(hidden_states))
         return hidden_states, weights
@@ -161,6 +169,18 @@ def check_future_tokens(config, num_future_tokens: int) -> None:
     if not isinstance(num_future_tokens, int) or not 1 <= num_future_tokens <= config.num_future_tokens:
         raise ValueError(f"num_future_tokens={num_future_tokens!r}, but this model has {config.num_future_tokens} "
                          f"output head(s), so it predicts between 1 and {config.num_future_tokens} tokens per pass")
+
+
+def kept_queries(keep_last: int, length: int, mask, output_attentions: bool) -> int:
+    """How many last positions a model's topmost blocks compute outputs for (0: all of them).
+
+    With `logits_to_keep`, the outputs of the other positions are never read, though their keys
+    and values still go to the cache. Attention maps want every position; and without a mask only
+    a single query may skip the rest (sdpa would align a causal block of several top-left).
+    """
+    if not 0 < keep_last < length or output_attentions or (mask is None and keep_last > 1):
+        return 0
+    return keep_last
 
 
 def absolute_positions(attention_mask, length: int, past_length: int, device) -> torch.Tensor:
@@ -227,7 +247,10 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 use_cache=None, output_attentions=False, num_future_tokens: int = 1,
-                cache: Cache | None = None, **kwargs) -> AbacusModelOutputWithPast:
+                cache: Cache | None = None, keep_last: int = 0, **kwargs) -> AbacusModelOutputWithPast:
+        """`keep_last` > 0 (the LM head's `logits_to_keep`): the topmost block of each output (the last
+        trunk block, or the extra heads' blocks, which read the whole trunk) computes outputs for the last
+        `keep_last` positions only; every position still fills the cache."""
         if input_ids is None:
             raise ValueError("abacus models need input_ids (positions are computed from the digits)")
         check_future_tokens(self.config, num_future_tokens)
@@ -244,13 +267,17 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             # The mask builder gets no position ids: it would read abacus resets as packed sequences.
             # The cache goes by position: its keyword changed name in transformers 5.24.
             mask = create_causal_mask(self.config, hidden_states, attention_mask, past_key_values, position_ids=None)
+        keep = kept_queries(keep_last, input_ids.shape[1], mask, output_attentions)
         attentions = []
-        for block in self.h:
-            hidden_states, weights = block(hidden_states, mask, past_key_values, **kwargs)
+        for i, block in enumerate(self.h):
+            last = i == len(self.h) - 1 and num_future_tokens == 1
+            hidden_states, weights = block(hidden_states, mask, past_key_values, keep if last else 0, **kwargs)
             if output_attentions:
                 attentions.append(weights)
-        future = [block(hidden_states, mask, past_key_values, **kwargs)[0]
+        future = [block(hidden_states, mask, past_key_values, keep, **kwargs)[0]
                   for block in self.future_heads[: num_future_tokens - 1]]
+        if future and keep:
+            hidden_states = hidden_states[:, -keep:]
         return AbacusModelOutputWithPast(
             last_hidden_state=self.ln_f(hidden_states),
             **{CACHE_FIELD: past_key_values if use_cache else None},
@@ -298,7 +325,8 @@ class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
         outputs = self.transformer(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
             past_key_values=past_key_values if cache is None else cache, use_cache=use_cache, output_attentions=output_attentions,
-            num_future_tokens=num_future_tokens, **kwargs,
+            num_future_tokens=num_future_tokens, keep_last=logits_to_keep if isinstance(logits_to_keep, int) else 0,
+            **kwargs,
         )
         hidden, future = outputs.last_hidden_state, outputs.future_hidden_states
         if logits_to_keep:

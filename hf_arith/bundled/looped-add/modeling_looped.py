@@ -35,7 +35,7 @@ from transformers.masking_utils import create_causal_mask
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .configuration_looped import LoopedConfig, check_num_recurrences
-from .modeling_abacus_gpt2 import CACHE_FIELD, AbacusGPT2Model, AbacusGPT2PreTrainedModel
+from .modeling_abacus_gpt2 import CACHE_FIELD, AbacusGPT2Model, AbacusGPT2PreTrainedModel, kept_queries
 
 
 class CacheSlots:
@@ -78,12 +78,13 @@ class LoopedModel(AbacusGPT2Model):
         return injected, mask
 
     def recur(self, state, injected, mask, start: int, count: int, past_key_values=None, attentions=None,
-              **kwargs):
+              keep: int = 0, **kwargs):
         """Run passes `start .. start + count - 1` from `state` (None: the zero state before pass 0).
 
         Each pass adds `injected` to the state (input injection; without it only the first pass
         sees the input) and applies the K blocks; pass r writes cache layers r * K .. r * K + K - 1.
-        Attention weights are appended to `attentions` when it is a list.
+        Attention weights are appended to `attentions` when it is a list. `keep` > 0: the very last
+        block computes outputs for the last `keep` positions only (see `kept_queries`).
         """
         for r in range(start, start + count):
             if state is None:
@@ -91,23 +92,27 @@ class LoopedModel(AbacusGPT2Model):
             elif self.config.input_injection:
                 state = state + injected
             cache = CacheSlots(past_key_values, r * len(self.h)) if past_key_values is not None else None
-            for block in self.h:
-                state, weights = block(state, mask, cache, **kwargs)
+            for i, block in enumerate(self.h):
+                last = r == start + count - 1 and i == len(self.h) - 1
+                state, weights = block(state, mask, cache, keep if last else 0, **kwargs)
                 if attentions is not None:
                     attentions.append(weights)
         return state
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 use_cache=None, output_attentions=False, num_recurrences: int | None = None,
-                cache: Cache | None = None, **kwargs) -> BaseModelOutputWithPast:
-        """`attentions` (with output_attentions): N * K tensors, pass by pass, block by block."""
+                cache: Cache | None = None, keep_last: int = 0, **kwargs) -> BaseModelOutputWithPast:
+        """`attentions` (with output_attentions): N * K tensors, pass by pass, block by block. `keep_last` > 0
+        (the LM head's `logits_to_keep`): the last pass's last block computes outputs for the last
+        `keep_last` positions only; every position still fills the cache."""
         n = self.resolve_recurrences(num_recurrences)
         past_key_values = past_key_values if cache is None else cache
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache()
         injected, mask = self.prepare(input_ids, attention_mask, position_ids, past_key_values, n)
         attentions = [] if output_attentions else None
-        state = self.recur(None, injected, mask, 0, n, past_key_values, attentions, **kwargs)
+        keep = kept_queries(keep_last, input_ids.shape[1], mask, output_attentions)
+        state = self.recur(None, injected, mask, 0, n, past_key_values, attentions, keep, **kwargs)
         return BaseModelOutputWithPast(
             last_hidden_state=self.ln_f(state),
             **{CACHE_FIELD: past_key_values if use_cache else None},
@@ -226,7 +231,7 @@ class LoopedForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
         outputs = self.transformer(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
             past_key_values=past_key_values, use_cache=use_cache, output_attentions=output_attentions,
-            num_recurrences=n, **kwargs,
+            num_recurrences=n, keep_last=logits_to_keep if isinstance(logits_to_keep, int) else 0, **kwargs,
         )
         hidden = outputs.last_hidden_state
         logits = self.lm_head(hidden[:, -logits_to_keep:] if logits_to_keep else hidden)

@@ -239,6 +239,8 @@ class MinimalDecoderLayer(nn.Module):
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
                 **kwargs):
         """`queries` > 0: outputs for the last `queries` positions only (all of them still fill the cache)."""
+        if queries and attention_mask is not None:
+            attention_mask = attention_mask[:, :, -queries:]
         attn_out, weights = self.self_attn(
             self.input_layernorm(hidden_states), position_embeddings, attention_mask, past_key_values, queries, **kwargs
         )
@@ -355,8 +357,7 @@ class MinimalModel(MinimalPreTrainedModel):
         attentions = []
         for i, layer in enumerate(self.layers):
             queries = keep_last if i == len(self.layers) - 1 else 0
-            layer_mask = mask[:, :, -queries:] if queries and mask is not None else mask
-            hidden_states, weights = layer(hidden_states, rope, layer_mask, past_key_values, queries, **kwargs)
+            hidden_states, weights = layer(hidden_states, rope, mask, past_key_values, queries, **kwargs)
             if output_attentions:
                 attentions.append(weights)
         if self.norm is not None:
