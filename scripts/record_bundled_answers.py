@@ -1,0 +1,65 @@
+"""Record every bundled model's answers on a fixed problem set (tests/data/bundled_answers.json).
+
+    python scripts/record_bundled_answers.py
+
+`tests/test_bundled_answers.py` solves the same problems and requires the same answers, wrong
+ones included: a refactor of the model code must not change what any shipped model writes.
+Run this only when a bundled model's weights change on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+import hf_arith
+from hf_arith.evaluation import heldout_problems
+from hf_arith.loading import load_checkpoint
+from hf_arith.problems import ProblemSpec
+
+OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "bundled_answers.json"
+
+
+def problem_set(model, tokenizer) -> list[str]:
+    """Held-out problems inside the training range and (where the model can place them) beyond it,
+    plus carry chains and zeros."""
+    fmt = tokenizer.arith_format
+    top = fmt.operand_width or 10
+    texts = heldout_problems(ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=top), 120, seed=7)[0]
+    if not fmt.operand_width:
+        texts += heldout_problems(ProblemSpec(task=fmt.task, base=fmt.base, min_digits=11, max_digits=30), 60,
+                                  seed=8)[0]
+        texts += ["9" * 30 + "+1", "1+" + "9" * 30, "9" * 25 + "+" + "9" * 25]
+    texts += ["0+0", "9" * top + "+" + "9" * top, "9" * top + "+1", "5" * top + "+" + "5" * top]
+    return texts
+
+
+def settings(model) -> list[dict]:
+    """The decoding settings a model supports: tokens per step, loop counts."""
+    runs = [{}]
+    if getattr(model.config, "num_future_tokens", 1) > 1:
+        runs.append({"tokens_per_step": model.config.num_future_tokens})
+    if hasattr(model.config, "num_recurrences"):
+        runs += [{"model_kwargs": {"num_recurrences": n}} for n in (1, 4)]
+    return runs
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    record = {}
+    for name in hf_arith.bundled_models():
+        model, tokenizer = load_checkpoint(name)
+        problems = problem_set(model, tokenizer)
+        record[name] = {"problems": problems,
+                        "runs": [{"setting": s, "answers": hf_arith.solve(model, tokenizer, problems, **s)}
+                                 for s in settings(model)]}
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {OUT}: " + ", ".join(f"{n} ({len(r['problems'])} problems x {len(r['runs'])})"
+                                      for n, r in record.items()))
+
+
+if __name__ == "__main__":
+    main()
