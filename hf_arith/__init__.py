@@ -8,15 +8,17 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokeni
 from .bundled import bundled_models, bundled_path
 from .formatting import FormatError, NumberFormat
 from .metrics import compute_metrics, metric_path
-from .models.abacus import (
+from .models import (
     AbacusGPT2Config,
     AbacusGPT2ForCausalLM,
     AbacusGPT2Model,
     LoopedConfig,
     LoopedForCausalLM,
     LoopedModel,
+    MinimalConfig,
+    MinimalForCausalLM,
+    MinimalModel,
 )
-from .models.minimal import MinimalConfig, MinimalForCausalLM, MinimalModel
 from .solving import solve
 from .tokenization_arith import ArithTokenizer
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from .models.abacus import AbacusGPT2Config, AbacusGPT2ForCausalLM, LoopedConfig, LoopedForCausalLM
-from .models.minimal import MinimalConfig, MinimalForCausalLM
+from .models import (
+    AbacusGPT2Config,
+    AbacusGPT2ForCausalLM,
+    LoopedConfig,
+    LoopedForCausalLM,
+    MinimalConfig,
+    MinimalForCausalLM,
+)
 
 FAMILIES = {
     "minimal": (MinimalConfig, MinimalForCausalLM),

@@ -16,8 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .formatting import DIGIT_CHARS, EOS_TOKEN, PAD_TOKEN, PROMPT_END
-
-IGNORE_INDEX = -100  # label value of tokens that are not part of the answer (as in training)
+from .models.modeling_common import IGNORE_INDEX
 _NUMBER = re.compile(r"[0-9]+")
 
 

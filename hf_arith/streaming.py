@@ -20,9 +20,8 @@ import numpy as np
 import torch
 
 from .formatting import NumberFormat, Problems, render
+from .models.modeling_common import IGNORE_INDEX
 from .problems import ProblemSpec, sample, with_answers
-
-IGNORE_INDEX = -100
 
 
 @dataclass

@@ -15,7 +15,7 @@ import hf_arith
 from hf_arith import AbacusGPT2Config, AbacusGPT2ForCausalLM, ArithTokenizer, NumberFormat
 from hf_arith.decoding import greedy_decode
 from hf_arith.formatting import FormatError
-from hf_arith.models.abacus.abacus_positions import (
+from hf_arith.models.abacus_positions import (
     abacus_position_ids,
     check_abacus_range,
     random_offsets,

@@ -23,9 +23,9 @@ from hf_arith import (
 )
 from hf_arith.decoding import greedy_decode
 from hf_arith.families import family_classes
-from hf_arith.models.abacus import abacus_positions, modeling_abacus_gpt2, modeling_looped
-from hf_arith.models.abacus.configuration_looped import MAX_RECURRENCES
-from hf_arith.models.abacus.modeling_looped import LoopedModel
+from hf_arith.models import abacus_positions, modeling_abacus_gpt2, modeling_looped
+from hf_arith.models.configuration_looped import MAX_RECURRENCES
+from hf_arith.models.modeling_looped import LoopedModel
 from hf_arith.saving import save_checkpoint
 
 REVERSED = NumberFormat(task="add", reverse_operands=True, reverse_answer=True, end_token=True)

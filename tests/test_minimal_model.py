@@ -221,24 +221,6 @@ def test_remote_code_loads_without_hf_arith(tmp_path):
     assert loaded["answers"] == tok.decode_answers(torch.tensor(expected))
 
 
-def test_bundled_checkpoint_carries_the_current_remote_code():
-    """Hub users load the bundled folder's own .py copies: they must match the package's sources."""
-    from pathlib import Path
-
-    folder = Path(hf_arith.bundled_path("minimal-add10"))
-    package = Path(hf_arith.__file__).parent
-    sources = {
-        "modeling_minimal.py": package / "models" / "minimal" / "modeling_minimal.py",
-        "configuration_minimal.py": package / "models" / "minimal" / "configuration_minimal.py",
-        "tokenization_arith.py": package / "tokenization_arith.py",
-        "formatting.py": package / "formatting.py",
-    }
-    for name, source in sources.items():
-        assert (folder / name).read_text() == source.read_text(), f"bundled {name} is stale; re-save the checkpoint"
-    weights = [p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".safetensors")]
-    assert weights == ["model.safetensors"]
-
-
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 def test_no_mask_equals_an_all_ones_mask(attn):
     """Training batches of fixed-width formats carry no mask; the model must read that as causal."""

@@ -28,14 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
-from transformers import GenerationMixin
 from transformers.cache_utils import Cache, DynamicCache
-from transformers.masking_utils import create_causal_mask
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .configuration_looped import LoopedConfig, check_num_recurrences
-from .modeling_abacus_gpt2 import CACHE_FIELD, AbacusGPT2Model, AbacusGPT2PreTrainedModel, kept_queries
+from .modeling_abacus_gpt2 import AbacusGPT2ForCausalLM, AbacusGPT2Model
+from .modeling_common import CACHE_FIELD, causal_mask, kept_queries, resolve_cache
 
 
 class CacheSlots:
@@ -69,13 +67,7 @@ class LoopedModel(AbacusGPT2Model):
             raise ValueError(f"this KV cache holds {filled} layers, but num_recurrences={num_recurrences} with "
                              f"{len(self.h)} layers reads {slots}: decode with the loop count that filled it")
         injected = self.embed(input_ids, attention_mask, position_ids, past_length)
-        if attention_mask is None and (not past_length or input_ids.shape[1] == 1):
-            mask = None  # unpadded: plain causal attention, or one new token that sees every cached one
-        else:
-            # The mask builder gets no position ids: it would read abacus resets as packed sequences.
-            # The cache goes by position: its keyword changed name in transformers 5.24.
-            mask = create_causal_mask(self.config, injected, attention_mask, past_key_values, position_ids=None)
-        return injected, mask
+        return injected, causal_mask(self.config, injected, attention_mask, past_key_values, past_length)
 
     def recur(self, state, injected, mask, start: int, count: int, past_key_values=None, attentions=None,
               keep: int = 0, **kwargs):
@@ -106,9 +98,7 @@ class LoopedModel(AbacusGPT2Model):
         (the LM head's `logits_to_keep`): the last pass's last block computes outputs for the last
         `keep_last` positions only; every position still fills the cache."""
         n = self.resolve_recurrences(num_recurrences)
-        past_key_values = past_key_values if cache is None else cache
-        if use_cache and past_key_values is None:
-            past_key_values = DynamicCache()
+        past_key_values = resolve_cache(past_key_values, cache, use_cache)
         injected, mask = self.prepare(input_ids, attention_mask, position_ids, past_key_values, n)
         attentions = [] if output_attentions else None
         keep = kept_queries(keep_last, input_ids.shape[1], mask, output_attentions)
@@ -130,28 +120,12 @@ class LoopedCausalLMOutputWithPast(CausalLMOutputWithPast):
     progressive_depths: tuple[int, int] | None = None
 
 
-class LoopedForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
+class LoopedForCausalLM(AbacusGPT2ForCausalLM):
+    """The abacus GPT-2 causal LM (tied head, abacus ids in generation) over a looped trunk."""
+
     config: LoopedConfig
     config_class = LoopedConfig
-    _tied_weights_keys = {"lm_head.weight": "transformer.wte.weight"}
-
-    def __init__(self, config: LoopedConfig):
-        super().__init__(config)
-        self.transformer = LoopedModel(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        self.post_init()
-
-    def get_input_embeddings(self):
-        return self.transformer.wte
-
-    def get_output_embeddings(self):
-        return self.lm_head
-
-    def prepare_inputs_for_generation(self, input_ids, **kwargs):
-        # Abacus ids depend on the whole sequence: compute them from the full input_ids; the
-        # base class then slices them to the tokens the cache has not seen.
-        kwargs["position_ids"] = self.position_ids_from_input_ids(input_ids)
-        return super().prepare_inputs_for_generation(input_ids, **kwargs)
+    trunk_class = LoopedModel
 
     def generate(self, *args, num_recurrences: int | None = None, **kwargs):
         """`GenerationMixin.generate` with a loop count; a cached run gets a lazily growing DynamicCache."""

@@ -1,10 +1,10 @@
 """Configuration for the minimal family: tiny decoder-only adders.
 
 The tricks of the tiny-adder literature are flags here, not forks of the model. Shipped as Hub
-remote code: imports only transformers.
+remote code: imports only transformers and sibling files.
 """
 
-from transformers import PreTrainedConfig
+from .configuration_common import ArithConfig
 
 _CHOICES = {
     "mlp_type": ("gated", "plain"),
@@ -15,7 +15,7 @@ _CHOICES = {
 }
 
 
-class MinimalConfig(PreTrainedConfig):
+class MinimalConfig(ArithConfig):
     r"""
     Args:
         vocab_size: tokens in the tokenizer (digits first, so ids `0..num_digit_tokens-1` are digits).
@@ -63,10 +63,6 @@ class MinimalConfig(PreTrainedConfig):
         digit_embedding: str = "learned",
         num_digit_tokens: int = 10,
         initializer_range: float = 0.02,
-        tie_word_embeddings: bool = True,
-        pad_token_id: int | None = None,
-        eos_token_id: int | None = None,
-        bos_token_id: int | None = None,
         **kwargs,
     ):
         self.vocab_size = vocab_size
@@ -93,22 +89,12 @@ class MinimalConfig(PreTrainedConfig):
         self.digit_embedding = digit_embedding
         self.num_digit_tokens = num_digit_tokens
         self.initializer_range = initializer_range
-        self._validate()
-        super().__init__(
-            tie_word_embeddings=tie_word_embeddings,
-            pad_token_id=pad_token_id,
-            eos_token_id=eos_token_id,
-            bos_token_id=bos_token_id,
-            **kwargs,
-        )
+        super().__init__(**kwargs)  # ArithConfig: token ids, tied head, then self._validate()
 
     def _validate(self):
         """Reject malformed configs with one line that names the field, before torch sees them."""
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "num_key_value_heads", "head_dim", "intermediate_size", "max_position_embeddings"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"MinimalConfig.{name} must be a positive integer, got {value!r}")
+        self.check_integers(("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                             "num_key_value_heads", "head_dim", "intermediate_size", "max_position_embeddings"))
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"MinimalConfig.{name} must be one of {allowed}, got {getattr(self, name)!r}")

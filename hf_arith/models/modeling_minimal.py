@@ -2,7 +2,7 @@
 
 Layout follows transformers' own model files (attention chosen through
 ALL_ATTENTION_FUNCTIONS, `Cache` objects, `GenerationMixin`, `CausalLMOutputWithPast`).
-Shipped as Hub remote code: imports only torch, transformers and the sibling config file.
+Shipped as Hub remote code: imports only torch, transformers and sibling files.
 """
 
 from __future__ import annotations
@@ -15,18 +15,20 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache, DynamicCache
-from transformers.masking_utils import create_causal_mask
+from transformers.cache_utils import Cache
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_minimal import MinimalConfig
-
-# transformers 5.24 renamed the KV cache argument and output field `past_key_values` -> `cache`
-# (generate() passes `cache=`); earlier 5.x releases use the old name. Forward takes either name and
-# fills the output field the installed release defines. (Hub remote code cannot import the abacus
-# folder's copy of this, hence these few lines here.)
-CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
+from .modeling_common import (
+    CACHE_FIELD,
+    causal_mask,
+    check_prompt,
+    eager_attention_forward,
+    kept_queries,
+    positions_from_mask,
+    resolve_cache,
+)
 
 
 class Projection(nn.Module):
@@ -141,30 +143,6 @@ def apply_rotary_pos_emb(x, cos, sin):
     length = x.shape[2]
     cos, sin = cos[:, None, -length:], sin[:, None, -length:]
     return x * cos + rotate_half(x) * sin
-
-
-def repeat_kv(hidden_states: torch.Tensor, n_rep: int) -> torch.Tensor:
-    if n_rep == 1:
-        return hidden_states
-    batch, heads, length, dim = hidden_states.shape
-    hidden_states = hidden_states[:, :, None].expand(batch, heads, n_rep, length, dim)
-    return hidden_states.reshape(batch, heads * n_rep, length, dim)
-
-
-def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    key = repeat_kv(key, module.num_key_value_groups)
-    value = repeat_kv(value, module.num_key_value_groups)
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        scores = scores + attention_mask
-    else:  # no mask from the builder means plain causal attention
-        q_len, k_len = scores.shape[-2:]
-        causal = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).tril(k_len - q_len)
-        scores = scores.masked_fill(~causal, torch.finfo(scores.dtype).min)
-    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    weights = F.dropout(weights, p=dropout, training=module.training)
-    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
-    return output, weights
 
 
 class MinimalAttention(nn.Module):
@@ -287,13 +265,6 @@ class MinimalPreTrainedModel(PreTrainedModel):
             init.normal_(module.weight, mean=0.0, std=std)
 
 
-def positions_from_mask(attention_mask, length: int, past_length: int, device):
-    """Position ids for the last `length` tokens: counted over real tokens so left padding is skipped."""
-    if attention_mask is None:
-        return torch.arange(past_length, past_length + length, device=device).unsqueeze(0)
-    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -length:]
-
-
 class MinimalModel(MinimalPreTrainedModel):
     def __init__(self, config: MinimalConfig):
         super().__init__(config)
@@ -318,21 +289,12 @@ class MinimalModel(MinimalPreTrainedModel):
         most of a prompt pass: only the keys and values of the rest are needed."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds")
-        past_key_values = past_key_values if cache is None else cache
-        if use_cache and past_key_values is None:
-            past_key_values = DynamicCache()
+        past_key_values = resolve_cache(past_key_values, cache, use_cache)
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        length = (input_ids if inputs_embeds is None else inputs_embeds).shape[1]
+        check_prompt(self.config, input_ids, length, past_length)
         if inputs_embeds is None:
-            # Checked on the prompt; later cached steps feed back the model's own tokens.
-            if not past_length and input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
-                raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}); got ids outside it")
             inputs_embeds = self.embed_tokens(input_ids)
-        length = inputs_embeds.shape[1]
-        if past_length + length > self.config.max_position_embeddings:
-            raise ValueError(
-                f"sequence of {past_length + length} tokens is longer than this model's context "
-                f"({self.config.max_position_embeddings} positions)"
-            )
         if position_ids is None:
             position_ids = positions_from_mask(attention_mask, length, past_length, inputs_embeds.device)
         elif not past_length and position_ids.numel() and (position_ids.min() < 0 or position_ids.max() >= self.config.max_position_embeddings):
@@ -344,19 +306,11 @@ class MinimalModel(MinimalPreTrainedModel):
             hidden_states = hidden_states + self.embed_positions(position_ids)
         rope = self.rotary_emb(hidden_states, position_ids) if self.rotary_emb is not None else None
 
-        if attention_mask is None and (not past_length or length == 1):
-            # Unpadded: plain causal attention, or a single new token that sees every cached one.
-            mask = None
-        else:
-            # The mask builder gets no position ids: it would read resets as packed sequences.
-            # The cache goes by position: its keyword changed name in transformers 5.24.
-            mask = create_causal_mask(self.config, inputs_embeds, attention_mask, past_key_values, position_ids=None)
-        # Without a mask, only a single query can skip the others (sdpa would align a causal block top-left).
-        if not 0 < keep_last < length or output_attentions or (mask is None and keep_last > 1):
-            keep_last = 0
+        mask = causal_mask(self.config, inputs_embeds, attention_mask, past_key_values, past_length)
+        keep = kept_queries(keep_last, length, mask, output_attentions)
         attentions = []
         for i, layer in enumerate(self.layers):
-            queries = keep_last if i == len(self.layers) - 1 else 0
+            queries = keep if i == len(self.layers) - 1 else 0
             hidden_states, weights = layer(hidden_states, rope, mask, past_key_values, queries, **kwargs)
             if output_attentions:
                 attentions.append(weights)

@@ -18,8 +18,7 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache, DynamicCache
-from transformers.masking_utils import create_causal_mask
+from transformers.cache_utils import Cache
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
@@ -32,24 +31,16 @@ from .abacus_positions import (
     unpack_positions,
 )
 from .configuration_abacus_gpt2 import AbacusGPT2Config
-
-# transformers 5.24 renamed the KV cache argument and output field `past_key_values` -> `cache`
-# (generate() passes `cache=`); earlier 5.x releases use the old name. Forward takes either name
-# and fills the output field the installed release defines.
-CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
-
-
-def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        scores = scores + attention_mask
-    else:  # no mask from the builder means plain causal attention
-        q_len, k_len = scores.shape[-2:]
-        causal = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).tril(k_len - q_len)
-        scores = scores.masked_fill(~causal, torch.finfo(scores.dtype).min)
-    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    weights = F.dropout(weights, p=dropout, training=module.training)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+from .modeling_common import (
+    CACHE_FIELD,
+    IGNORE_INDEX,
+    causal_mask,
+    check_prompt,
+    eager_attention_forward,
+    kept_queries,
+    positions_from_mask,
+    resolve_cache,
+)
 
 
 class AbacusGPT2Attention(nn.Module):
@@ -150,6 +141,12 @@ class AbacusGPT2PreTrainedModel(PreTrainedModel):
             if c.abacus_num_segments else None
         return pack_positions(index, segment, c.abacus_max_digits)
 
+    def prepare_inputs_for_generation(self, input_ids, **kwargs):
+        # Abacus ids depend on the whole sequence: compute them from the full input_ids; the
+        # generation mixin then slices them to the tokens the cache has not seen.
+        kwargs["position_ids"] = self.position_ids_from_input_ids(input_ids)
+        return super().prepare_inputs_for_generation(input_ids, **kwargs)
+
 
 @dataclass
 class AbacusModelOutputWithPast(BaseModelOutputWithPast):
@@ -169,25 +166,6 @@ def check_future_tokens(config, num_future_tokens: int) -> None:
     if not isinstance(num_future_tokens, int) or not 1 <= num_future_tokens <= config.num_future_tokens:
         raise ValueError(f"num_future_tokens={num_future_tokens!r}, but this model has {config.num_future_tokens} "
                          f"output head(s), so it predicts between 1 and {config.num_future_tokens} tokens per pass")
-
-
-def kept_queries(keep_last: int, length: int, mask, output_attentions: bool) -> int:
-    """How many last positions a model's topmost blocks compute outputs for (0: all of them).
-
-    With `logits_to_keep`, the outputs of the other positions are never read, though their keys
-    and values still go to the cache. Attention maps want every position; and without a mask only
-    a single query may skip the rest (sdpa would align a causal block of several top-left).
-    """
-    if not 0 < keep_last < length or output_attentions or (mask is None and keep_last > 1):
-        return 0
-    return keep_last
-
-
-def absolute_positions(attention_mask, length: int, past_length: int, device) -> torch.Tensor:
-    """Token positions counted over real tokens, so left padding is skipped."""
-    if attention_mask is None:
-        return torch.arange(past_length, past_length + length, device=device).unsqueeze(0)
-    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -length:]
 
 
 class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
@@ -215,12 +193,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
     def embed(self, input_ids, attention_mask, position_ids, past_length: int):
         """Token + abacus (+ absolute) embeddings; the abacus ids get the random offset in training."""
         length = input_ids.shape[1]
-        if length + past_length > self.config.max_position_embeddings:
-            raise ValueError(f"sequence of {length + past_length} tokens is longer than this model's context "
-                             f"({self.config.max_position_embeddings} positions)")
-        # Checked on the prompt; later cached steps feed back the model's own tokens.
-        if not past_length and input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
-            raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}); got ids outside it")
+        check_prompt(self.config, input_ids, length, past_length)
         c = self.config
         computed = position_ids is None
         if computed:
@@ -242,7 +215,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         if segment is not None:
             hidden = hidden + self.segment(segment)
         if self.wpe is not None:
-            hidden = hidden + self.wpe(absolute_positions(attention_mask, length, past_length, input_ids.device))
+            hidden = hidden + self.wpe(positions_from_mask(attention_mask, length, past_length, input_ids.device))
         return self.drop(hidden)
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
@@ -254,19 +227,10 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         if input_ids is None:
             raise ValueError("abacus models need input_ids (positions are computed from the digits)")
         check_future_tokens(self.config, num_future_tokens)
-        past_key_values = past_key_values if cache is None else cache
-        if use_cache and past_key_values is None:
-            past_key_values = DynamicCache()
+        past_key_values = resolve_cache(past_key_values, cache, use_cache)
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         hidden_states = self.embed(input_ids, attention_mask, position_ids, past_length)
-
-        if attention_mask is None and (not past_length or input_ids.shape[1] == 1):
-            # Unpadded: plain causal attention, or a single new token that sees every cached one.
-            mask = None
-        else:
-            # The mask builder gets no position ids: it would read abacus resets as packed sequences.
-            # The cache goes by position: its keyword changed name in transformers 5.24.
-            mask = create_causal_mask(self.config, hidden_states, attention_mask, past_key_values, position_ids=None)
+        mask = causal_mask(self.config, hidden_states, attention_mask, past_key_values, past_length)
         keep = kept_queries(keep_last, input_ids.shape[1], mask, output_attentions)
         attentions = []
         for i, block in enumerate(self.h):
@@ -288,10 +252,11 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
 
 class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
     _tied_weights_keys = {"lm_head.weight": "transformer.wte.weight"}
+    trunk_class = AbacusGPT2Model  # the looped family runs its own trunk under the same head
 
     def __init__(self, config: AbacusGPT2Config):
         super().__init__(config)
-        self.transformer = AbacusGPT2Model(config)
+        self.transformer = self.trunk_class(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.post_init()
 
@@ -309,12 +274,6 @@ class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
         for j, block in enumerate(self.transformer.future_heads):
             if any(name.startswith(f"transformer.future_heads.{j}.") for name in missing):
                 block.load_state_dict(trunk)
-
-    def prepare_inputs_for_generation(self, input_ids, **kwargs):
-        # Abacus ids depend on the whole sequence: compute them from the full input_ids; the
-        # base class then slices them to the tokens the cache has not seen.
-        kwargs["position_ids"] = self.position_ids_from_input_ids(input_ids)
-        return super().prepare_inputs_for_generation(input_ids, **kwargs)
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values: Cache | None = None,
                 labels=None, use_cache=None, logits_to_keep=0, output_attentions=False,
@@ -339,7 +298,7 @@ class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
             for j in range(1, num_future_tokens):
                 # Head j at position t predicts token t + 1 + j: the labels shifted j more places.
-                shifted = F.pad(labels[:, j:], (0, j), value=-100)
+                shifted = F.pad(labels[:, j:], (0, j), value=IGNORE_INDEX)
                 loss = loss + self.loss_function(logits=future_logits[:, :, j - 1], labels=shifted,
                                                  vocab_size=self.config.vocab_size, **kwargs)
             loss = loss / num_future_tokens

@@ -1,12 +1,12 @@
 """Configuration for the abacus GPT-2 family: GPT-2 blocks with per-digit (abacus) positions.
 
-Shipped as Hub remote code: imports only transformers.
+Shipped as Hub remote code: imports only transformers and sibling files.
 """
 
-from transformers import PreTrainedConfig
+from .configuration_common import ArithConfig
 
 
-class AbacusGPT2Config(PreTrainedConfig):
+class AbacusGPT2Config(ArithConfig):
     r"""
     Args:
         vocab_size: tokens in the tokenizer (digits first, so ids `0..num_digit_tokens-1` are digits).
@@ -66,10 +66,6 @@ class AbacusGPT2Config(PreTrainedConfig):
         max_position_embeddings: int = 1024,
         num_future_tokens: int = 1,
         initializer_range: float = 0.02,
-        tie_word_embeddings: bool = True,
-        pad_token_id: int | None = None,
-        eos_token_id: int | None = None,
-        bos_token_id: int | None = None,
         **kwargs,
     ):
         self.vocab_size = vocab_size
@@ -93,27 +89,15 @@ class AbacusGPT2Config(PreTrainedConfig):
         self.max_position_embeddings = max_position_embeddings
         self.num_future_tokens = num_future_tokens
         self.initializer_range = initializer_range
-        self._validate()
-        super().__init__(
-            tie_word_embeddings=tie_word_embeddings,
-            pad_token_id=pad_token_id,
-            eos_token_id=eos_token_id,
-            bos_token_id=bos_token_id,
-            **kwargs,
-        )
+        super().__init__(**kwargs)  # ArithConfig: token ids, tied head, then self._validate()
 
     def _validate(self):
         """Reject malformed configs with one line that names the field, before torch sees them."""
         name = type(self).__name__
-        for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                      "num_digit_tokens", "abacus_max_digits", "max_position_embeddings", "num_future_tokens"):
-            value = getattr(self, field)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}.{field} must be a positive integer, got {value!r}")
-        for field in ("abacus_max_offset", "abacus_num_segments"):
-            value = getattr(self, field)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{name}.{field} must be an integer >= 0, got {value!r}")
+        self.check_integers(("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                             "intermediate_size", "num_digit_tokens", "abacus_max_digits", "max_position_embeddings",
+                             "num_future_tokens"))
+        self.check_integers(("abacus_max_offset", "abacus_num_segments"), minimum=0)
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"{name}.hidden_size ({self.hidden_size}) must be a multiple of "
                              f"num_attention_heads ({self.num_attention_heads})")

@@ -1,0 +1,30 @@
+"""The base of every family's configuration: the token ids and tied head all families share, and
+validation that rejects a malformed config with one line naming the field, before torch sees it.
+
+Shipped as Hub remote code beside the family's configuration file: imports only transformers.
+"""
+
+from transformers import PreTrainedConfig
+
+
+class ArithConfig(PreTrainedConfig):
+    """Subclasses set their own fields, then call `super().__init__(**kwargs)`, which runs `_validate`."""
+
+    def __init__(self, tie_word_embeddings: bool = True, pad_token_id: int | None = None,
+                 eos_token_id: int | None = None, bos_token_id: int | None = None, **kwargs):
+        self._validate()
+        super().__init__(tie_word_embeddings=tie_word_embeddings, pad_token_id=pad_token_id,
+                         eos_token_id=eos_token_id, bos_token_id=bos_token_id, **kwargs)
+
+    def _validate(self) -> None:
+        """Each family checks its fields here."""
+
+    def check_integers(self, fields, minimum: int = 1) -> None:
+        for field in fields:
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+                raise ValueError(f"{type(self).__name__}.{field} must be {what}, got {value!r}")
+
+
+__all__ = ["ArithConfig"]
