@@ -8,21 +8,19 @@ its query/key projections, with no token or segment embedding). The margin of i 
 minus the best other index's score (in logits; > 0 means index i picks itself), and the table
 names that rival. An index-matching head with a small or negative margin against a far index
 (|i - j| > the training length) is a collision: a long operand puts those two digits side by
-side and the lookup can fetch the wrong one. Writes bench/results/abacus_index_margins_<name>.md.
+side and the lookup can fetch the wrong one. Writes bench/results/abacus_index_margins_<name>.json and .md.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import torch
-from machine import command_line, machine_info, utc_now
+from common import script_parser
+from machine import RESULTS, load_average, markdown_table, write_results
 
 from hf_arith.index_separation import has_abacus_table, index_scores
 from hf_arith.loading import load_checkpoint
-
-RESULTS = Path(__file__).parent / "results"
 
 
 @torch.no_grad()
@@ -43,28 +41,24 @@ def margins(model, max_index: int) -> list[dict]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> dict:
+    parser = script_parser(__doc__)
     parser.add_argument("model", nargs="?", default="abacus-gpt2-add")
     parser.add_argument("--max-index", type=int, default=20)
     args = parser.parse_args(argv)
+    load_before = load_average()
     model, _ = load_checkpoint(args.model)
     if not has_abacus_table(model):
         raise SystemExit(f"{args.model}: not an abacus model")
     rows = margins(model, args.max_index)
-    lines = [f"# Abacus index margins: {args.model} ({utc_now()})", "", __doc__.split("\n\n")[1].replace("\n", " "), "",
-             f"Machine: {machine_info()}", "", f"Command: `{command_line(argv)}`", "",
-             f"Each cell: margin (rival index). Indices 1..{args.max_index}.", "",
-             "| layer | head | " + " | ".join(str(i) for i in range(1, args.max_index + 1)) + " |",
-             "| ---: | ---: | " + " | ".join("---:" for _ in range(args.max_index)) + " |"]
-    for r in rows:
-        cells = [f"{m:.1f} ({j})" for m, j in zip(r["margin"], r["rival"])]
-        lines.append(f"| {r['layer']} | {r['head']} | " + " | ".join(cells) + " |")
-    text = "\n".join(lines) + "\n"
-    out = RESULTS / f"abacus_index_margins_{Path(str(args.model)).name}.md"
-    out.write_text(text)
-    print(text)
-    print(f"wrote {out}")
+    lines = [f"Each cell: margin (rival index). Indices 1..{args.max_index}.", ""]
+    lines += markdown_table(["layer", "head", *range(1, args.max_index + 1)], "r" * (args.max_index + 2), [
+        [r["layer"], r["head"], *(f"{m:.1f} ({j})" for m, j in zip(r["margin"], r["rival"]))] for r in rows])
+    print("\n".join(lines))
+    what = __doc__.split("\n\n")[1].replace("\n", " ")
+    return write_results(RESULTS / f"abacus_index_margins_{Path(str(args.model)).name}.json",
+                         {"model": args.model, "max_index": args.max_index, "rows": rows}, what=what,
+                         load_before=load_before, title=f"Abacus index margins: {args.model}", table=lines)
 
 
 if __name__ == "__main__":

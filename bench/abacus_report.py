@@ -17,59 +17,21 @@ Writes bench/results/<name>.json with the machine and the command, and prints it
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from machine import command_line, machine_info, utc_now
+from common import decimal_heldout, decode, per_digit, script_parser
+from machine import RESULTS, load_average, write_results
 
-from hf_arith.decoding import greedy_decode, max_tokens_per_step
-from hf_arith.evaluation import heldout_problems, score
-from hf_arith.formatting import parse_problems
+from hf_arith.limits import max_tokens_per_step
 from hf_arith.loading import load_checkpoint
-from hf_arith.problems import ProblemSpec
-
-RESULTS_DIR = Path(__file__).parent / "results"
-
-
-def decode(model, tok, texts, k=1, use_cache=True, batch_size=1000):
-    """Answers, total forward passes (summed over batches) and seconds."""
-    fmt, answers, passes = tok.arith_format, [], 0
-    start = time.perf_counter()
-    for i in range(0, len(texts), batch_size):
-        chunk = texts[i : i + batch_size]
-        budget = fmt.max_answer_tokens(parse_problems(chunk, fmt))
-        enc = tok(chunk, padding=True, return_tensors="pt")
-        new, n = greedy_decode(model, enc.input_ids, enc.attention_mask, budget, eos_token_id=tok.eos_token_id,
-                               pad_token_id=tok.pad_token_id, use_cache=use_cache, tokens_per_step=k,
-                               return_passes=True)
-        answers.extend(tok.decode_answers(new))
-        passes += n
-    return answers, passes, time.perf_counter() - start
-
-
-def per_digit(answers, refs) -> list[float]:
-    """For each answer digit i (units first), the share of the answers that have it which got it right."""
-    width = max(len(r) for r in refs)
-    hits, count = np.zeros(width), np.zeros(width)
-    for a, r in zip(answers, refs):
-        a, r = (a or "")[::-1], r[::-1]
-        count[: len(r)] += 1
-        hits[: len(r)] += [i < len(a) and a[i] == r[i] for i in range(len(r))]
-    return [round(float(h), 3) for h in hits / np.maximum(count, 1)]
-
-
-def heldout(tok, lo, hi, n, seed=1234):
-    spec = ProblemSpec(task=tok.arith_format.task, base=10, min_digits=lo, max_digits=hi)
-    return heldout_problems(spec, n, seed=seed)
+from hf_arith.metrics import arith_scores
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("model", help="bundled name or checkpoint folder")
     parser.add_argument("--name", default=None, help="results name (default: the model argument's last part)")
     parser.add_argument("--samples", type=int, default=10_000, help="held-out 1-10-digit problems")
@@ -77,11 +39,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     model, tok = load_checkpoint(args.model)
     name = args.name or Path(args.model).name
 
-    texts, refs, lengths = heldout(tok, 1, 10, args.samples)
+    texts, refs, lengths = decimal_heldout(tok, 1, 10, args.samples)
     result = {"model": args.model, "unique_params": model.num_parameters(), "format": tok.arith_format.to_dict()}
     ids = tok(texts)["input_ids"]
     result["mean_prompt_tokens_1_10"] = float(np.mean([len(x) for x in ids]))
@@ -89,7 +51,7 @@ def main(argv=None) -> dict:
     per_k = {}
     for k in sorted({1, 2, 4, max_tokens_per_step(model)} & set(range(1, max_tokens_per_step(model) + 1))):
         answers, passes, seconds = decode(model, tok, texts, k=k)
-        report = score(answers, refs, lengths)
+        report = arith_scores(answers, refs, lengths)
         per_k[k] = {"exact_match": report["exact_match"], "malformed": report["malformed"],
                     "forward_passes": passes, "seconds": round(seconds, 2)}
         if k == 1:
@@ -105,9 +67,9 @@ def main(argv=None) -> dict:
     for length in (15, 20, 30):
         if length + 1 > getattr(model.config, "abacus_max_digits", length + 1):
             continue  # beyond the model's abacus range
-        t, r, _ = heldout(tok, length, length, args.long_samples, seed=4321)
+        t, r, _ = decimal_heldout(tok, length, length, args.long_samples, seed=4321)
         answers, _, seconds = decode(model, tok, t)
-        result["by_operand_length"][length] = {"exact_match": score(answers, r)["exact_match"], "n": len(t),
+        result["by_operand_length"][length] = {"exact_match": arith_scores(answers, r)["exact_match"], "n": len(t),
                                                "seconds": round(seconds, 2),
                                                "right_length": float(np.mean([len(a or "") == len(b)
                                                                               for a, b in zip(answers, r)])),
@@ -119,11 +81,9 @@ def main(argv=None) -> dict:
     result["kv_cache"] = {"problems": len(sample), "batch_size": 500, "identical_outputs": cached == uncached,
                           "seconds_with_cache": round(t_cached, 3), "seconds_without_cache": round(t_uncached, 3),
                           "speedup": round(t_uncached / t_cached, 2)}
-    result.update(machine=machine_info(load_before), command=command_line(argv), date=utc_now())
-    path = RESULTS_DIR / f"{name}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    what = "a trained abacus model against the issue's targets, on held-out problems"
+    result = write_results(RESULTS / f"{name}.json", result, what=what, load_before=load_before)
     print(json.dumps(result, indent=2))
-    print(f"wrote {path}")
     return result
 
 

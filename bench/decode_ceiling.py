@@ -22,20 +22,16 @@ and .md with the machine and command.
 
 from __future__ import annotations
 
-import argparse
-import os
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
-from decode_speed import make_batches, methods, problems_for
-from machine import write_results
+from common import add_model_batch_options, decode_methods, make_batches, problems_for, script_parser
+from machine import RESULTS, load_average, markdown_table, write_results
 
 from hf_arith.bundled import bundled_models
 from hf_arith.loading import load_checkpoint
 
-RESULTS = Path(__file__).parent / "results"
 METHODS = ("generate", "decoder-cache")
 
 
@@ -94,7 +90,7 @@ def bench_model(name: str, batch_sizes, n_batches: int, repeats: int, max_digits
     model, tokenizer = load_checkpoint(name)
     model.eval()
     texts = problems_for(model, tokenizer, max(batch_sizes) * n_batches, max_digits)
-    table = {m: f for m, f in methods(model, tokenizer).items() if m in METHODS}
+    table = {m: f for m, f in decode_methods(model, tokenizer).items() if m in METHODS}
     rows = []
     for batch_size in batch_sizes:
         records = measure(model, table, make_batches(tokenizer, texts, batch_size, n_batches), repeats)
@@ -112,32 +108,28 @@ def bench_model(name: str, batch_sizes, n_batches: int, repeats: int, max_digits
 
 
 def table(rows: list[dict]) -> list[str]:
-    lines = ["| model | batch | generate ms | of it in forward | decoder ms | of it in forward | forward calls "
-             "(generate / decoder) | decoder ms per forward call | speed-up | bound | decoder forward ms needed for 2x |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    header = ["model", "batch", "generate ms", "of it in forward", "decoder ms", "of it in forward",
+              "forward calls (generate / decoder)", "decoder ms per forward call", "speed-up", "bound",
+              "decoder forward ms needed for 2x"]
+    cells = []
     for r in rows:
         g, d = r["generate"], r["decoder"]
-        lines.append(f"| {r['model']} | {r['batch_size']} | {g['median_seconds'] * 1e3:.2f} | {g['forward_share']:.0%} | "
-                     f"{d['median_seconds'] * 1e3:.2f} | {d['forward_share']:.0%} | "
-                     f"{g['forward_calls']} / {d['forward_calls']} | {d['forward_seconds_per_call'] * 1e3:.3f} | "
-                     f"{r['speedup']:.2f} | {r['bound']:.2f} | "
-                     f"{r['forward_for_2x_seconds'] * 1e3:.2f} (now {d['forward_seconds'] * 1e3:.2f}) |")
-    return lines
+        cells.append([r["model"], r["batch_size"], f"{g['median_seconds'] * 1e3:.2f}", f"{g['forward_share']:.0%}",
+                      f"{d['median_seconds'] * 1e3:.2f}", f"{d['forward_share']:.0%}",
+                      f"{g['forward_calls']} / {d['forward_calls']}", f"{d['forward_seconds_per_call'] * 1e3:.3f}",
+                      f"{r['speedup']:.2f}", f"{r['bound']:.2f}",
+                      f"{r['forward_for_2x_seconds'] * 1e3:.2f} (now {d['forward_seconds'] * 1e3:.2f})"])
+    return markdown_table(header, "lrrrrrrrrrr", cells)
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("models", nargs="*", help="bundled names or checkpoint folders (default: every bundled model)")
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64, 256])
+    parser = script_parser(__doc__)
+    add_model_batch_options(parser, RESULTS / "decode_ceiling.json")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--batches", type=int, default=4, help="batches timed per setting")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--max-digits", type=int, default=10)
-    parser.add_argument("--out", default=str(RESULTS / "decode_ceiling.json"))
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     rows = []
     for name in args.models or bundled_models():
         rows += bench_model(name, args.batch_sizes, args.batches, args.repeats, args.max_digits)
@@ -146,9 +138,8 @@ def main(argv: list[str] | None = None) -> dict:
             f"{args.repeats} rounds x {args.batches} batches, methods taking turns, after one warm-up call, "
             f"{args.threads} torch thread(s). `bound` = generate's time / the decoder's forward time: the largest "
             "speed-up a decoder making the same forward calls could reach with free bookkeeping.")
-    result = write_results(args.out, what, rows, argv, "Where decoding time goes", table(rows), load_before,
-                           best_bound=float(np.max([r["bound"] for r in rows])))
-    return result
+    return write_results(args.out, {"rows": rows, "best_bound": float(np.max([r["bound"] for r in rows]))}, what=what,
+                         load_before=load_before, title="Where decoding time goes", table=table(rows))
 
 
 if __name__ == "__main__":

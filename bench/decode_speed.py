@@ -24,67 +24,15 @@ answers). Results go to bench/results/decode_speed.json and .md with the machine
 
 from __future__ import annotations
 
-import argparse
-import os
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
-from machine import write_results
+from common import add_model_batch_options, decode_methods, make_batches, problems_for, script_parser
+from machine import RESULTS, load_average, markdown_table, write_results
 
 from hf_arith.bundled import bundled_models
-from hf_arith.cli import default_max_digits
-from hf_arith.decoding import greedy_decode, max_tokens_per_step
-from hf_arith.evaluation import heldout_problems
 from hf_arith.loading import load_checkpoint
-from hf_arith.problems import ProblemSpec
-from hf_arith.solving import answer_budget
-
-RESULTS = Path(__file__).parent / "results"
-
-
-def problems_for(model, tokenizer, n: int, max_digits: int, seed: int = 99) -> list[str]:
-    fmt = tokenizer.arith_format
-    items = {"min_items": 2, "max_items": min(5, fmt.max_items)} if fmt.task == "sort" else {}
-    digits = min(max_digits, default_max_digits(model, fmt))
-    spec = ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=digits, **items)
-    texts, _, _ = heldout_problems(spec, n, seed=seed)
-    return texts
-
-
-def make_batches(tokenizer, texts: list[str], batch_size: int, count: int):
-    batches = []
-    for i in range(count):
-        chunk = texts[i * batch_size:(i + 1) * batch_size]
-        enc = tokenizer(chunk, padding=True, return_tensors="pt")
-        batches.append((enc["input_ids"], enc["attention_mask"], answer_budget(tokenizer, chunk)))
-    return batches
-
-
-def methods(model, tokenizer, compiled=None):
-    eos = tokenizer.eos_token_id if tokenizer.arith_format.end_token else None
-    pad = tokenizer.pad_token_id
-
-    def generate(ids, mask, budget):
-        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=budget, do_sample=False,
-                             eos_token_id=eos, pad_token_id=pad)
-        return out[:, ids.shape[1]:]
-
-    def decoder(use_cache, k=1, target=model):
-        return lambda ids, mask, budget: greedy_decode(target, ids, mask, budget, eos_token_id=eos, pad_token_id=pad,
-                                                       use_cache=use_cache, tokens_per_step=k)
-
-    table = {"generate": generate, "decoder-nocache": decoder(False), "decoder-cache": decoder(True)}
-    for k in range(2, max_tokens_per_step(model) + 1):
-        table[f"decoder-cache-k{k}"] = decoder(True, k)
-    if compiled is not None:
-        table["decoder-cache-compiled"] = decoder(True, target=compiled)
-    return table
-
-
-def answers(tokenizer, tokens) -> list:
-    return tokenizer.decode_answers(tokens)
 
 
 def time_methods(table: dict, batches, repeats: int) -> dict:
@@ -127,10 +75,10 @@ def bench_model(name: str, batch_sizes, threads_list, n_batches: dict, repeats: 
             compiled = torch.compile(model, dynamic=True)
         for batch_size in batch_sizes:
             batches = make_batches(tokenizer, texts, batch_size, n_batches[batch_size])
-            timed = time_methods(methods(model, tokenizer, compiled), batches, repeats)
-            reference = [a for out in timed["decoder-cache"][2] for a in answers(tokenizer, out)]
+            timed = time_methods(decode_methods(model, tokenizer, compiled), batches, repeats)
+            reference = [a for out in timed["decoder-cache"][2] for a in tokenizer.decode_answers(out)]
             for method, (first, calls, outputs) in timed.items():
-                decoded = [a for out in outputs for a in answers(tokenizer, out)]
+                decoded = [a for out in outputs for a in tokenizer.decode_answers(out)]
                 best, median = calls[0], calls[len(calls) // 2]
                 rows.append({"model": name, "threads": threads, "batch_size": batch_size, "method": method,
                              "calls": len(calls), "best_call_seconds": best, "median_call_seconds": median,
@@ -158,40 +106,34 @@ def bench_model(name: str, batch_sizes, threads_list, n_batches: dict, repeats: 
 
 
 def table(rows: list[dict]) -> list[str]:
-    lines = ["| model | threads | batch | method | problems/s (best call) | x generate() | problems/s (median) | "
-             "x generate() | agree | first call (s) |",
-             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in rows:
-        lines.append(f"| {r['model']} | {r['threads']} | {r['batch_size']} | {r['method']} | "
-                     f"{r['problems_per_second']:,.0f} | {r['speedup_vs_generate']:.2f} | "
-                     f"{r['median_problems_per_second']:,.0f} | {r['median_speedup_vs_generate']:.2f} | "
-                     f"{r['agree']:.3f} | {r['first_call_seconds']:.3f} |")
+    header = ["model", "threads", "batch", "method", "problems/s (best call)", "x generate()", "problems/s (median)",
+              "x generate()", "agree", "first call (s)"]
+    lines = markdown_table(header, "lrrlrrrrrr", [
+        [r["model"], r["threads"], r["batch_size"], r["method"], f"{r['problems_per_second']:,.0f}",
+         f"{r['speedup_vs_generate']:.2f}", f"{r['median_problems_per_second']:,.0f}",
+         f"{r['median_speedup_vs_generate']:.2f}", f"{r['agree']:.3f}", f"{r['first_call_seconds']:.3f}"]
+        for r in rows])
     compiled = [r for r in rows if "compile_seconds" in r]
     if compiled:
-        lines += ["", "torch.compile (cached decoder): one-off compile time and the problems needed to pay it back",
-                  "", "| model | threads | batch | compile (s) | break-even problems |", "| --- | ---: | ---: | ---: | ---: |"]
-        for r in compiled:
-            even = "never" if r["break_even_problems"] is None else f"{r['break_even_problems']:,.0f}"
-            lines.append(f"| {r['model']} | {r['threads']} | {r['batch_size']} | {r['compile_seconds']:.1f} | {even} |")
+        lines += ["", "torch.compile (cached decoder): one-off compile time and the problems needed to pay it back", ""]
+        lines += markdown_table(["model", "threads", "batch", "compile (s)", "break-even problems"], "lrrrr", [
+            [r["model"], r["threads"], r["batch_size"], f"{r['compile_seconds']:.1f}",
+             "never" if r["break_even_problems"] is None else f"{r['break_even_problems']:,.0f}"]
+            for r in compiled])
     return lines
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("models", nargs="*", help="bundled names or checkpoint folders (default: every bundled model)")
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64, 256])
+    parser = script_parser(__doc__)
+    add_model_batch_options(parser, RESULTS / "decode_speed.json", batches=8,
+                            batches_help="batches timed per setting (batch size 1: 4x as many)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--batches", type=int, default=8, help="batches timed per setting (batch size 1: 4x as many)")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--max-digits", type=int, default=10,
-                        help="longest operands (default 10, or less where the model's width or context is shorter)")
     parser.add_argument("--compile", action="store_true", help="also time the cached decoder on torch.compile(model)")
-    parser.add_argument("--out", default=str(RESULTS / "decode_speed.json"))
     args = parser.parse_args(argv)
 
     names = args.models or bundled_models()
     n_batches = {b: args.batches * (4 if b == 1 else 1) for b in args.batch_sizes}
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     rows = []
     for name in names:
         rows += bench_model(name, args.batch_sizes, args.threads, n_batches, args.repeats, args.compile,
@@ -199,8 +141,8 @@ def main(argv: list[str] | None = None) -> dict:
     what = ("problems/s of greedy decoding (answers identical across methods: see agree), from the best "
             f"and the median of {args.repeats} rounds x {args.batches} batches (x4 at batch 1) of single timed "
             "calls, methods taking turns, after one warm-up call; prompts tokenized outside the clock")
-    result = write_results(args.out, what, rows, argv, "Decoding speed", table(rows), load_before)
-    return result
+    return write_results(args.out, {"rows": rows}, what=what, load_before=load_before, title="Decoding speed",
+                         table=table(rows))
 
 
 if __name__ == "__main__":

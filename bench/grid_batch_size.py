@@ -10,24 +10,20 @@ command. This is what `hf_arith.decoding.default_batch_size` is based on.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import time
 from pathlib import Path
 
 import torch
-from machine import command_line, machine_info, utc_now
+from common import script_parser
+from machine import RESULTS, load_average, markdown_table, write_results
 
 from hf_arith.decoding import default_batch_size
 from hf_arith.grid import length_grid, parse_length_range
 from hf_arith.loading import load_checkpoint
 
-RESULTS = Path(__file__).parent / "results"
 
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> dict:
+    parser = script_parser(__doc__)
     parser.add_argument("model", nargs="?", default="abacus-gpt2-add")
     parser.add_argument("--grid", default="1:30")
     parser.add_argument("--samples-per-cell", type=int, default=10)
@@ -39,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     model, tok = load_checkpoint(args.model)
     lengths = parse_length_range(args.grid)
     length_grid(model, tok, (lengths[0], lengths[0] + 1), 2)  # warm-up
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     rows = []
     for batch_size in args.batch_sizes:
         start = time.perf_counter()
@@ -52,21 +48,15 @@ def main(argv: list[str] | None = None) -> None:
         print(f"batch {batch_size:>5}: {s['n']:,} problems in {wall:.1f} s ({s['n'] / wall:,.0f}/s), "
               f"{s['decoded']:,} decoded", flush=True)
     name = Path(str(args.model)).name
-    record = {"what": "wall time of length_grid (teacher-forced pass + decoding of unconfirmed problems) per batch size",
-              "model": args.model, "grid": list(lengths), "samples_per_cell": args.samples_per_cell,
-              "threads": args.threads, "default_batch_size": default_batch_size(model), "rows": rows,
-              "machine": machine_info(load_before), "command": command_line(argv), "date": utc_now()}
-    out = RESULTS / f"grid_batch_size_{name}.json"
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    lines = [f"# Grid time by batch size: {args.model} ({record['date']})", "", record["what"], "",
-             f"Machine: {record['machine']}", "", f"Command: `{record['command']}`", "",
-             f"Grid {args.grid}, {args.samples_per_cell} problems per cell, {args.threads} thread(s); "
-             f"`default_batch_size` of this model: {record['default_batch_size']}", "",
-             "| batch size | seconds | problems/s | decoded |", "| ---: | ---: | ---: | ---: |"]
-    lines += [f"| {r['batch_size']} | {r['wall_seconds']} | {r['problems_per_second']:,.0f} | {r['decoded']:,} |"
-              for r in rows]
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print(f"wrote {out} and {out.with_suffix('.md')}")
+    record = {"model": args.model, "grid": list(lengths), "samples_per_cell": args.samples_per_cell,
+              "threads": args.threads, "default_batch_size": default_batch_size(model), "rows": rows}
+    lines = [f"Grid {args.grid}, {args.samples_per_cell} problems per cell, {args.threads} thread(s); "
+             f"`default_batch_size` of this model: {record['default_batch_size']}", ""]
+    lines += markdown_table(["batch size", "seconds", "problems/s", "decoded"], "rrrr", [
+        [r["batch_size"], r["wall_seconds"], f"{r['problems_per_second']:,.0f}", f"{r['decoded']:,}"] for r in rows])
+    what = "wall time of length_grid (teacher-forced pass + decoding of unconfirmed problems) per batch size"
+    return write_results(RESULTS / f"grid_batch_size_{name}.json", record, what=what, load_before=load_before,
+                         title=f"Grid time by batch size: {args.model}", table=lines)
 
 
 if __name__ == "__main__":

@@ -12,17 +12,15 @@ Used during training to compare recipes (bench/results/abacus-length.md); prints
 
 from __future__ import annotations
 
-import argparse
-
 import torch
-from abacus_report import decode, heldout, per_digit
+from common import decimal_heldout, decode, per_digit, script_parser
 from machine import command_line, machine_info
 
 from hf_arith.loading import load_checkpoint
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("model", help="bundled name or checkpoint folder")
     parser.add_argument("--lengths", default="5,10,13,16,20,25,30")
     parser.add_argument("--samples", type=int, default=200)
@@ -31,10 +29,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     model, tok = load_checkpoint(args.model)
-    print(command_line(argv))
+    print(command_line())
     print(machine_info())
     for length in (int(x) for x in args.lengths.split(",")):
-        texts, refs, _ = heldout(tok, length, length, args.samples, seed=4321)
+        texts, refs, _ = decimal_heldout(tok, length, length, args.samples, seed=4321)
         answers, _, _ = decode(model, tok, texts)
         exact = sum(a == r for a, r in zip(answers, refs)) / len(refs)
         line = f"{length:>3} digits: exact match {exact:.3f} ({len(refs)} problems)"

@@ -14,17 +14,12 @@ Deterministic; results go to bench/results/prefill_padding.json and .md with the
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
-from decode_speed import make_batches, problems_for
-from machine import write_results
+from common import add_model_batch_options, make_batches, problems_for, script_parser
+from machine import RESULTS, markdown_table, write_results
 
 from hf_arith.bundled import bundled_models
 from hf_arith.decoding import prefill_buckets
 from hf_arith.loading import load_checkpoint
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def count(batches) -> dict:
@@ -42,12 +37,9 @@ def count(batches) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("models", nargs="*", help="bundled names or checkpoint folders (default: every bundled model)")
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 256])
-    parser.add_argument("--batches", type=int, default=4)
-    parser.add_argument("--max-digits", type=int, default=10)
-    parser.add_argument("--out", default=str(RESULTS / "prefill_padding.json"))
+    parser = script_parser(__doc__)
+    add_model_batch_options(parser, RESULTS / "prefill_padding.json", batch_sizes=(64, 256),
+                            batches_help="batches per setting", repeats=None)
     args = parser.parse_args(argv)
 
     rows = []
@@ -61,13 +53,11 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{name:>18} batch={batch_size:>3}: padding {row['padding_share']:.1%} of prompt tokens; "
                   f"bucketed prefill computes {row['bucketed_share_of_padded']:.1%} of them in "
                   f"{row['forward_calls_per_batch']:.2f} calls", flush=True)
-    lines = ["| model | batch | padding share | bucketed tokens / padded | forward calls |",
-             "| --- | ---: | ---: | ---: | ---: |"]
-    lines += [f"| {r['model']} | {r['batch_size']} | {r['padding_share']:.1%} | {r['bucketed_share_of_padded']:.1%} | "
-              f"{r['forward_calls_per_batch']:.2f} |" for r in rows]
+    lines = markdown_table(["model", "batch", "padding share", "bucketed tokens / padded", "forward calls"], "lrrrr", [
+        [r["model"], r["batch_size"], f"{r['padding_share']:.1%}", f"{r['bucketed_share_of_padded']:.1%}",
+         f"{r['forward_calls_per_batch']:.2f}"] for r in rows])
     what = f"prompt tokens of {args.batches} left-padded batches per size (decode_speed.py's problems)"
-    result = write_results(args.out, what, rows, argv, "Prompt padding and bucketed prefill", lines)
-    return result
+    return write_results(args.out, {"rows": rows}, what=what, title="Prompt padding and bucketed prefill", table=lines)
 
 
 if __name__ == "__main__":

@@ -14,21 +14,17 @@ average is recorded. Results go to bench/results/threads.json and .md.
 
 from __future__ import annotations
 
-import argparse
-import os
 import tempfile
 import time
-from pathlib import Path
 
 import torch
-from machine import write_results
+from common import script_parser
+from machine import RESULTS, load_average, markdown_table, write_results
 
 import hf_arith.training as training
 from hf_arith.evaluation import verify_tiny_adder
 from hf_arith.loading import load_checkpoint
 from hf_arith.train_config import load_recipe
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def timed_training(threads: int, compile_: bool, steps: int, warmup: int) -> dict:
@@ -55,7 +51,7 @@ def timed_training(threads: int, compile_: bool, steps: int, warmup: int) -> dic
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=50, help="steps left out of the steady-state figure")
     parser.add_argument("--compile", action="store_true", help="also time compiled training")
@@ -63,7 +59,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=str(RESULTS / "threads.json"))
     args = parser.parse_args(argv)
 
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     rows = []
     model, tokenizer = load_checkpoint("minimal-add10")
     verify_best = {1: float("inf"), 2: float("inf")}
@@ -87,12 +83,11 @@ def main(argv: list[str] | None = None) -> dict:
     what = ("torch threads 1 vs 2: steady-state training steps/s of the minimal-add10 preset (batch 256; "
             f"per-step timestamps after {args.warmup} steps) and the wall time of verify (10,010 problems, "
             f"best of {args.repeats})")
-    lines = ["| what | threads | compile | figure |", "| --- | ---: | --- | ---: |"]
-    for r in rows:
-        figure = (f"{r['seconds']:.3f} s" if r["kind"] == "verify" else f"{r['steps_per_second']:.1f} steps/s")
-        lines.append(f"| {r['kind']} | {r['threads']} | {r.get('compile', '-')} | {figure} |")
-    result = write_results(args.out, what, rows, argv, "Threads: 1 vs 2", lines, load_before)
-    return result
+    lines = markdown_table(["what", "threads", "compile", "figure"], "lrlr", [
+        [r["kind"], r["threads"], r.get("compile", "-"),
+         f"{r['seconds']:.3f} s" if r["kind"] == "verify" else f"{r['steps_per_second']:.1f} steps/s"] for r in rows])
+    return write_results(args.out, {"rows": rows}, what=what, load_before=load_before, title="Threads: 1 vs 2",
+                         table=lines)
 
 
 if __name__ == "__main__":

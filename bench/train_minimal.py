@@ -11,23 +11,20 @@ and prints it. Overrides are `section.key=value`, as for `hf-arith train`.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
 
-from machine import command_line, machine_info, utc_now
+from common import script_parser
+from machine import RESULTS, load_average, write_results
 
 from hf_arith.train_config import load_recipe
 from hf_arith.training import train
 
-RESULTS_DIR = Path(__file__).parent / "results"
-
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("preset", nargs="?", default="minimal-add10", help="preset name or YAML path")
     parser.add_argument("overrides", nargs="*", help="section.key=value overrides")
     parser.add_argument("--output-dir", default=None, help="training output (default: a temporary folder)")
@@ -36,7 +33,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     recipe = load_recipe(args.preset, args.overrides)
     output_dir = args.output_dir or tempfile.mkdtemp(prefix=f"bench-{recipe.name}-")
-    load_before = os.getloadavg()[0]  # the machine may be shared: record how busy it was
+    load_before = load_average()  # the machine may be shared: record how busy it was
     start = time.perf_counter()
     summary = train(recipe, output_dir=output_dir)
     wall = time.perf_counter() - start  # everything: model build, training, saving, held-out eval, verify
@@ -62,15 +59,11 @@ def main(argv: list[str] | None = None) -> dict:
         "heldout_n": heldout.get("n"),
         "train_loss": summary.get("train_loss"),
         "output": summary["output"],
-        "machine": machine_info(load_before),
-        "command": command_line(argv),
-        "date": utc_now(),
     }
-    path = Path(args.results) if args.results else RESULTS_DIR / f"{Path(args.preset).stem}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    path = Path(args.results) if args.results else RESULTS / f"{Path(args.preset).stem}.json"
+    what = "training a preset from scratch: wall time, speed, verify and held-out accuracy"
+    result = write_results(path, result, what=what, load_before=load_before)
     print(json.dumps(result, indent=2))
-    print(f"wrote {path}")
     return result
 
 

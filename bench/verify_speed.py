@@ -3,35 +3,31 @@
 Usage: python bench/verify_speed.py [MODEL] [--repeats 3]
 Times `hf_arith.evaluation.verify_tiny_adder` end to end (parse, format, batched KV-cached greedy
 decoding, answer decoding) and reports the best of `--repeats` runs per setting. Results go to
-bench/results/verify_speed.json together with the machine and the command.
+bench/results/verify_speed.json together with the machine, its load average and the command.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import sys
 import time
-from pathlib import Path
 
 import torch
-import transformers
+from machine import RESULTS, load_average, write_results
 
 import hf_arith
 from hf_arith.evaluation import verify_tiny_adder
 from hf_arith.loading import load_checkpoint
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?", default="minimal-add10")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "verify_speed.json"))
-    args = parser.parse_args()
+    parser.add_argument("--out", default=str(RESULTS / "verify_speed.json"))
+    args = parser.parse_args(argv)
 
     model, tok = load_checkpoint(args.model)
+    load_before = load_average()
     rows = []
     for threads in (1, 2):
         torch.set_num_threads(threads)
@@ -47,17 +43,10 @@ def main() -> None:
             rows.append(row)
             print(f"threads={threads} batch={batch_size:>5}: best {min(times):.3f} s "
                   f"({row['additions_per_second']:.0f} additions/s), accuracy {report['accuracy']:.4%}")
-    result = {
-        "what": "wall time of verify_tiny_adder (10 edge cases + 10,000 random pairs, seed 2025), best of repeats",
-        "model": args.model, "unique_params": model.num_parameters(), "rows": rows,
-        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                    "cpu_count": os.cpu_count(), "torch": torch.__version__,
-                    "transformers": transformers.__version__, "hf_arith": hf_arith.__version__},
-        "command": "python " + " ".join(sys.argv),
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    what = "wall time of verify_tiny_adder (10 edge cases + 10,000 random pairs, seed 2025), best of repeats"
+    return write_results(args.out, {"model": args.model, "unique_params": model.num_parameters(),
+                                    "hf_arith": hf_arith.__version__, "rows": rows},
+                         what=what, load_before=load_before)
 
 
 if __name__ == "__main__":

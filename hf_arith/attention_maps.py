@@ -2,7 +2,8 @@
 
 The model first answers the problem (greedy decoding, as `solve` does); then one forward pass
 over prompt + answer with eager attention returns the weights. Used by `hf-arith attention`
-and the Gradio Space, which rely on exactly `attention_maps` and `plot_attention`.
+and the Gradio Space, which rely on exactly `attention_maps` and `plot_attention` and check the
+problem against the model's limits (`hf_arith.limits`) first.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import torch
 
 from .decoding import greedy_decode
 from .formatting import EOS_TOKEN, PAD_TOKEN
+from .limits import answer_budget
 from .plots import plot_attention
-from .solving import answer_budget, check_context
 
 
 @contextlib.contextmanager
@@ -38,7 +39,6 @@ def answer_ids(model, tokenizer, problem: str) -> tuple[list[int], list[int]]:
     enc = tokenizer([problem], return_tensors="pt")  # a problem the format cannot write fails here
     prompt = enc["input_ids"]
     budget = answer_budget(tokenizer, [problem])
-    check_context(model, prompt.shape[1], budget)
     device = next(model.parameters()).device
     end = tokenizer.eos_token_id if tokenizer.arith_format.end_token else None
     new = greedy_decode(model, prompt.to(device), enc["attention_mask"].to(device), budget,

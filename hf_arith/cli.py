@@ -27,19 +27,17 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 from transformers.utils import logging as hf_logging
 
 from .bundled import bundled_models, bundled_path
 from .decoding import default_threads
-from .evaluation import evaluate_model, heldout_problems, loops_curve, supports_loops, verify_tiny_adder
-from .formatting import OPERATORS, TASK_NAMES, FormatError
-from .grid import check_grid, length_grid, parse_length_range, training_range
+from .evaluation import evaluate_model, heldout_problems, loops_curve, verify_tiny_adder
+from .formatting import TASK_NAMES, FormatError, parse_problems
+from .grid import length_grid, parse_length_range
+from .limits import model_limits, problem_spec
 from .loading import CheckpointError, load_checkpoint, one_line, resolve_checkpoint
-from .problems import ProblemSpec
 from .solving import solve
-from .streaming import worst_case_length
 from .stress import stress_test
 from .train_config import RecipeError, list_presets
 
@@ -111,75 +109,26 @@ def describe_format(fmt) -> str:
     return text
 
 
-def _context(model) -> int | None:
-    return getattr(model.config, "max_position_embeddings", None)
-
-
-def _spec(fmt, min_digits: int, max_digits: int) -> ProblemSpec:
-    items = {"min_items": 2, "max_items": min(5, fmt.max_items)} if fmt.task == "sort" else {}
-    return ProblemSpec(task=fmt.task, base=fmt.base, min_digits=min_digits, max_digits=max_digits, **items)
-
-
-def default_max_digits(model, fmt) -> int:
-    """The longest operands the model can take: its fixed width, else what fits its context (and,
-    for abacus models, whose answer still fits the abacus range)."""
-    if fmt.operand_width:
-        return fmt.operand_width
-    context = _context(model)
-    if not context:
-        return 10
-    abacus = getattr(model.config, "abacus_max_digits", None)
-    best = 0
-    for digits in range(1, context + 1):
-        if worst_case_length(_spec(fmt, 1, digits), fmt) > context:
-            break
-        aligned = int(bool(getattr(model.config, "abacus_align_answer", False)))
-        answer = int(fmt.max_answer_digits(np.full((1, 2), digits))[0]) + aligned
-        if abacus is not None and max(digits, answer) > abacus:  # a sort's answer is shorter than its operands
-            break
-        best = digits
-    if best == 0:
-        raise CLIError(f"this model's context of {context} positions is too short for any problem")
-    return best
-
-
-def check_digit_range(model, fmt, min_digits: int, max_digits: int) -> None:
-    if not 1 <= min_digits <= max_digits:
-        raise CLIError(f"need 1 <= --min-digits <= --max-digits, got {min_digits} and {max_digits}")
-    if fmt.operand_width and max_digits > fmt.operand_width:
-        raise CLIError(
-            f"--max-digits {max_digits}: this model writes operands in a fixed width of {fmt.operand_width} digits"
-        )
-    context = _context(model)
-    need = worst_case_length(_spec(fmt, min_digits, max_digits), fmt)
-    if context and need > context:
-        raise CLIError(
-            f"--max-digits {max_digits}: such problems need {need} positions, more than this model's context of {context}"
-        )
-
-
 # -- train ----------------------------------------------------------------------------------
 def cmd_train(args) -> int:
     from .train_config import load_recipe
-    from .training import check_recipe, is_main_process, last_checkpoint, train, world_size
+    from .training import is_main_process, prepare_run, run_training, world_size
 
     overrides = list(args.set or [])
     if args.threads is not None:
         overrides.append(f"optim.threads={args.threads}")
     recipe = load_recipe(args.recipe or DEFAULT_PRESET, overrides)
-    fmt = check_recipe(recipe)  # every recipe mistake is reported now, not after training
     output_dir = args.output_dir or recipe.output_dir
     out = Path(output_dir)
     if out.exists() and not out.is_dir():
         raise CLIError(f"--output-dir {output_dir}: exists and is not a folder")
+    # Every recipe and launch mistake (and a --resume with nothing to resume) is reported now, not after training.
+    run = prepare_run(recipe, output_dir, resume=args.resume)
+    fmt = run.fmt
     main_process = is_main_process()  # under torchrun / accelerate launch, rank 0 does the talking
-    if args.resume:
-        last = last_checkpoint(out)
-        if last is None:
-            raise CLIError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from "
-                           f"(train without --resume first)")
+    if run.checkpoint is not None:
         if main_process:
-            print(f"Resuming from {last}")
+            print(f"Resuming from {run.checkpoint}")
     else:
         try:
             out.mkdir(parents=True, exist_ok=True)  # a bad output path fails now, not after training
@@ -193,7 +142,7 @@ def cmd_train(args) -> int:
               f"digits, {o.steps} steps of {o.batch_size} on "
               f"{f'{world} processes ({where})' if world > 1 else where}; output in {output_dir}", flush=True)
     try:
-        summary = train(recipe, output_dir=output_dir, resume=args.resume)
+        summary = run_training(run)
     except KeyboardInterrupt:
         print(f"{PROG}: training interrupted; --resume continues from the last checkpoint-* in {output_dir}",
               file=sys.stderr)
@@ -247,12 +196,16 @@ def cmd_eval(args) -> int:
     model, tokenizer = load_checkpoint(args.model)
     _set_threads(args, default=default_threads(model))
     fmt = tokenizer.arith_format
+    limits = model_limits(model, tokenizer, resolve_checkpoint(args.model))
     min_digits = 1 if args.min_digits is None else args.min_digits
-    max_digits = default_max_digits(model, fmt) if args.max_digits is None else args.max_digits
-    check_digit_range(model, fmt, min_digits, max_digits)
-    if extras:  # every option is checked before any of the (long) runs starts
-        _check_eval_extras(args, model, fmt)
-    spec = _spec(fmt, min_digits, max_digits)
+    max_digits = limits.max_digits if args.max_digits is None else args.max_digits
+    # Every option is checked against the model's limits before any of the (long) runs starts.
+    limits.check_digit_range(min_digits, max_digits, names=("--min-digits", "--max-digits"))
+    if args.loops:
+        limits.check_loops(args.loops, what="--loops")
+    if args.grid:
+        limits.check_grid(args.grid)
+    spec = problem_spec(fmt, min_digits, max_digits)
     report = evaluate_model(model, tokenizer, spec, n=args.samples, seed=args.seed)
     print(f"{args.model}: {describe_format(fmt)}; operands of {min_digits}-{max_digits} digits, seed {args.seed}")
     _print_report(report)
@@ -264,7 +217,7 @@ def cmd_eval(args) -> int:
         Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
         print(f"Report written to {args.json}")
     if extras:
-        _eval_extras(args, model, tokenizer, report, max_digits, spec, out_dir)
+        _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_dir)
     return 0
 
 
@@ -302,35 +255,17 @@ def _writable_dir(text: str, option: str) -> Path:
     return path
 
 
-def _check_eval_extras(args, model, fmt) -> None:
-    if args.loops:
-        if not supports_loops(model):
-            raise CLIError(f"--loops: {args.model} has no recurrence (its config has no num_recurrences); "
-                           "loops apply only to looped models")
-        # The model itself says which loop counts it takes: one pass over one token per count,
-        # so a count beyond its limit fails now, not after the grid has run.
-        token = torch.tensor([[fmt.token_id("0")]], device=next(model.parameters()).device)
-        for n in args.loops:
-            try:
-                with torch.inference_mode():
-                    model(input_ids=token, use_cache=False, num_recurrences=n)
-            except ValueError as err:
-                raise CLIError(f"--loops {n}: {one_line(err)}") from None
-    if args.grid:
-        check_grid(fmt, args.grid, model)
-
-
 def _write_json(path: Path, data) -> Path:
     path.write_text(json.dumps(data, indent=2) + "\n")
     return path
 
 
-def _eval_extras(args, model, tokenizer, report, max_digits, spec, out_dir: Path) -> None:
+def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_dir: Path) -> None:
     """--grid, --loops and --stress: JSON and PNG files in out_dir, plus summary.json for the model card."""
     from .plots import plot_grid, plot_loops, save_figure  # matplotlib only when pictures are drawn
 
     fmt = tokenizer.arith_format
-    train = args.train_range or training_range(fmt, resolve_checkpoint(args.model))
+    train = args.train_range or limits.training_range
     summary = {"model": str(args.model), "task": fmt.task, "base": fmt.base, "unique_params": model.num_parameters(),
                "train_range": list(train) if train else None,
                "heldout": {k: report[k] for k in ("exact_match", "per_digit_accuracy", "malformed", "n")}}
@@ -416,19 +351,12 @@ def cmd_attention(args) -> int:
     _writable_dir(str(target.parent), "--output")
     _set_threads(args, default=1)
     model, tokenizer = load_checkpoint(args.model)
+    model_limits(model, tokenizer).check_problems([args.problem])
     tokens, maps = attention_maps(model, tokenizer, args.problem)
     save_figure(plot_attention(tokens, maps, map_labels(model, len(maps))), target)
     print(f"{args.problem.strip()} in the model's format: {' '.join(tokens)}")
     print(f"Attention maps ({len(maps)} layer(s) x {maps[0].shape[0]} head(s)) written to {target}")
     return 0
-
-
-def worst_case_problem(fmt, digits: int) -> str:
-    """The longest problem of this many digits (all digits the largest of the base), as plain text."""
-    top = fmt.base**digits - 1
-    if fmt.task == "sort":
-        return ",".join(f"{label}:{top}" for label in "abcdefghijklmnopqrstuvwxyz"[: min(fmt.max_items, 5)])
-    return f"{top}{OPERATORS[fmt.task]}{top}"
 
 
 def cmd_summary(args) -> int:
@@ -439,7 +367,9 @@ def cmd_summary(args) -> int:
     _set_threads(args, default=1)
     model, tokenizer = load_checkpoint(args.model)
     fmt = tokenizer.arith_format
-    problem = args.problem or worst_case_problem(fmt, default_max_digits(model, fmt))
+    limits = model_limits(model, tokenizer)
+    problem = args.problem or limits.longest_problem()
+    limits.check_problems([problem])
     summary = model_summary(model, tokenizer, problem)
     print(f"{args.model}: {type(model).__name__}, {describe_format(fmt)}")
     print(format_summary(summary))
@@ -454,12 +384,13 @@ def cmd_solve(args) -> int:
     _set_threads(args, default=1)
     model, tokenizer = load_checkpoint(args.model)
     answers = solve(model, tokenizer, list(args.problems), tokens_per_step=args.tokens_per_step)
-    trained = training_range(tokenizer.arith_format, resolve_checkpoint(args.model))
-    for problem, answer in zip(args.problems, answers, strict=True):
+    trained = model_limits(model, tokenizer, resolve_checkpoint(args.model)).training_range
+    # Operand lengths in the model's base (solve has parsed these problems without complaint).
+    lengths = parse_problems(list(args.problems), tokenizer.arith_format).lengths.max(axis=1)
+    for problem, answer, longest in zip(args.problems, answers, lengths, strict=True):
         shown = problem.strip().replace(" ", "")
         # A number longer than any the model was trained on is answered, but flagged: beyond its
         # training lengths the model's own length grid, not this answer, says how far to trust it.
-        longest = max((len(n) for n in re.findall(r"\d+", shown)), default=0)
         note = f"  (operands beyond the {trained[1]} digits this model was trained on)" \
             if trained and longest > trained[1] else ""
         print(f"{shown} = {MALFORMED if answer is None else answer}{note}")
@@ -488,13 +419,35 @@ def cmd_models(args) -> int:
 
 
 # -- data export ----------------------------------------------------------------------------
+# The problem options of `data export` and `data push`: (flag, type, metavar, help).
+PROBLEM_OPTIONS = (
+    ("--task", str, None, "add, sub, mul or sort (default: add)"),
+    ("--train-size", _positive_int, "N", "train problems"),
+    ("--test-size", _positive_int, "N", "test problems"),
+    ("--seed", _int, "S", "sampling seed"),
+    ("--min-digits", _int, "A", "shortest operands (default: the task's)"),
+    ("--max-digits", _int, "B", "longest operands (default: the task's)"),
+    ("--base", _int, "B", "number base the operands are drawn in (default: 10)"),
+)
+
+
+def _add_problem_options(parser: argparse.ArgumentParser) -> None:
+    for flag, kind, metavar, text in PROBLEM_OPTIONS:
+        parser.add_argument(flag, type=kind, metavar=metavar, help=text)
+
+
+def _problem_options(args) -> dict:
+    """The problem options given on the command line (unset ones: the exporter's own defaults)."""
+    names = (flag[2:].replace("-", "_") for flag, *_ in PROBLEM_OPTIONS)
+    return {k: v for k in names if (v := getattr(args, k)) is not None}
+
+
 def cmd_data_export(args) -> int:
     try:
         from .export import export_parquet
     except ImportError as err:
         raise CLIError(f"data export is not available in this installation ({one_line(err)})") from None
-    options = {k: getattr(args, k) for k in ("task", "train_size", "test_size", "seed", "min_digits", "max_digits", "base")}
-    options = {k: v for k, v in options.items() if v is not None}  # unset: export_parquet's own defaults
+    options = _problem_options(args)
     result = export_parquet(args.out_dir, overwrite=args.overwrite, **options)
     out = Path(args.out_dir)
     files = sorted(p for p in out.rglob("*") if p.is_file()) if out.is_dir() else []
@@ -528,14 +481,19 @@ def cmd_push(args) -> int:
 def cmd_data_push(args) -> int:
     from .export import push_dataset
 
-    options = {k: getattr(args, k) for k in ("task", "train_size", "test_size", "seed", "min_digits", "max_digits", "base")}
-    options = {k: v for k, v in options.items() if v is not None}
+    options = _problem_options(args)
     _, url = push_dataset(args.repo_id, output_dir=args.output_dir, private=args.private, **options)
     print(f"Pushed {options.get('task', 'add')} problems to {url}")
     return 0
 
 
 # -- the parser -----------------------------------------------------------------------------
+def _take_negative_problems(parser: argparse.ArgumentParser) -> None:
+    """'-5+3' is a (negative) problem, not an unknown option: the parser then reports it properly."""
+    if hasattr(parser, "_negative_number_matcher"):
+        parser._negative_number_matcher = re.compile(r"^-\d")
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --threads is accepted before or after the subcommand (SUPPRESS keeps the top-level value).
     common = argparse.ArgumentParser(add_help=False)
@@ -591,17 +549,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens-per-step", type=_positive_int, default=1, metavar="K",
                    help="answer tokens per forward pass, up to the model's num_future_tokens (default 1)")
     p.set_defaults(func=cmd_solve)
-    # '-5+3' is a (negative) problem, not an unknown option: the parser then reports it properly.
-    if hasattr(p, "_negative_number_matcher"):
-        p._negative_number_matcher = re.compile(r"^-\d")
+    _take_negative_problems(p)
 
     p = sub.add_parser("attention", parents=[common], help="attention maps of every layer and head for one problem (PNG)")
     p.add_argument("model", metavar="MODEL", help="bundled model name or checkpoint folder")
     p.add_argument("problem", metavar="PROBLEM", help="a problem such as 101+1002")
     p.add_argument("--output", default="attention.png", metavar="PATH", help="the PNG to write (default: attention.png)")
     p.set_defaults(func=cmd_attention)
-    if hasattr(p, "_negative_number_matcher"):
-        p._negative_number_matcher = re.compile(r"^-\d")
+    _take_negative_problems(p)
 
     p = sub.add_parser("summary", parents=[common], help="parameters per module and multiply-adds per generated token")
     p.add_argument("model", metavar="MODEL", help="bundled model name or checkpoint folder")
@@ -616,23 +571,14 @@ def build_parser() -> argparse.ArgumentParser:
     data_sub = data.add_subparsers(dest="data_command", metavar="DATA_COMMAND", required=True)
     p = data_sub.add_parser("export", parents=[common], help="write train/test Parquet files")
     p.add_argument("out_dir", metavar="OUT_DIR")
-    p.add_argument("--task", help="add, sub, mul or sort (default: add)")
-    p.add_argument("--train-size", type=_positive_int, metavar="N")
-    p.add_argument("--test-size", type=_positive_int, metavar="N")
-    p.add_argument("--seed", type=_int, metavar="S")
-    p.add_argument("--min-digits", type=_int, metavar="A")
-    p.add_argument("--max-digits", type=_int, metavar="B")
-    p.add_argument("--base", type=_int, metavar="B")
+    _add_problem_options(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing export")
     p.set_defaults(func=cmd_data_export)
     p = data_sub.add_parser("push", parents=[common], help="export problems and upload them as a Hub dataset")
     p.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub dataset repository")
     p.add_argument("--output-dir", metavar="DIR", help="keep the uploaded folder here (default: a temporary one)")
     p.add_argument("--private", action="store_true", help="create the repository as private")
-    for flag, kind, metavar in (("--task", str, None), ("--train-size", _positive_int, "N"), ("--test-size", _positive_int, "N"),
-                                ("--seed", _int, "S"), ("--min-digits", _int, "A"), ("--max-digits", _int, "B"),
-                                ("--base", _int, "B")):
-        p.add_argument(flag, type=kind, metavar=metavar, help="as for data export")
+    _add_problem_options(p)
     p.set_defaults(func=cmd_data_push)
 
     p = sub.add_parser("push", parents=[common], help="publish a model on the Hub (model card, remote code, weights)",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from pathlib import Path
 
 import datasets
@@ -45,7 +45,7 @@ TASK_DEFAULTS: dict[str, dict[str, int]] = {
     "mul": {"min_digits": 1, "max_digits": 5, "base": 10, "min_items": 2, "max_items": 5},
     "sort": {"min_digits": 1, "max_digits": 5, "base": 10, "min_items": 2, "max_items": 5},
 }
-SPEC_KEYS = ("min_digits", "max_digits", "base", "min_items", "max_items")
+SPEC_KEYS = tuple(f.name for f in fields(ProblemSpec) if f.name != "task")  # the ranges: min_digits, ..., max_items
 DEFAULT_TRAIN_SIZE = 10_000
 DEFAULT_TEST_SIZE = 1_000
 # Rows drawn per `sample` call. Part of what the rows are (the rng is consumed chunk by chunk),
@@ -164,16 +164,16 @@ def _code_hash() -> str:
 
 
 # -- the builder ----------------------------------------------------------------------------
-@dataclass
-class ArithProblemsConfig(datasets.BuilderConfig):
-    """One arithmetic dataset: the problem range, split sizes, seed and test fraction."""
+# A builder config's problem settings are ProblemSpec's fields (names, types, defaults), as plain
+# attributes: datasets sets a config's attributes one by one, which a frozen ProblemSpec refuses.
+_ProblemSettings = make_dataclass("_ProblemSettings", [(f.name, f.type, field(default=f.default))
+                                                       for f in fields(ProblemSpec)])
 
-    task: str = "add"
-    min_digits: int = 1
-    max_digits: int = 10
-    base: int = 10
-    min_items: int = 2
-    max_items: int = 5
+
+@dataclass
+class ArithProblemsConfig(_ProblemSettings, datasets.BuilderConfig):
+    """One arithmetic dataset: the problem range (ProblemSpec's settings), split sizes, seed and test fraction."""
+
     train_size: int = DEFAULT_TRAIN_SIZE
     test_size: int = DEFAULT_TEST_SIZE
     seed: int = 0

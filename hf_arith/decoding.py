@@ -123,20 +123,6 @@ def default_threads(model) -> int:
     return available_cpu_cores()
 
 
-def max_tokens_per_step(model) -> int:
-    """How many tokens one forward pass of `model` can predict (its number of output heads)."""
-    return int(getattr(model.config, "num_future_tokens", 1) or 1)
-
-
-def check_tokens_per_step(model, tokens_per_step: int) -> None:
-    limit = max_tokens_per_step(model)
-    if not isinstance(tokens_per_step, int) or tokens_per_step < 1:
-        raise ValueError(f"tokens_per_step must be a positive integer, got {tokens_per_step!r}")
-    if tokens_per_step > limit:
-        raise ValueError(f"tokens_per_step={tokens_per_step} but this model was trained to predict at most "
-                         f"{limit} token(s) per forward pass (config.num_future_tokens={limit})")
-
-
 def can_retire_rows(model_kwargs: dict, batch: int) -> bool:
     """Rows may be regrouped or dropped unless a per-row tensor among the model's kwargs would have to follow."""
     return not any(torch.is_tensor(v) and v.dim() and v.shape[0] == batch for v in model_kwargs.values())
@@ -245,9 +231,10 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     """Generate up to `max_new_tokens` greedily; returns only the new tokens, [batch, <= max_new_tokens].
 
     `model_kwargs` go to every forward call (e.g. `num_recurrences` for looped models). With
-    `return_passes`, returns (tokens, number of forward passes).
+    `return_passes`, returns (tokens, number of forward passes). The caller has checked its
+    input against the model's limits (`hf_arith.limits`): `tokens_per_step` at most the model's
+    output heads, prompt + `max_new_tokens` within its context.
     """
-    check_tokens_per_step(model, tokens_per_step)
     batch = input_ids.shape[0]
     extra = dict(model_kwargs or {})
     if tokens_per_step > 1:

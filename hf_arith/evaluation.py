@@ -7,7 +7,9 @@ import time
 
 import numpy as np
 
+from .decoding import default_batch_size
 from .formatting import TASK_NAMES, FormatError
+from .limits import model_limits
 from .metrics import arith_scores
 from .problems import ProblemSpec, sample
 from .solving import solve
@@ -27,50 +29,34 @@ def heldout_problems(spec: ProblemSpec, n: int, seed: int = 1234, test_fraction:
     return problems.to_text(), problems.answer_text(), problems.lengths
 
 
-def score(predictions: list[str | None], references: list[str], lengths=None) -> dict:
-    """Exact match, per-digit accuracy, the malformed share and (with lengths) accuracy per operand
-    length: `hf_arith.metrics.arith_scores`, the code the evaluate metric and the Trainer use too."""
-    return arith_scores(predictions, references, lengths)
-
-
 def evaluate_model(model, tokenizer, spec: ProblemSpec, n: int = 2000, seed: int = 1234,
                    batch_size: int | None = None, test_fraction: float = 0.1) -> dict:
     texts, answers, lengths = heldout_problems(spec, n, seed, test_fraction)
     start = time.perf_counter()
     predictions = solve(model, tokenizer, texts, batch_size=batch_size)
-    report = score(predictions, answers, lengths)
+    report = arith_scores(predictions, answers, lengths)
     report["seconds"] = time.perf_counter() - start
     return report
-
-
-def supports_loops(model) -> bool:
-    """A looped model takes `num_recurrences` at every forward pass and says so in its config."""
-    return hasattr(model.config, "num_recurrences")
-
-
-def check_loops(model, loops) -> list[int]:
-    loops = [int(n) for n in loops]
-    if not supports_loops(model):
-        raise FormatError(f"{type(model).__name__} has no recurrence (its config has no num_recurrences), "
-                          "so its number of loops cannot be varied")
-    if not loops or any(n < 1 for n in loops):
-        raise FormatError(f"loop counts must be positive integers, got {loops}")
-    return loops
 
 
 def loops_curve(model, tokenizer, texts: list[str], answers: list[str], loops, inside=None,
                 batch_size: int | None = None) -> dict:
     """Exact match on the same problems for each number of recurrences; with `inside` (a boolean
     per problem: within the training range) also inside and beyond the training range."""
-    loops = check_loops(model, loops)
+    # The loop counts and the problems are checked once, before the first run.
+    limits = model_limits(model, tokenizer)
+    loops = limits.check_loops(loops)
+    batch_size = batch_size or default_batch_size(model)
+    limits.check_problems(texts, batch_size=batch_size)
     inside = None if inside is None else np.asarray(inside, dtype=bool)
     curve = {"loops": loops, "n": len(texts), "exact_match": [], "in_training_range": [], "beyond_training_range": []}
     for n in loops:
-        predictions = solve(model, tokenizer, texts, batch_size=batch_size, model_kwargs={"num_recurrences": n})
-        curve["exact_match"].append(score(predictions, answers)["exact_match"])
+        predictions = solve(model, tokenizer, texts, batch_size=batch_size, model_kwargs={"num_recurrences": n},
+                            checked=True)
+        curve["exact_match"].append(arith_scores(predictions, answers)["exact_match"])
         for key, part in (("in_training_range", inside), ("beyond_training_range", None if inside is None else ~inside)):
             idx = [] if part is None else np.flatnonzero(part)
-            curve[key].append(score([predictions[i] for i in idx], [answers[i] for i in idx])["exact_match"]
+            curve[key].append(arith_scores([predictions[i] for i in idx], [answers[i] for i in idx])["exact_match"]
                               if len(idx) else None)
     return curve
 

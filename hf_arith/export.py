@@ -160,7 +160,7 @@ def push_dataset(repo_id: str, *, output_dir: str | os.PathLike | None = None, p
     kept in `output_dir` when given, else built in a temporary folder. Returns (kept folder or
     None, repo URL).
     """
-    from .publishing import check_repo_id, hub_token, upload_folder
+    from .publishing import check_repo_id, hub_token, send_folder
 
     repo_id = check_repo_id(repo_id)
     make_spec(export_kwargs.get("task", "add"), **{k: export_kwargs[k] for k in SPEC_KEYS if k in export_kwargs})
@@ -169,10 +169,10 @@ def push_dataset(repo_id: str, *, output_dir: str | os.PathLike | None = None, p
     token = hub_token()
     if output_dir is not None:
         folder = export_parquet(output_dir, repo_id=repo_id, **export_kwargs)
-        return folder, upload_folder(folder, repo_id, repo_type="dataset", token=token, private=private)
+        return folder, send_folder(folder, repo_id, token, repo_type="dataset", private=private)
     with tempfile.TemporaryDirectory(prefix="hf_arith_data_push_") as tmp:
         folder = export_parquet(Path(tmp) / "data", repo_id=repo_id, **export_kwargs)
-        return None, upload_folder(folder, repo_id, repo_type="dataset", token=token, private=private)
+        return None, send_folder(folder, repo_id, token, repo_type="dataset", private=private)
 
 
 __all__ = ["export_parquet", "push_dataset", "template_path"]

@@ -16,22 +16,20 @@ costs about one forward pass per problem where the model is right.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from .decoding import default_batch_size
-from .formatting import OPERATORS, TASK_NAMES, FormatError, Problems, digits_to_int, parse_problems, render
+from .formatting import OPERATORS, FormatError, Problems, digits_to_int, render
+from .limits import model_limits
 from .metrics import arith_scores, group_scores, length_key
-from .problems import DEFAULT_TEST_FRACTION, ProblemSpec, split_of, with_answers
-from .solving import check_number_lengths, solve
-from .streaming import worst_case_length
+from .problems import DEFAULT_TEST_FRACTION, split_of, with_answers
+from .solving import solve
 
 ENUMERATE_LIMIT = 200_000  # cells with at most this many problems are enumerated, not sampled
 SOLVED = 0.99  # a cell counts as solved at this exact match (the summary's `solved_up_to`)
@@ -43,30 +41,6 @@ def parse_length_range(text: str, option: str = "--grid") -> tuple[int, int]:
     if m is None or not 1 <= int(m.group(1)) <= int(m.group(2)):
         raise FormatError(f"{option} {text!r}: expected A:B with 1 <= A <= B operand digits, e.g. 1:30")
     return int(m.group(1)), int(m.group(2))
-
-
-def check_grid(fmt, lengths: tuple[int, int], model=None) -> None:
-    """A grid needs two operands, operands the format can write and, given the model, problems it
-    can take: the largest cells run last, so their limits are checked before the first cell runs."""
-    if fmt.task == "sort":
-        raise FormatError(f"the length grid needs a task with two operands; this model does {TASK_NAMES[fmt.task]}")
-    lo, hi = lengths
-    if fmt.operand_width and hi > fmt.operand_width:
-        raise FormatError(f"grid up to {hi} digits: this model writes operands in a fixed width of "
-                          f"{fmt.operand_width} digits, so its grid ends at {fmt.operand_width}")
-    if model is None:
-        return
-    need = worst_case_length(ProblemSpec(task=fmt.task, base=fmt.base, min_digits=lo, max_digits=hi), fmt)
-    context = getattr(model.config, "max_position_embeddings", None)
-    if context and need > context:
-        raise FormatError(f"grid up to {hi} digits: such problems need {need} positions, more than this "
-                          f"model's context of {context}")
-    top = fmt.base**hi - 1  # the grid's longest problem: abacus models place at most abacus_max_digits
-    problem = f"{top}{OPERATORS[fmt.task]}{top}"
-    try:
-        check_number_lengths(model, fmt, parse_problems([problem], fmt), [problem])
-    except FormatError as err:
-        raise FormatError(f"grid up to {hi} digits: {err}") from None
 
 
 # -- problems of one cell -------------------------------------------------------------------
@@ -211,10 +185,8 @@ def answer_perplexity(model, tokenizer, problems: Problems, batch_size: int | No
 # -- the grid -------------------------------------------------------------------------------
 def grid_problem_set(fmt, lengths: tuple[int, int], samples_per_cell: int = 100, seed: int = 0,
                      test_fraction: float = DEFAULT_TEST_FRACTION) -> tuple[Problems, dict]:
-    """All cells' problems in one batch (cell by cell, with answers), and how each cell was drawn."""
-    check_grid(fmt, lengths)
-    if samples_per_cell < 1:
-        raise FormatError(f"samples per cell must be at least 1, got {samples_per_cell}")
+    """All cells' problems in one batch (cell by cell, with answers), and how each cell was drawn.
+    The lengths are ones the format can write (`length_grid` checks them)."""
     lo, hi = lengths
     parts, drawn = [], {}
     for a in range(lo, hi + 1):
@@ -222,20 +194,6 @@ def grid_problem_set(fmt, lengths: tuple[int, int], samples_per_cell: int = 100,
             problems, drawn[(a, b)] = cell_problems(fmt.task, fmt.base, a, b, samples_per_cell, seed, test_fraction)
             parts.append(problems)
     return with_answers(stack(parts)), drawn  # answers in one vectorized pass over all cells
-
-
-def training_range(fmt, folder: str | Path | None = None) -> tuple[int, int] | None:
-    """The operand lengths a checkpoint was trained on, where it can be known: `train_digits`
-    ([min, max]) in its training_summary.json, else a fixed-width format's 1..width."""
-    summary = Path(folder) / "training_summary.json" if folder is not None else None
-    if summary is not None and summary.is_file():
-        try:
-            digits = json.loads(summary.read_text(encoding="utf-8")).get("train_digits")
-        except (OSError, ValueError, AttributeError):
-            digits = None
-        if isinstance(digits, list) and len(digits) == 2 and all(isinstance(d, int) for d in digits):
-            return digits[0], digits[1]
-    return (1, fmt.operand_width) if fmt.operand_width else None
 
 
 def _matrix(cells: dict, lo: int, hi: int, field: str) -> list[list[float]]:
@@ -297,7 +255,10 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
     """
     fmt = tokenizer.arith_format
     lo, hi = lengths
-    check_grid(fmt, lengths, model)
+    # The largest cells run last: the model's limits and the options are checked before the first.
+    model_limits(model, tokenizer).check_grid(lengths)
+    if samples_per_cell < 1:
+        raise FormatError(f"samples per cell must be at least 1, got {samples_per_cell}")
     problems, drawn = grid_problem_set(fmt, lengths, samples_per_cell, seed, test_fraction)
     # Decode in order of length, so a batch holds problems of about one size: little left padding
     # and an answer budget close to every row's need. Results go back to the cells' order below.
@@ -319,7 +280,8 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
     bar.refresh()
     for i in range(0, len(to_decode), batch_size):
         rows = to_decode[i : i + batch_size]
-        decoded = solve(model, tokenizer, [texts[r] for r in rows], batch_size=batch_size, model_kwargs=model_kwargs)
+        decoded = solve(model, tokenizer, [texts[r] for r in rows], batch_size=batch_size, model_kwargs=model_kwargs,
+                        checked=True)
         for r, prediction in zip(rows, decoded):
             predictions[r] = prediction
         bar.update(len(rows))
@@ -350,7 +312,7 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
 
 
 __all__ = [
-    "answer_perplexity", "cell_problems", "check_grid", "count_of_length", "grid_problem_set", "grid_report",
-    "length_grid", "teacher_forced", "training_range",
+    "answer_perplexity", "cell_problems", "count_of_length", "grid_problem_set", "grid_report",
+    "length_grid", "teacher_forced",
     "parse_length_range", "plain_text", "solved_up_to", "stack",
 ]

@@ -17,6 +17,7 @@ import numpy as np
 
 from .formatting import DIGIT_CHARS, EOS_TOKEN, PAD_TOKEN, PROMPT_END
 from .models.modeling_common import IGNORE_INDEX
+
 _NUMBER = re.compile(r"[0-9]+")
 
 

@@ -5,7 +5,8 @@ Parameters are read from the module tree; a tensor registered under several name
 embeddings) counts once in `unique` and every time in `total`. Multiply-adds are measured, not
 estimated: torch's own FlopCounterMode counts the matrix products (linear layers, attention
 scores and mixing; norms, softmax and activations are not multiply-adds of matrices and are
-left out) while the model answers one problem with a KV cache, as `solve` runs it.
+left out) while the model answers one problem with a KV cache, as `solve` runs it; the caller
+(`hf-arith summary`) checks that problem against the model's limits (`hf_arith.limits`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from .attention_maps import eager_attention
 from .decoding import greedy_decode
-from .solving import answer_budget, check_context
+from .limits import answer_budget
 
 
 def _implicit_head(model) -> dict | None:
@@ -72,7 +73,6 @@ def multiply_adds(model, tokenizer, problem: str, model_kwargs: dict | None = No
     and the total divided by the answer tokens generated."""
     enc = tokenizer([problem], return_tensors="pt")
     budget = answer_budget(tokenizer, [problem])
-    check_context(model, enc["input_ids"].shape[1], budget)
     device = next(model.parameters()).device
     ids, mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
     end = tokenizer.eos_token_id if tokenizer.arith_format.end_token else None

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .formatting import TASKS, FormatError, Problems
+from .formatting import SORT_LABELS, TASKS, FormatError, NumberFormat, Problems, parse_problem
 
 SPLITS = ("train", "test")
 DEFAULT_TEST_FRACTION = 0.1
@@ -191,3 +191,27 @@ def sample(spec: ProblemSpec, n: int, rng: np.random.Generator, split: str | Non
     merged = Problems(spec.task, spec.base, np.concatenate([c.operands for c in chunks])[:n],
                       np.concatenate([c.lengths for c in chunks])[:n])
     return with_answers(merged)
+
+
+def example_problem(fmt: NumberFormat, max_digits: int) -> str:
+    """A fixed problem in `fmt` with operands of `max_digits` digits (for model cards and the Space)."""
+    n, base = max(1, max_digits), fmt.base
+    if base == 10:
+        a, b = int(("1234567890" * 10)[:n]), int(("9876543210" * 10)[:n])
+    else:  # two n-digit numbers in the model's base, written in decimal as users type them
+        low, high = base ** (n - 1) if n > 1 else 0, base**n - 1
+        a, b = low + (high - low) // 3, max(low, high - high // 7)
+    if fmt.task == "sort":
+        values = [b, a, (a + b) // 2][: min(3, fmt.max_items)]
+        return ",".join(f"{label}:{v}" for label, v in zip("abc", values))
+    op = {"add": "+", "sub": "-", "mul": "*"}[fmt.task]
+    return f"{b}{op}{a}" if fmt.task == "sub" else f"{a}{op}{b}"
+
+
+def reference_answer(problem: str, fmt: NumberFormat) -> str:
+    """The exact answer to a typed problem, as the data labels it (to check a model's answer, never to make one)."""
+    values = [int(v) for v in parse_problem(problem, fmt)]
+    if fmt.task == "sort":  # labels in ascending order of value; ties keep label order, as the data does
+        return "".join(SORT_LABELS[i] for i in sorted(range(len(values)), key=values.__getitem__))
+    a, b = values
+    return str({"add": a + b, "sub": a - b, "mul": a * b}[fmt.task])

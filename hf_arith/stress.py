@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .decoding import default_batch_size
 from .formatting import OPERATORS, SORT_LABELS, digits_to_int, parse_problems
+from .limits import model_limits
 from .metrics import arith_scores
 from .problems import ProblemSpec, sample, with_answers
 from .solving import solve
@@ -90,10 +92,13 @@ def stress_test(model, tokenizer, max_digits: int, n: int = 100, seed: int = 0, 
     sets = dict(sets if sets is not None else stress_sets(fmt, max_digits, n, seed))
     if "commutativity" in sets:
         sets["commutativity (swapped)"] = [_swap(t, OPERATORS[fmt.task]) for t in sets["commutativity"]]
-    # One solve call for all sets: one batched run instead of several small ones.
+    # One solve call for all sets: one batched run instead of several small ones, its problems
+    # checked against the model's limits first.
     everything = [t for texts in sets.values() for t in texts]
-    predicted = solve(model, tokenizer, everything, batch_size=batch_size, model_kwargs=model_kwargs)
-    expected = references(everything, fmt)
+    batch_size = batch_size or default_batch_size(model)
+    parsed = model_limits(model, tokenizer).check_problems(everything, batch_size=batch_size)
+    predicted = solve(model, tokenizer, everything, batch_size=batch_size, model_kwargs=model_kwargs, checked=True)
+    expected = with_answers(parsed).answer_text()
     reports, start = {}, 0
     for name, texts in sets.items():
         end = start + len(texts)

@@ -3,14 +3,23 @@
 A recipe names a model family and its config, the number format, the data (digit range and
 curriculum), the optimisation and any extra Trainer arguments (`trainer:`). Every malformed
 value is reported in one line naming its key.
+
+Every check of a recipe lives here. `load_recipe` / `recipe_from_dict` check each value as they
+build the recipe; `check_recipe` checks what needs the package's number formats, model families
+and TrainingArguments, once per run, in each entry point (`hf-arith train`, `training.train`).
+Checks of the launch (processes against devices) need the runtime and are `training.check_launch`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import yaml
+
+from .formatting import TASK_NAMES, NumberFormat
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -95,14 +104,21 @@ class Recipe:
 _SECTIONS = {"data": DataRecipe, "optim": OptimRecipe, "eval": EvalRecipe}
 
 
-def _build(cls, data: dict, where: str):
+def _check_keys(data, cls, where: str = "") -> None:
+    """`data` must be a mapping whose keys are fields of `cls`; `where` names its section ("": the recipe itself)."""
     if not isinstance(data, dict):
-        raise RecipeError(f"{where} must be a mapping, got {type(data).__name__}")
-    known = {f.name: f for f in fields(cls)}
-    defaults = {f.name: f.default for f in fields(cls)}
-    unknown = sorted(set(data) - set(known))
+        what = where or "a recipe"
+        raise RecipeError(f"{what} must be a {'' if where else 'YAML '}mapping, got {type(data).__name__}")
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
     if unknown:
-        raise RecipeError(f"unknown key(s) {unknown} in {where}; known: {sorted(known)}")
+        place = f"key(s) {unknown} in {where}" if where else f"top-level key(s) {unknown}"
+        raise RecipeError(f"unknown {place}; known: {sorted(known)}")
+
+
+def _build(cls, data: dict, where: str):
+    _check_keys(data, cls, where)
+    defaults = {f.name: f.default for f in fields(cls)}
     values = {}
     for key, value in data.items():
         default = defaults[key]
@@ -110,26 +126,28 @@ def _build(cls, data: dict, where: str):
             if not isinstance(value, list):
                 raise RecipeError(f"{where}.curriculum must be a list of phases")
             value = [_build(CurriculumPhase, p, f"{where}.curriculum[{i}]") for i, p in enumerate(value)]
-        elif isinstance(default, bool):
-            if not isinstance(value, bool):
-                raise RecipeError(f"{where}.{key} must be true or false, got {value!r}")
-        elif isinstance(default, (int, float)) and not isinstance(default, bool):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise RecipeError(f"{where}.{key} must be a number, got {value!r}")
-            if isinstance(default, int) and not float(value).is_integer():
-                raise RecipeError(f"{where}.{key} must be an integer, got {value!r}")
-            value = type(default)(value)
+        else:
+            _check_like(f"{where}.{key}", value, default)
+            if type(default) in (int, float):
+                value = type(default)(value)
         values[key] = value
     return cls(**values)
 
 
+def _check_like(name: str, value, default) -> None:
+    """A value whose default is a bool must be a bool, an int an integer, a float a number."""
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise RecipeError(f"{name} must be true or false, got {value!r}")
+    elif type(default) in (int, float):
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or (type(default) is int and not float(value).is_integer())):
+            raise RecipeError(f"{name} must be {'an integer' if type(default) is int else 'a number'}, got {value!r}")
+
+
 def recipe_from_dict(data: dict) -> Recipe:
-    if not isinstance(data, dict):
-        raise RecipeError(f"a recipe must be a YAML mapping, got {type(data).__name__}")
-    known = {f.name for f in fields(Recipe)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise RecipeError(f"unknown top-level key(s) {unknown}; known: {sorted(known)}")
+    """A recipe from its YAML mapping, each value checked (types, ranges); see `check_recipe` for the rest."""
+    _check_keys(data, Recipe)
     kwargs = {}
     for key, value in data.items():
         if key in _SECTIONS:
@@ -143,11 +161,11 @@ def recipe_from_dict(data: dict) -> Recipe:
                 raise RecipeError(f"{key} must be a string, got {value!r}")
             kwargs[key] = value
     recipe = Recipe(**kwargs)
-    _check(recipe)
+    _check_values(recipe)
     return recipe
 
 
-def _check(recipe: Recipe) -> None:
+def _check_values(recipe: Recipe) -> None:
     d, o = recipe.data, recipe.optim
     if not 1 <= d.min_digits <= d.max_digits:
         raise RecipeError(f"data: need 1 <= min_digits <= max_digits, got {d.min_digits}..{d.max_digits}")
@@ -176,6 +194,86 @@ def _check(recipe: Recipe) -> None:
         raise RecipeError(f"optim.restart_at must be in [0, 1), got {o.restart_at}")
 
 
+# -- what the values alone cannot show: format, model family, Trainer arguments ----------------
+def check_recipe(recipe: Recipe) -> NumberFormat:
+    """Check a loaded recipe against the package before any training; return its number format.
+
+    The format, the data against it, eval.verify, the model keys of the family and the `trainer:`
+    section. Each entry point calls it once per run (`hf-arith train`, `training.train`). Model
+    families and TrainingArguments are imported here, so reading a recipe stays light.
+    """
+    from .evaluation import is_tiny_adder_format
+    from .families import family_classes
+
+    try:
+        fmt = NumberFormat.from_dict(recipe.format)
+    except ValueError as err:
+        raise RecipeError(f"format: {err}") from None
+    if fmt.operand_width and recipe.data.max_digits > fmt.operand_width:
+        raise RecipeError(f"data.max_digits {recipe.data.max_digits} exceeds format.operand_width {fmt.operand_width}")
+    if recipe.eval.verify and not is_tiny_adder_format(fmt):
+        raise RecipeError(f"eval.verify: the tiny-adder protocol needs 10-digit decimal addition, but this recipe "
+                          f"trains {TASK_NAMES[fmt.task]} in base {fmt.base}; set eval.verify=false")
+    try:
+        config_cls, _ = family_classes(recipe.family)
+    except ValueError as err:
+        raise RecipeError(f"family: {err}") from None
+    # A config stores unknown keyword arguments silently, so a misspelt key would train the default.
+    known = config_keys(config_cls)
+    unknown = sorted(set(recipe.model) - known - {"attn_implementation", "dtype"})
+    if unknown:
+        raise RecipeError(f"unknown key(s) {unknown} in model for the {recipe.family!r} family; known: {sorted(known)}")
+    check_trainer_section(recipe.trainer)
+    return fmt
+
+
+def config_keys(config_cls) -> set[str]:
+    """The keyword arguments a family's config takes: its own `__init__`'s and, for a config that
+    extends another family's (the looped config passes the abacus options on in **kwargs), those
+    of every config class above it, up to transformers' PreTrainedConfig."""
+    from transformers import PreTrainedConfig
+
+    known = set()
+    for klass in config_cls.__mro__:
+        if klass is PreTrainedConfig or not issubclass(klass, PreTrainedConfig):
+            break
+        if "__init__" in vars(klass):
+            known |= {n for n, p in inspect.signature(klass.__init__).parameters.items()
+                      if n != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return known
+
+
+# TrainingArguments the recipe sets itself (key -> the recipe key to use instead, or why not).
+MANAGED_ARGUMENTS = {
+    "output_dir": "--output-dir", "max_steps": "optim.steps", "num_train_epochs": "optim.steps",
+    "per_device_train_batch_size": "optim.batch_size (the global batch)", "learning_rate": "optim.learning_rate",
+    "weight_decay": "optim.weight_decay", "warmup_steps": "optim.warmup_steps", "adam_beta2": "optim.adam_beta2",
+    "max_grad_norm": "optim.max_grad_norm", "logging_steps": "optim.logging_steps", "save_steps": "optim.save_steps",
+    "seed": "optim.seed", "torch_compile": "optim.compile", "use_cpu": "CUDA_VISIBLE_DEVICES=''",
+    "lr_scheduler_type": "optim.restart_at (the schedule is cosine)",
+    "dataloader_num_workers": "nothing (the curriculum must reach the generator in the main process)",
+    "remove_unused_columns": "nothing", "accelerator_config": "nothing (batches are dispatched from rank 0 and split)",
+    "ignore_data_skip": "nothing (the stream resumes at the checkpoint's step itself)",
+}
+
+
+def check_trainer_section(extra: dict) -> None:
+    """`trainer:` keys must be TrainingArguments fields that the recipe does not set itself."""
+    from transformers import TrainingArguments
+
+    known = {f.name: f.default for f in dataclasses.fields(TrainingArguments) if f.init}
+    for key, value in extra.items():
+        if key in MANAGED_ARGUMENTS:
+            raise RecipeError(f"trainer.{key} is set by the recipe; use {MANAGED_ARGUMENTS[key]}")
+        if key not in known:
+            close = sorted(k for k in known if k.startswith(key[:4]))[:5]
+            hint = f" (similar: {', '.join(close)})" if close else ""
+            raise RecipeError(f"trainer.{key} is not a TrainingArguments field{hint}")
+        # TrainingArguments checks few types itself: a misspelt number would fail deep inside training.
+        _check_like(f"trainer.{key}", value, known[key])
+
+
+# -- presets and overrides --------------------------------------------------------------------
 def list_presets() -> list[str]:
     return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
 

@@ -14,7 +14,6 @@ the global step) agree on all ranks by construction.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import math
 import os
@@ -24,18 +23,18 @@ import sys
 from pathlib import Path
 
 import torch
-from transformers import PreTrainedConfig, Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 
-from .evaluation import evaluate_model, is_tiny_adder_format, verify_tiny_adder
+from .evaluation import evaluate_model, verify_tiny_adder
 from .families import family_classes
-from .formatting import TASK_NAMES, NumberFormat
+from .formatting import NumberFormat
 from .hardware import available_cpu_cores, machine_info
 from .index_separation import abacus_separation_penalty, has_abacus_table
 from .problems import ProblemSpec
 from .saving import save_checkpoint
 from .streaming import CurriculumState, ProblemStream, stack_examples, worst_case_length
 from .tokenization_arith import ArithTokenizer
-from .train_config import Recipe, RecipeError
+from .train_config import Recipe, RecipeError, check_recipe
 from .warm_start import describe_warm_start, earlier_stages, freeze_all_but, warm_start
 
 
@@ -47,79 +46,6 @@ def problem_spec(recipe: Recipe, fmt: NumberFormat) -> ProblemSpec:
 
 def build_tokenizer(fmt: NumberFormat, context: int) -> ArithTokenizer:
     return ArithTokenizer(number_format=fmt, model_max_length=context)
-
-
-def check_recipe(recipe: Recipe) -> NumberFormat:
-    """Check a recipe before any training (format, data vs format, eval, model keys); return its format."""
-    try:
-        fmt = NumberFormat.from_dict(recipe.format)
-    except ValueError as err:
-        raise RecipeError(f"format: {err}") from None
-    if fmt.operand_width and recipe.data.max_digits > fmt.operand_width:
-        raise RecipeError(f"data.max_digits {recipe.data.max_digits} exceeds format.operand_width {fmt.operand_width}")
-    if recipe.eval.verify and not is_tiny_adder_format(fmt):
-        raise RecipeError(f"eval.verify: the tiny-adder protocol needs 10-digit decimal addition, but this recipe "
-                          f"trains {TASK_NAMES[fmt.task]} in base {fmt.base}; set eval.verify=false")
-    try:
-        config_cls, _ = family_classes(recipe.family)
-    except ValueError as err:
-        raise RecipeError(f"family: {err}") from None
-    # A config stores unknown keyword arguments silently, so a misspelt key would train the default.
-    known = config_keys(config_cls)
-    unknown = sorted(set(recipe.model) - known - {"attn_implementation", "dtype"})
-    if unknown:
-        raise RecipeError(f"unknown key(s) {unknown} in model for the {recipe.family!r} family; known: {sorted(known)}")
-    check_trainer_section(recipe.trainer)
-    check_launch(recipe)
-    return fmt
-
-
-def config_keys(config_cls) -> set[str]:
-    """The keyword arguments a family's config takes: its own `__init__`'s and, for a config that
-    extends another family's (the looped config passes the abacus options on in **kwargs), those
-    of every config class above it, up to transformers' PreTrainedConfig."""
-    known = set()
-    for klass in config_cls.__mro__:
-        if klass is PreTrainedConfig or not issubclass(klass, PreTrainedConfig):
-            break
-        if "__init__" in vars(klass):
-            known |= {n for n, p in inspect.signature(klass.__init__).parameters.items()
-                      if n != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-    return known
-
-
-# TrainingArguments the recipe sets itself (key -> the recipe key to use instead, or why not).
-MANAGED_ARGUMENTS = {
-    "output_dir": "--output-dir", "max_steps": "optim.steps", "num_train_epochs": "optim.steps",
-    "per_device_train_batch_size": "optim.batch_size (the global batch)", "learning_rate": "optim.learning_rate",
-    "weight_decay": "optim.weight_decay", "warmup_steps": "optim.warmup_steps", "adam_beta2": "optim.adam_beta2",
-    "max_grad_norm": "optim.max_grad_norm", "logging_steps": "optim.logging_steps", "save_steps": "optim.save_steps",
-    "seed": "optim.seed", "torch_compile": "optim.compile", "use_cpu": "CUDA_VISIBLE_DEVICES=''",
-    "lr_scheduler_type": "optim.restart_at (the schedule is cosine)",
-    "dataloader_num_workers": "nothing (the curriculum must reach the generator in the main process)",
-    "remove_unused_columns": "nothing", "accelerator_config": "nothing (batches are dispatched from rank 0 and split)",
-    "ignore_data_skip": "nothing (the stream resumes at the checkpoint's step itself)",
-}
-
-
-def check_trainer_section(extra: dict) -> None:
-    """`trainer:` keys must be TrainingArguments fields that the recipe does not set itself."""
-    known = {f.name: f.default for f in dataclasses.fields(TrainingArguments) if f.init}
-    for key, value in extra.items():
-        if key in MANAGED_ARGUMENTS:
-            raise RecipeError(f"trainer.{key} is set by the recipe; use {MANAGED_ARGUMENTS[key]}")
-        if key not in known:
-            close = sorted(k for k in known if k.startswith(key[:4]))[:5]
-            hint = f" (similar: {', '.join(close)})" if close else ""
-            raise RecipeError(f"trainer.{key} is not a TrainingArguments field{hint}")
-        # TrainingArguments checks few types itself: a misspelt number would fail deep inside training.
-        default = known[key]
-        if isinstance(default, bool) and not isinstance(value, bool):
-            raise RecipeError(f"trainer.{key} must be true or false, got {value!r}")
-        if type(default) in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                              or (type(default) is int and not float(value).is_integer())):
-            raise RecipeError(f"trainer.{key} must be {'an integer' if type(default) is int else 'a number'}, "
-                              f"got {value!r}")
 
 
 def world_size() -> int:
@@ -345,7 +271,6 @@ def training_arguments(recipe: Recipe, output_dir: str) -> TrainingArguments:
     compile_model = o.compile and can_compile()
     if o.compile and not compile_model:
         print("hf-arith: no C++ compiler found, so training runs without torch.compile (slower)", file=sys.stderr)
-    check_trainer_section(recipe.trainer)
     extra = {"save_total_limit": 2, "report_to": "none", **recipe.trainer}
     try:
         return TrainingArguments(**_managed_arguments(recipe, output_dir, compile_model), **extra)
@@ -379,14 +304,45 @@ def _managed_arguments(recipe: Recipe, output_dir: str, compile_model: bool) -> 
     )
 
 
+@dataclasses.dataclass
+class TrainingRun:
+    """A run that passed every check made before training: its recipe, the recipe's number format,
+    the output folder and the checkpoint it resumes from (None: from the start)."""
+
+    recipe: Recipe
+    fmt: NumberFormat
+    output_dir: str
+    checkpoint: str | None = None
+
+
+def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = False) -> TrainingRun:
+    """Everything that can refuse a run before training, once: the recipe (`train_config.check_recipe`),
+    the launch (`check_launch`) and, to resume, the newest complete checkpoint in the output folder."""
+    output_dir = str(output_dir or recipe.output_dir)
+    fmt = check_recipe(recipe)
+    check_launch(recipe)
+    checkpoint = None
+    if resume:
+        checkpoint = last_checkpoint(output_dir)
+        if checkpoint is None:
+            raise RecipeError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from "
+                              f"(train without --resume first)")
+    return TrainingRun(recipe, fmt, output_dir, checkpoint)
+
+
 def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, evaluate: bool = True) -> dict:
     """Train a model from a recipe; returns a summary with the held-out report.
 
-    Under torchrun / accelerate launch every process runs this; only rank 0 saves the final
-    checkpoint and evaluates it (the other ranks return the training figures only).
+    The Python entry point: `prepare_run` (every check), then `run_training`. Under torchrun /
+    accelerate launch every process runs this; only rank 0 saves the final checkpoint and
+    evaluates it (the other ranks return the training figures only).
     """
-    output_dir = output_dir or recipe.output_dir
-    fmt = check_recipe(recipe)
+    return run_training(prepare_run(recipe, output_dir, resume), evaluate=evaluate)
+
+
+def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
+    """Train a prepared run (see `prepare_run`, which has checked it); returns the summary `train` does."""
+    recipe, fmt, output_dir, checkpoint = run.recipe, run.fmt, run.output_dir, run.checkpoint
     torch.set_num_threads(recipe.optim.threads)
     spec = problem_spec(recipe, fmt)
     context = worst_case_length(spec, fmt)
@@ -395,18 +351,14 @@ def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, e
     if recipe.optim.abacus_separation and not has_abacus_table(model):
         raise RecipeError(f"optim.abacus_separation needs a model with abacus positions; the {recipe.family!r} "
                           f"family has none")
-    if recipe.init_from and not resume:  # a resumed run takes every weight from its own checkpoint
+    if recipe.init_from and checkpoint is None:  # a resumed run takes every weight from its own checkpoint
         fresh = warm_start(model, recipe.init_from, fmt.to_dict())
         if recipe.optim.freeze_init:
             freeze_all_but(model, fresh)
         if is_main_process():
             print(describe_warm_start(recipe.init_from, fresh), flush=True)
 
-    checkpoint = None
-    if resume:
-        checkpoint = last_checkpoint(output_dir)
-        if checkpoint is None:
-            raise RecipeError(f"--resume: no complete checkpoint-* folder in {output_dir}")
+    if checkpoint is not None:
         check_resume(recipe, model, checkpoint)
     args = training_arguments(recipe, output_dir)
     curriculum = CurriculumCallback(CurriculumState(spec.min_digits, spec.max_digits), recipe.data.curriculum,

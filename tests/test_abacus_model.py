@@ -1,14 +1,9 @@
 """The abacus GPT-2 family: abacus positions, offsets, multi-token heads, caching, remote code."""
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 import torch
 import torch.nn.functional as F
+from remote_code import run_remote_code
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 import hf_arith
@@ -301,16 +296,6 @@ def test_auto_classes_resolve_the_abacus_family(tmp_path):
     assert type(AutoTokenizer.from_pretrained(tmp_path)) is ArithTokenizer
 
 
-BLOCK_HF_ARITH = textwrap.dedent("""
-    import sys
-    class _Block:
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_arith" or name.startswith("hf_arith."):
-                raise ImportError("hf_arith is blocked in this process")
-    sys.meta_path.insert(0, _Block())
-""")
-
-
 def test_remote_code_loads_without_hf_arith(tmp_path):
     model, tok = make(seed=8, num_future_tokens=2)
     folder = tmp_path / "hub_folder"
@@ -320,20 +305,10 @@ def test_remote_code_loads_without_hf_arith(tmp_path):
         assert "hf_arith" not in source.replace("hf_arith_abacus_gpt2", ""), name
     enc = tok(PROBLEMS, padding=True, return_tensors="pt")
     expected = greedy_decode(model, enc.input_ids, enc.attention_mask, 9, pad_token_id=tok.pad_token_id).tolist()
-    script = BLOCK_HF_ARITH + textwrap.dedent(f"""
-        import json
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        model = AutoModelForCausalLM.from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
-        tok = AutoTokenizer.from_pretrained({str(folder)!r}, trust_remote_code=True)
-        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-        enc = tok({PROBLEMS!r}, padding=True, return_tensors="pt")
+    loaded = run_remote_code(folder, PROBLEMS, """
         out = model.generate(**enc, max_new_tokens=9, do_sample=False, eos_token_id=None)[:, enc.input_ids.shape[1]:]
-        print(json.dumps({{"ids": out.tolist(), "params": model.num_parameters()}}))
-    """)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+        print(json.dumps({"ids": out.tolist(), "params": model.num_parameters()}))
+    """, tmp_path / "hf_home")
     assert loaded["ids"] == expected
     assert loaded["params"] == model.num_parameters()
 

@@ -19,7 +19,7 @@ import torch
 
 from hf_arith.cli import main
 from hf_arith.train_config import RecipeError, load_recipe
-from hf_arith.training import available_cpu_cores, check_recipe
+from hf_arith.training import available_cpu_cores, check_launch, check_recipe
 
 # Runs the CLI and records, on every rank, what each training step received and the curriculum range.
 RECORDER = r'''
@@ -117,8 +117,8 @@ def _launched(monkeypatch, world: int, local: int | None = None):
 def test_a_global_batch_that_does_not_split_across_ranks_is_refused(monkeypatch):
     _launched(monkeypatch, 3, 1)  # three nodes of one process: any machine has the device for that
     with pytest.raises(RecipeError, match=r"batch_size 128 .* across the 3 processes; use a multiple of 3"):
-        check_recipe(load_recipe("minimal-add10", ["optim.batch_size=128"]))
-    check_recipe(load_recipe("minimal-add10", ["optim.batch_size=129"]))
+        check_launch(load_recipe("minimal-add10", ["optim.batch_size=128"]))
+    check_launch(load_recipe("minimal-add10", ["optim.batch_size=129"]))
 
 
 def test_more_processes_than_cpu_cores_is_refused(monkeypatch):
@@ -126,7 +126,7 @@ def test_more_processes_than_cpu_cores_is_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     _launched(monkeypatch, cores + 1)
     with pytest.raises(RecipeError, match=f"{cores + 1} processes per node on a CPU with {cores} core"):
-        check_recipe(load_recipe("minimal-add10", [f"optim.batch_size={cores + 1}"]))
+        check_launch(load_recipe("minimal-add10", [f"optim.batch_size={cores + 1}"]))
 
 
 def test_more_processes_than_gpus_is_refused_on_the_command_line(monkeypatch, tmp_path, capsys):

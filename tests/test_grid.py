@@ -28,8 +28,8 @@ from hf_arith.grid import (
     plain_text,
     solved_up_to,
     stack,
-    training_range,
 )
+from hf_arith.limits import model_limits, training_range
 from hf_arith.loading import load_checkpoint
 from hf_arith.metrics import metric_path
 from hf_arith.plots import GRID_SIZE, LOOPS_SIZE
@@ -293,7 +293,8 @@ def test_loops_curve_by_hand(tiny, monkeypatch):
     texts, answers = ["1+1", "2+2", "3+3", "4+4"], ["2", "4", "6", "8"]
     inside = [True, True, False, False]
 
-    def fake_solve(model, tokenizer, problems, batch_size, model_kwargs):
+    def fake_solve(model, tokenizer, problems, batch_size, model_kwargs, checked):
+        assert checked  # loops_curve checked the problems once, before the first run
         n = model_kwargs["num_recurrences"]  # n loops get the first n problems right
         return [a if i < n else None for i, a in enumerate(answers)]
 
@@ -383,11 +384,10 @@ def test_eval_unwritable_output_dir_fails_before_evaluating(add10, tmp_path, cap
 
 def test_default_digits_of_a_sort_model_stay_inside_its_abacus_range():
     # A sort's answer is shorter than its operands: the operands themselves must fit the abacus table.
-    from hf_arith.cli import default_max_digits
-    from hf_arith.publishing import example_problem
+    from hf_arith.problems import example_problem
 
     model, tok = random_model("looped-sort")
-    digits = default_max_digits(model, tok.arith_format)
+    digits = model_limits(model, tok).max_digits
     assert 1 <= digits <= model.config.abacus_max_digits
     from hf_arith import solve
 

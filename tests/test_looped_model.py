@@ -1,15 +1,12 @@
 """The looped family: shared abacus positions, recurrence, input injection, KV cache, progressive
 loss, remote code and the presets through the Trainer."""
 
-import json
-import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
 import torch.nn.functional as F
+from remote_code import run_remote_code
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, DynamicCache, Trainer, TrainingArguments
 
 import hf_arith
@@ -350,16 +347,6 @@ def test_family_and_auto_classes_resolve_the_looped_model(tmp_path):
     assert type(AutoModel.from_pretrained(tmp_path)) is LoopedModel
 
 
-BLOCK_HF_ARITH = textwrap.dedent("""
-    import sys
-    class _Block:
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_arith" or name.startswith("hf_arith."):
-                raise ImportError("hf_arith is blocked in this process")
-    sys.meta_path.insert(0, _Block())
-""")
-
-
 def test_remote_code_loads_without_hf_arith(tmp_path):
     model, tok = make(abacus_align_answer=True, answer_start_token_id=tok_id("="))
     folder = tmp_path / "hub_folder"
@@ -371,21 +358,11 @@ def test_remote_code_loads_without_hf_arith(tmp_path):
     enc = tok(PROBLEMS, padding=True, return_tensors="pt")
     expected = {n: greedy_decode(model, enc.input_ids, enc.attention_mask, 8, pad_token_id=tok.pad_token_id,
                                  model_kwargs={"num_recurrences": n}).tolist() for n in (2, 6)}
-    script = BLOCK_HF_ARITH + textwrap.dedent(f"""
-        import json
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        model = AutoModelForCausalLM.from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
-        tok = AutoTokenizer.from_pretrained({str(folder)!r}, trust_remote_code=True)
-        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-        enc = tok({PROBLEMS!r}, padding=True, return_tensors="pt")
-        out = {{n: model.generate(**enc, max_new_tokens=8, do_sample=False, eos_token_id=None, num_recurrences=n)
-                [:, enc.input_ids.shape[1]:].tolist() for n in (2, 6)}}
-        print(json.dumps({{"ids": out, "params": model.num_parameters()}}))
-    """)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    loaded = run_remote_code(folder, PROBLEMS, """
+        out = {n: model.generate(**enc, max_new_tokens=8, do_sample=False, eos_token_id=None, num_recurrences=n)
+               [:, enc.input_ids.shape[1]:].tolist() for n in (2, 6)}
+        print(json.dumps({"ids": out, "params": model.num_parameters()}))
+    """, tmp_path / "hf_home", OMP_NUM_THREADS="1")
     assert loaded["ids"] == {str(n): ids for n, ids in expected.items()}
     assert loaded["params"] == model.num_parameters()
 

@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 import torch
+from remote_code import BLOCK_HF_ARITH
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
 import hf_arith
@@ -172,21 +173,6 @@ def test_bundled_minimal_add10_solves_the_issue_example():
 def test_unknown_bundled_name_lists_the_known_ones():
     with pytest.raises(FileNotFoundError, match="minimal-add10"):
         hf_arith.bundled_path("nope")
-
-
-BLOCK_HF_ARITH = textwrap.dedent("""
-    import importlib.abc, sys
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_arith" or name.startswith("hf_arith."):
-                raise ImportError("hf_arith is blocked in this process")
-    sys.meta_path.insert(0, Block())
-    try:
-        import hf_arith
-        raise SystemExit("hf_arith was importable")
-    except ImportError:
-        pass
-""")
 
 
 def test_remote_code_loads_without_hf_arith(tmp_path):

@@ -1,5 +1,7 @@
 """Hub publishing: the exact upload folder, the model card, loading it without hf_arith, the upload.
 
+The card's content (hf_arith.model_card) is tested through the folders hf_arith.publishing builds.
+
 Nothing here reaches the Hub: the upload tests replace only `HfApi.create_repo` and
 `HfApi.upload_folder`, and the "no network" test points a real HfApi at a closed local port.
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,17 +20,16 @@ from pathlib import Path
 import pytest
 import torch
 from huggingface_hub import HfApi, ModelCard
+from remote_code import BLOCK_HF_ARITH
 
 import hf_arith
 from hf_arith.cli import main
 from hf_arith.evaluation import heldout_problems
-from hf_arith.grid import training_range
+from hf_arith.limits import training_range
 from hf_arith.loading import load_checkpoint
+from hf_arith.model_card import EVAL_FILE, GRID_FILE, HEATMAP_FILE, SUMMARY_FILE, training_details
 from hf_arith.problems import ProblemSpec
 from hf_arith.publishing import (
-    EVAL_FILE,
-    GRID_FILE,
-    HEATMAP_FILE,
     PNG_MAGIC,
     PublishError,
     build_model_folder,
@@ -39,21 +41,6 @@ from hf_arith.publishing import (
 from hf_arith.solving import answer_budget
 
 BUNDLED = hf_arith.bundled_models()
-
-# A process where `import hf_arith` fails, as for a Hub user who never installed it.
-BLOCK_HF_ARITH = textwrap.dedent("""
-    import importlib.abc, sys
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_arith" or name.startswith("hf_arith."):
-                raise ImportError("hf_arith is blocked in this process")
-    sys.meta_path.insert(0, Block())
-    try:
-        import hf_arith
-        raise SystemExit("hf_arith was importable")
-    except ImportError:
-        pass
-""")
 
 
 def files_of(folder: Path) -> list[str]:
@@ -184,14 +171,16 @@ def test_card_describes_format_architecture_and_training_of_every_bundled_model(
     assert ("This is a looped model" in text) == hasattr(model.config, "num_recurrences")
     heads = getattr(model.config, "num_future_tokens", 1)
     assert (f"This model has {heads} output heads" in text) == (heads > 1)
-    summary_path = Path(hf_arith.bundled_path(name)) / "training_summary.json"
-    training = text.split("## Training")[1].split("## Files")[0]
-    if summary_path.is_file():
+    summary_path = Path(hf_arith.bundled_path(name)) / SUMMARY_FILE
+    training = card_training(built[name])
+    if summary_path.is_file():  # the Training section says what the summary records, and only that
         summary = json.loads(summary_path.read_text())
         assert f"| steps | {summary['steps']:,} |" in training
         assert f"| training time | {summary['train_seconds']:.0f} s" in training
-        assert "| hardware |" in training and "not recorded" not in training.split("| hardware |")[1].split("\n")[0]
-        assert "Recipe (" in training and "```yaml" in training
+        hardware = training.split("| hardware |")[1].split("\n")[0]
+        assert ("not recorded" in hardware) == (not isinstance(summary.get("machine"), dict))
+        recipe = summary.get("recipe")
+        assert ("Recipe (as recorded by the training run)" in training and "```yaml" in training) == isinstance(recipe, dict)
         start = (summary.get("recipe") or {}).get("init_from")  # a warm start says where its weights came from
         stages = summary.get("earlier_stages") or []
         assert (f"| initialised from | `{start}`" in training) == bool(start and not stages)
@@ -214,9 +203,38 @@ def test_dataset_id_goes_into_the_card_metadata(tmp_path):
 def test_card_describes_format_training_and_hardware(built):
     text = (built["minimal-add10"] / "README.md").read_text()
     for fragment in ["least significant digit first (reversed)", "zero-padded to 10 digits", "| base | 10 |",
-                     "| steps | 20,000 |", "training time | 348 s", "2-core x86_64 CPU",
-                     "Recipe (the `minimal-add10` preset", "rope_theta: 3.0", "`MinimalForCausalLM`"]:
+                     "| steps | 20,000 |", "training time | 348 s", "| `rope_theta` | `3.0` |", "`MinimalForCausalLM`",
+                     "| tiny-adder verify | 100.00 % of 10010 (seed 2025) |"]:
         assert fragment in text, fragment
+
+
+def card_training(folder: Path) -> str:
+    """The Training section of the card in an upload folder."""
+    return (folder / "README.md").read_text().split("## Training")[1].split("## Files")[0]
+
+
+def test_the_card_is_built_from_the_checkpoint_folder_alone(tmp_path):
+    """A copy of a bundled checkpoint in a bare folder: the Training section is its training_summary.json's,
+    and what that summary does not record (hardware, recipe) the card does not claim."""
+    checkpoint = tmp_path / "ckpt"
+    shutil.copytree(hf_arith.bundled_path("minimal-add10"), checkpoint)
+    summary = json.loads((checkpoint / SUMMARY_FILE).read_text())
+    bare = {k: v for k, v in summary.items() if k not in ("machine", "recipe")}
+    (checkpoint / SUMMARY_FILE).write_text(json.dumps(bare))
+    training = card_training(build_model_folder(checkpoint, tmp_path / "bare", repo_id="me/x", grid_samples=0))
+    assert f"| recipe | `{bare['name']}` |" in training and f"| steps | {bare['steps']:,} |" in training
+    assert "| hardware | not recorded |" in training and "Recipe (" not in training
+    machine = {"cuda": None, "cpu_count": 7, "machine": "arm64", "threads": 3, "torch": "9.9"}
+    recorded = {**bare, "steps": 123, "train_seconds": 61.0, "machine": machine,
+                "recipe": {"name": "minimal-add10", "optim": {"steps": 123}}}
+    (checkpoint / SUMMARY_FILE).write_text(json.dumps(recorded))
+    folder = build_model_folder(checkpoint, tmp_path / "recorded", repo_id="me/x", grid_samples=0)
+    training = card_training(folder)
+    for row in ["| steps | 123 |", "| training time | 61 s (1.0 min) |",
+                "| hardware | 7-core arm64 CPU, 3 torch thread(s), torch 9.9 |"]:
+        assert row in training, row
+    assert "Recipe (as recorded by the training run)" in training and "steps: 123" in training
+    assert json.loads((folder / SUMMARY_FILE).read_text()) == recorded  # the record behind the rows, published
 
 
 @pytest.mark.parametrize("name", BUNDLED)
@@ -424,6 +442,27 @@ def test_push_model_can_keep_the_folder_it_uploads(online, tmp_path):
     assert online[1][3] == files_of(folder)
 
 
+def test_push_model_makes_each_check_once(online, monkeypatch, tmp_path):
+    import hf_arith.publishing as publishing
+
+    checks = ["check_repo_id", "resolve_checkpoint", "find_eval_results", "_check_png", "hub_token", "_empty_out_dir"]
+    calls = []
+
+    def counted(name, real):
+        def check(*args, **kwargs):
+            calls.append(name)
+            return real(*args, **kwargs)
+        return check
+
+    for name in checks:
+        monkeypatch.setattr(publishing, name, counted(name, getattr(publishing, name)))
+    picture = tmp_path / "grid.png"
+    picture.write_bytes(PNG_MAGIC + b"grid heatmap")
+    push_model("minimal-add10", "me/once", output_dir=tmp_path / "out", heatmap=picture)
+    assert sorted(calls) == sorted(checks)
+    assert [c[0] for c in online] == ["create_repo", "upload_folder"]
+
+
 def test_data_push_uploads_a_loadable_dataset(online, tmp_path, capsys):
     import datasets
 
@@ -629,8 +668,6 @@ def test_wheel_carries_the_card_templates(tmp_path):
 
 
 def test_a_model_trained_in_stages_lists_them_and_their_total_time():
-    from hf_arith.publishing import training_details
-
     first = {"name": "looped-add", "steps": 7000, "train_seconds": 1950.0, "machine": {"cpu_count": 2}}
     summary = {"name": "looped-add-separated", "steps": 2000, "train_seconds": 650.0,
                "recipe": {"init_from": "runs/looped-add/final"}, "earlier_stages": [first], "machine": {"cpu_count": 2}}

@@ -128,7 +128,7 @@ def test_bad_input_gets_a_friendly_message(client, problem, message):
 def test_every_bundled_model_answers_and_is_checked(client, app, name):
     """Whatever is bundled: an example the model can take is answered as the package answers it and
     judged against the exact answer; one digit more than the model takes gets a friendly message."""
-    from hf_arith.publishing import example_problem, reference_answer
+    from hf_arith.problems import example_problem, reference_answer
 
     model, tok = load_checkpoint(name)
     fmt = tok.arith_format
@@ -176,7 +176,7 @@ def test_attention_tab(client, app):
 def test_models_tab_uses_the_grid_a_checkpoint_ships(app, monkeypatch):
     """A checkpoint's length_grid.json is drawn as is: no grid is computed for it."""
     import hf_arith.grid
-    from hf_arith.publishing import GRID_FILE
+    from hf_arith.model_card import GRID_FILE
 
     def no_grid(*args, **kwargs):
         raise AssertionError("computed a grid although the checkpoint ships one")
@@ -213,7 +213,7 @@ LOOPED = [n for n in hf_arith.bundled_models()
 @pytest.mark.skipif(not LOOPED, reason="no looped model is bundled yet")
 @pytest.mark.parametrize("name", LOOPED)
 def test_slider_for_a_bundled_looped_model(client, name):
-    from hf_arith.publishing import example_problem
+    from hf_arith.problems import example_problem
 
     slider, _ = client.predict(name, api_name="/model_options")
     assert slider["visible"] is True

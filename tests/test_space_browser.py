@@ -80,7 +80,7 @@ def test_solve_in_the_browser_and_screenshot(page_url, browser, tmp_path):
     from selenium.webdriver.support.ui import WebDriverWait
 
     import hf_arith
-    from hf_arith.publishing import example_problem, reference_answer
+    from hf_arith.problems import example_problem, reference_answer
 
     # The page opens on the first bundled model, whatever is bundled: give it a problem it takes.
     app = load_app()

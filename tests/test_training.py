@@ -123,3 +123,32 @@ def test_compile_without_a_cpp_compiler_falls_back_with_a_warning(tmp_path, monk
     args = training.training_arguments(load_recipe("minimal-add10", ["optim.compile=true"]), str(tmp_path))
     assert args.torch_compile is False
     assert "no C++ compiler" in capsys.readouterr().err
+
+
+def test_each_entry_point_checks_the_recipe_and_finds_the_checkpoint_once(tmp_path, monkeypatch, capsys):
+    import hf_arith.training as training
+    from hf_arith.cli import main
+
+    calls = []
+
+    def counted(name, original):
+        def wrapper(*args, **kwargs):
+            calls.append(name)
+            return original(*args, **kwargs)
+        return wrapper
+
+    for name in ("check_recipe", "check_launch", "last_checkpoint"):
+        monkeypatch.setattr(training, name, counted(name, getattr(training, name)))
+    trained = []
+    monkeypatch.setattr(training, "run_training", lambda run, evaluate=True: trained.append(run) or {
+        "steps": 3, "unique_params": 1, "output": str(tmp_path / "final")})
+    checkpoint = tmp_path / "checkpoint-3"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 3}))
+
+    assert main(["train", "--output-dir", str(tmp_path), "--resume", "--set", "optim.steps=5"]) == 0, capsys.readouterr()
+    assert sorted(calls) == ["check_launch", "check_recipe", "last_checkpoint"]
+    assert trained[-1].checkpoint == str(checkpoint) and trained[-1].fmt.task == "add"
+    calls.clear()
+    train(load_recipe("minimal-add10", [f"output_dir={tmp_path}"]), resume=True)
+    assert sorted(calls) == ["check_launch", "check_recipe", "last_checkpoint"]

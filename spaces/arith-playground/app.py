@@ -32,26 +32,19 @@ import torch
 
 import hf_arith
 from hf_arith.decoding import greedy_decode
-from hf_arith.formatting import EOS_TOKEN, PAD_TOKEN, TASK_NAMES, FormatError, parse_problems
+from hf_arith.formatting import EOS_TOKEN, PAD_TOKEN, TASK_NAMES, FormatError
+from hf_arith.limits import answer_budget, model_limits
 from hf_arith.loading import load_checkpoint
-from hf_arith.publishing import (
-    EVAL_FILE,
-    GRID_FILE,
-    PublishError,
-    example_problem,
-    length_heatmap,
-    load_eval_results,
-    load_grid,
-    reference_answer,
-)
-from hf_arith.solving import answer_budget, check_context, check_number_lengths
+from hf_arith.model_card import EVAL_FILE, GRID_FILE, length_heatmap, load_grid
+from hf_arith.problems import example_problem, reference_answer
+from hf_arith.publishing import PublishError, load_eval_results
 
 MODELS = hf_arith.bundled_models()
 MAX_CHARS = 200  # far above any problem a bundled model can take; longer text is refused unread
 ALLOWED = re.compile(r"[0-9a-z+\-*:, ]*")
 GRID_SAMPLES = 10  # problems per cell of the Models tab's grid: quick on a CPU Space
 GRID_MAX_DIGITS = 12  # a grid drawn here (no length_grid.json shipped) stops there: 144 cells at most
-MAX_RECURRENCES = 64  # the slider's hard ceiling, whatever a config says
+SLIDER_MAX_RECURRENCES = 64  # the slider's ceiling (a UI choice), below the models' own limit
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
@@ -84,21 +77,22 @@ def load(name: str):
     return load_checkpoint(name)
 
 
-def has_loops(model) -> bool:
-    return hasattr(model.config, "num_recurrences")
-
-
-def recurrence_range(model) -> tuple[int, int]:
-    """The slider's range for a looped model: 1 to twice its default (at least 8), capped."""
-    default = int(model.config.num_recurrences)
-    return 1, min(MAX_RECURRENCES, max(2 * default, 8))
-
-
-def model_kwargs(model, recurrences) -> dict | None:
-    """{"num_recurrences": n} for a looped model; an InputError for a value outside the slider."""
-    if not has_loops(model) or recurrences is None:
+def recurrence_range(model, tokenizer) -> tuple[int, int] | None:
+    """The slider's range for a looped model (None for others): the model's loops range
+    (hf_arith.limits), narrowed to twice its default (at least 8) and SLIDER_MAX_RECURRENCES."""
+    loops = model_limits(model, tokenizer).loops
+    if loops is None:
         return None
-    lo, hi = recurrence_range(model)
+    lo, hi = loops
+    return lo, min(hi, SLIDER_MAX_RECURRENCES, max(2 * int(model.config.num_recurrences), 8))
+
+
+def model_kwargs(model, tokenizer, recurrences) -> dict | None:
+    """{"num_recurrences": n} for a looped model; an InputError for a value outside the slider."""
+    span = recurrence_range(model, tokenizer)
+    if span is None or recurrences is None:
+        return None
+    lo, hi = span
     try:
         value = float(recurrences)
     except (TypeError, ValueError):
@@ -108,35 +102,15 @@ def model_kwargs(model, recurrences) -> dict | None:
     return {"num_recurrences": int(value)}
 
 
-def fits(model, tokenizer, problem: str) -> bool:
-    """Whether the model can take `problem`: the format can write it, it fits the context and
-    (abacus models) every number lies within the per-digit position table."""
-    try:
-        check_number_lengths(model, tokenizer.arith_format, parse_problems([problem], tokenizer.arith_format),
-                             [problem])
-        prompt = len(tokenizer.format_problem(problem))
-        check_context(model, prompt, answer_budget(tokenizer, [problem]))
-    except FormatError:
-        return False
-    return True
-
-
 _DIGITS: dict[str, int] = {}
 
 
 def max_digits(model, tokenizer, name: str | None = None) -> int:
-    """The longest operands the model takes: its fixed width, else the longest that fits its
-    context and (abacus models) its per-digit position table; remembered per bundled model."""
+    """The longest operands the model takes (hf_arith.limits), at most what MAX_CHARS holds;
+    remembered per bundled model."""
     if name in _DIGITS:
         return _DIGITS[name]
-    fmt = tokenizer.arith_format
-    best = fmt.operand_width
-    if not best:
-        best = 1
-        for n in range(1, MAX_CHARS // 2 + 1):  # longer operands do not fit in MAX_CHARS anyway
-            if not fits(model, tokenizer, example_problem(fmt, n)):
-                break
-            best = n
+    best = min(model_limits(model, tokenizer).max_digits, MAX_CHARS // 2)
     if name in MODELS:
         _DIGITS[name] = best
     return best
@@ -155,11 +129,8 @@ def check_problem(text, tokenizer, model) -> str:
     if not ALLOWED.fullmatch(problem):
         bad = next(c for c in problem if not ALLOWED.fullmatch(c))
         raise InputError(f"{bad!r} is not allowed: use digits 0-9 and {operator_help(tokenizer)}")
-    try:
-        parsed = parse_problems([problem], tokenizer.arith_format)
-        check_number_lengths(model, tokenizer.arith_format, parsed, [problem])  # abacus position table
-        prompt = tokenizer([problem], return_tensors="pt")["input_ids"]
-        check_context(model, prompt.shape[1], answer_budget(tokenizer, [problem]))
+    try:  # the number format, then the model's limits (context, abacus range)
+        model_limits(model, tokenizer).check_problems([problem])
     except FormatError as err:
         raise InputError(str(err)) from None
     return problem
@@ -205,7 +176,7 @@ def solve_problem(model_name: str, problem: str, recurrences=None):
     try:
         model, tokenizer = load(model_name)
         clean = check_problem(problem, tokenizer, model)
-        loops = model_kwargs(model, recurrences)
+        loops = model_kwargs(model, tokenizer, recurrences)
     except InputError as err:
         return "", f"⚠️ {err}", []
     try:
@@ -249,8 +220,9 @@ def on_model_change(model_name: str):
     """Show the recurrences slider only for looped models; suggest a problem the model can take."""
     model, tokenizer = load(model_name)
     example = example_problem(tokenizer.arith_format, min(5, max_digits(model, tokenizer, model_name)))
-    if has_loops(model):
-        lo, hi = recurrence_range(model)
+    span = recurrence_range(model, tokenizer)
+    if span is not None:
+        lo, hi = span
         default = min(hi, int(model.config.num_recurrences))
         slider = gr.Slider(minimum=lo, maximum=hi, step=1, value=default, visible=True)
     else:
@@ -279,7 +251,7 @@ def model_overview(model_name: str):
         f"- **number format**: answers {order}"
         + (f", operands zero-padded to {fmt.operand_width} digits" if fmt.operand_width else ""),
     ]
-    if has_loops(model):
+    if model_limits(model, tokenizer).loops is not None:
         lines.append(f"- **recurrences**: {model.config.num_recurrences} by default")
     if report:
         lines.append(f"- **held-out exact match**: {100 * report['exact_match']:.2f} % of {report['n']} problems "
@@ -293,7 +265,7 @@ def overview_figure(model_name, model, tokenizer, folder: Path, report: dict | N
     per-length accuracy; None when there is nothing to show."""
     title = f"{model_name}: exact match per operand-length pair"
     try:
-        from hf_arith.grid import length_grid, training_range
+        from hf_arith.grid import length_grid
         from hf_arith.plots import plot_grid
     except ImportError:
         plot_grid = None
@@ -304,7 +276,7 @@ def overview_figure(model_name, model, tokenizer, folder: Path, report: dict | N
         top = min(digits, GRID_MAX_DIGITS, report["max_digits"] if report else GRID_MAX_DIGITS)
         try:
             result = length_grid(model, tokenizer, (1, top), samples_per_cell=GRID_SAMPLES,
-                                 train_range=training_range(tokenizer.arith_format, folder))
+                                 train_range=model_limits(model, tokenizer, folder).training_range)
             return plot_grid(result, title=title)
         except FormatError:  # no grid for this task (sorting) or these lengths
             pass

@@ -1,7 +1,7 @@
 """Turn a finished training run into a bundled checkpoint, with the evaluation its card needs.
 
-    python bench/bundle_checkpoint.py runs/abacus-gpt2-add/final abacus-gpt2-add --grid 1:30
-    python bench/bundle_checkpoint.py runs/looped-add/final looped-add --grid 1:30 --loops 1,2,4,8,16,32
+    python scripts/bundle_checkpoint.py runs/abacus-gpt2-add/final abacus-gpt2-add --grid 1:30
+    python scripts/bundle_checkpoint.py runs/looped-add/final looped-add --grid 1:30 --loops 1,2,4,8,16,32
 
 Steps, all through `hf-arith eval` (so the numbers are the ones a user gets):
   1. copy the run's final folder (safetensors weights, JSON files, the remote-code .py files; nothing
@@ -12,23 +12,25 @@ Steps, all through `hf-arith eval` (so the numbers are the ones a user gets):
      copied to bench/results/NAME-grid.json / .png with the wall time of the grid;
   4. with --loops (looped models): the accuracy-vs-recurrences curve on a smaller grid
      (--loops-samples-per-cell) -> loops.json and images/loops.png, also copied to bench/results/.
+bench/results/NAME-grid.json records the machine and the command like every benchmark's results
+(bench/machine.py's write_results).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
+import sys
 import time
 from pathlib import Path
-
-from machine import command_line, machine_info, utc_now
 
 from hf_arith.bundled import BUNDLED_DIR
 from hf_arith.cli import main as hf_arith
 
-RESULTS = Path(__file__).parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from machine import RESULTS, load_average, write_results  # noqa: E402  (bench/machine.py: how results are recorded)
+
 KEEP = {".safetensors", ".json", ".py"}  # weights, config/tokenizer/summary, remote code
 
 
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         if path.is_file() and path.suffix in KEEP:
             shutil.copy2(path, target / path.name)
 
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     threads = ["--threads", str(args.threads)]
     run(["eval", str(target), "--samples", str(args.samples), "--max-digits", str(args.max_digits),
          "--json", str(target / "eval_results.json"), *threads])
@@ -88,10 +90,10 @@ def main(argv: list[str] | None = None) -> None:
         shutil.copy2(loops_dir / "loops.png", RESULTS / f"{args.name}-loops.png")
         record["loops"] = json.loads((loops_dir / "loops.json").read_text())
     record["heldout"] = json.loads((target / "eval_results.json").read_text())
-    record.update(machine=machine_info(load_before), command=command_line(argv), date=utc_now())
-    (RESULTS / f"{args.name}-grid.json").write_text(json.dumps(record, indent=2) + "\n")
+    what = f"the evaluation bundled with {args.name}: held-out exact match, length grid (and loops), through hf-arith eval"
+    write_results(RESULTS / f"{args.name}-grid.json", record, what=what, load_before=load_before)
     shutil.rmtree(scratch)
-    print(f"bundled {target}; results in {RESULTS / f'{args.name}-grid.json'}")
+    print(f"bundled {target}")
 
 
 if __name__ == "__main__":

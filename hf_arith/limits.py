@@ -1,0 +1,245 @@
+"""A model's limits, in one place: the longest operands it takes, its context and abacus range,
+the operand lengths it was trained on, its loop counts and tokens per step.
+
+`model_limits(model, tokenizer)` reads them; its checks refuse anything beyond them with a
+one-line `FormatError` that names the input and the limit. Each entry point (the CLI commands,
+`solve`, `length_grid`, `loops_curve`, `stress_test`, the Space) checks its input here once;
+the code below it trusts what it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from .formatting import TASK_NAMES, FormatError, NumberFormat, Problems, parse_problems, render
+from .models import MAX_RECURRENCES
+from .problems import ProblemSpec
+
+# Operands assumed for a model that states neither a context nor an abacus range (none does today).
+UNBOUNDED_MAX_DIGITS = 10
+SORT_ITEMS = 5  # sorting problems hold 2 to this many items (fewer if the format takes fewer)
+
+
+def problem_spec(fmt: NumberFormat, min_digits: int, max_digits: int) -> ProblemSpec:
+    """The problems with operands of these lengths that eval draws and the limits assume."""
+    items = {"min_items": 2, "max_items": min(SORT_ITEMS, fmt.max_items)} if fmt.task == "sort" else {}
+    return ProblemSpec(task=fmt.task, base=fmt.base, min_digits=min_digits, max_digits=max_digits, **items)
+
+
+def training_range(fmt: NumberFormat, folder: str | Path | None = None) -> tuple[int, int] | None:
+    """The operand lengths a checkpoint was trained on, where it can be known: `train_digits`
+    ([min, max]) in its training_summary.json, else a fixed-width format's 1..width."""
+    summary = Path(folder) / "training_summary.json" if folder is not None else None
+    if summary is not None and summary.is_file():
+        try:
+            digits = json.loads(summary.read_text(encoding="utf-8")).get("train_digits")
+        except (OSError, ValueError, AttributeError):
+            digits = None
+        if isinstance(digits, list) and len(digits) == 2 and all(isinstance(d, int) for d in digits):
+            return digits[0], digits[1]
+    return (1, fmt.operand_width) if fmt.operand_width else None
+
+
+def answer_budget(tokenizer, problems: list[str]) -> int:
+    """New tokens the decoder may need for the longest answer in `problems` (plain text)."""
+    fmt = tokenizer.arith_format
+    return fmt.max_answer_tokens(parse_problems(problems, fmt))
+
+
+def max_tokens_per_step(model) -> int:
+    """How many tokens one forward pass of `model` can predict (its number of output heads)."""
+    return int(getattr(model.config, "num_future_tokens", 1) or 1)
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """What one model (with its number format) can take. Build it with `model_limits`.
+
+    abacus_answer_offset: 1 when the abacus indexes answer digits one higher than operand digits
+    (config.abacus_align_answer), so an answer of n digits needs abacus_max_digits >= n + 1.
+    loops: (1, MAX_RECURRENCES) for a looped model, None for one without recurrence.
+    tokens_per_step: (1, config.num_future_tokens).
+    """
+
+    fmt: NumberFormat
+    context: int | None  # config.max_position_embeddings: prompt and answer tokens together
+    abacus_max_digits: int | None  # the longest number the abacus table places (abacus models)
+    abacus_answer_offset: int
+    loops: tuple[int, int] | None
+    tokens_per_step: tuple[int, int]
+    folder: Path | None = None
+    model_name: str = "this model"
+
+    # -- what each problem needs ---------------------------------------------------------
+    def answer_budget(self, parsed: Problems) -> int:
+        """New tokens the decoder may need for the longest answer in a batch of parsed problems."""
+        return self.fmt.max_answer_tokens(parsed)
+
+    def _tokens(self, parsed: Problems) -> tuple[np.ndarray, np.ndarray]:
+        """Per problem: prompt tokens and answer tokens (the answer's budget)."""
+        digits = self.fmt.max_answer_digits(parsed.lengths)
+        _, _, prompt = render(parsed, self.fmt, with_answer=False)
+        # The sign and end token are the same for every problem of a format: the budget of the
+        # batch minus its longest answer's digits.
+        return prompt, digits + (self.answer_budget(parsed) - int(digits.max()))
+
+    def _first_refusal(self, parsed: Problems, tokens=None) -> tuple[int, str] | None:
+        """The first problem the model cannot take and why (context first, then abacus range);
+        `tokens`: their `_tokens`, when the caller has them."""
+        prompt, answer = self._tokens(parsed) if tokens is None else tokens
+        digits = self.fmt.max_answer_digits(parsed.lengths) + self.abacus_answer_offset
+        longest = np.maximum(parsed.lengths.max(axis=1), digits)  # the longest number the abacus places
+        no_room = prompt + answer > self.context if self.context is not None else np.zeros(len(parsed), bool)
+        no_index = (longest > self.abacus_max_digits if self.abacus_max_digits is not None
+                    else np.zeros(len(parsed), bool))
+        if not (no_room | no_index).any():
+            return None
+        i = int(np.argmax(no_room | no_index))
+        if no_room[i]:
+            return i, (f"{prompt[i]} prompt + {answer[i]} answer tokens are too long for this model's context of "
+                       f"{self.context} positions (config.max_position_embeddings)")
+        return i, (f"numbers of {longest[i]} digits are beyond this model's abacus range of "
+                   f"{self.abacus_max_digits} digits (config.abacus_max_digits)")
+
+    def worst_case(self, digits: int) -> Problems:
+        """The longest problem with operands of `digits` digits (every digit the base's largest;
+        for sorting, as many items as eval draws): what a range of lengths must fit."""
+        k = problem_spec(self.fmt, 1, digits).n_operands
+        operands = np.full((1, k, digits), self.fmt.base - 1, dtype=np.int8)
+        return Problems(self.fmt.task, self.fmt.base, operands, np.full((1, k), digits, dtype=np.int64))
+
+    def _length_refusal(self, digits: int) -> str | None:
+        """Why operands of `digits` digits are beyond the model, or None if they fit."""
+        if self.fmt.operand_width and digits > self.fmt.operand_width:
+            return (f"operands of {digits} digits are wider than this model's fixed width of "
+                    f"{self.fmt.operand_width} digits")
+        refused = self._first_refusal(self.worst_case(digits))
+        return None if refused is None else refused[1]
+
+    # -- the limits ------------------------------------------------------------------------
+    @cached_property
+    def max_digits(self) -> int:
+        """The longest operands the model takes: its fixed width, else the longest whose worst
+        case fits its context and abacus range."""
+        if self.fmt.operand_width:
+            return self.fmt.operand_width
+        top = self.context or self.abacus_max_digits  # no operand can be longer than either
+        if top is None:
+            return UNBOUNDED_MAX_DIGITS
+        reason = self._length_refusal(1)
+        if reason is not None:
+            raise FormatError(f"{self.model_name} takes no problem at all: even one-digit operands: {reason}")
+        low, high = 1, top  # operands of `low` digits fit; the answer lies in [low, high]
+        while low < high:  # every need grows with the operand length, so a bisection finds the edge
+            mid = (low + high + 1) // 2
+            if self._length_refusal(mid) is None:
+                low = mid
+            else:
+                high = mid - 1
+        return low
+
+    @cached_property
+    def training_range(self) -> tuple[int, int] | None:
+        """The operand lengths the checkpoint was trained on, where known (see `training_range`)."""
+        return training_range(self.fmt, self.folder)
+
+    def longest_problem(self) -> str:
+        """The worst-case problem at `max_digits`, as plain text."""
+        return self.worst_case(self.max_digits).to_text()[0]
+
+    # -- the checks --------------------------------------------------------------------------
+    def check_problems(self, texts: list[str], parsed: Problems | None = None, *,
+                       batch_size: int | None = None) -> Problems:
+        """Refuse any problem the model cannot take; return them parsed.
+
+        Each problem must fit the context (prompt and answer budget) and the abacus range. The
+        decoder runs `batch_size` rows at once (None: all) with the longest prompt and the
+        largest budget among them, so each such batch must fit the context too.
+        """
+        if parsed is None:
+            parsed = parse_problems(texts, self.fmt)
+        prompt, answer = self._tokens(parsed)
+        refused = self._first_refusal(parsed, (prompt, answer))
+        if refused is not None:
+            raise FormatError(f"{texts[refused[0]]!r}: {refused[1]}")
+        if self.context is None:
+            return parsed
+        size = batch_size or len(texts)
+        for start in range(0, len(texts), size):
+            rows = slice(start, start + size)
+            p, a = int(prompt[rows].argmax()) + start, int(answer[rows].argmax()) + start
+            if prompt[p] + answer[a] > self.context:
+                raise FormatError(
+                    f"{texts[p]!r} and {texts[a]!r} decoded together need {prompt[p]} prompt + {answer[a]} answer "
+                    f"tokens, too long for this model's context of {self.context} positions; use a smaller batch size")
+        return parsed
+
+    def check_digit_range(self, min_digits: int, max_digits: int,
+                          names: tuple[str, str] = ("min_digits", "max_digits")) -> None:
+        """Operand lengths min..max (named as the caller's options) that the model can take."""
+        low, high = names
+        if not 1 <= min_digits <= max_digits:
+            raise FormatError(f"need 1 <= {low} <= {high}, got {min_digits} and {max_digits}")
+        reason = self._length_refusal(max_digits)
+        if reason is not None:
+            raise FormatError(f"{high} {max_digits}: {reason}")
+
+    def check_grid(self, lengths: tuple[int, int]) -> None:
+        """A length grid needs two operands and, since its largest cells run last, lengths up to
+        lengths[1] that the model can take: checked before the first cell runs."""
+        if self.fmt.task == "sort":
+            raise FormatError(f"the length grid needs a task with two operands; this model does {TASK_NAMES[self.fmt.task]}")
+        reason = self._length_refusal(lengths[1])
+        if reason is not None:
+            raise FormatError(f"grid up to {lengths[1]} digits: {reason}")
+
+    def check_loops(self, counts, what: str = "loops") -> list[int]:
+        """Loop counts (num_recurrences) the model takes; returned as a list."""
+        counts = list(counts)
+        if self.loops is None:
+            raise FormatError(f"{what}: {self.model_name} has no recurrence (its config has no num_recurrences), "
+                              "so its number of loops cannot be varied")
+        if not counts:
+            raise FormatError(f"{what}: no loop counts given")
+        lo, hi = self.loops
+        for n in counts:
+            if not isinstance(n, numbers.Integral) or isinstance(n, bool) or not lo <= n <= hi:
+                raise FormatError(f"{what} {n!r}: num_recurrences must be an integer between {lo} and {hi}")
+        return [int(n) for n in counts]
+
+    def check_tokens_per_step(self, tokens_per_step) -> None:
+        """Tokens per forward pass: 1 up to the model's output heads (config.num_future_tokens)."""
+        if not isinstance(tokens_per_step, int) or isinstance(tokens_per_step, bool) or tokens_per_step < 1:
+            raise FormatError(f"tokens_per_step must be a positive integer, got {tokens_per_step!r}")
+        limit = self.tokens_per_step[1]
+        if tokens_per_step > limit:
+            raise FormatError(f"tokens_per_step={tokens_per_step} but this model was trained to predict at most "
+                              f"{limit} token(s) per forward pass (config.num_future_tokens={limit})")
+
+
+def model_limits(model, tokenizer, folder: str | Path | None = None) -> ModelLimits:
+    """The limits of `model` with its tokenizer's number format; `folder` (its checkpoint) adds
+    the trained range from training_summary.json."""
+    if not hasattr(tokenizer, "arith_format"):
+        raise FormatError(f"{type(tokenizer).__name__} is not an hf_arith tokenizer (no number format)")
+    config = model.config
+    return ModelLimits(
+        fmt=tokenizer.arith_format,
+        context=getattr(config, "max_position_embeddings", None) or None,
+        abacus_max_digits=getattr(config, "abacus_max_digits", None),
+        abacus_answer_offset=int(bool(getattr(config, "abacus_align_answer", False))),
+        # A looped model takes `num_recurrences` at every forward pass and says so in its config.
+        loops=(1, MAX_RECURRENCES) if hasattr(config, "num_recurrences") else None,
+        tokens_per_step=(1, max_tokens_per_step(model)),
+        folder=Path(folder) if folder is not None else None,
+        model_name=type(model).__name__,
+    )
+
+
+__all__ = ["ModelLimits", "answer_budget", "max_tokens_per_step", "model_limits", "problem_spec", "training_range"]

@@ -1,0 +1,290 @@
+"""The Hub model card of a checkpoint and its figures.
+
+Everything the card says comes from the model itself and the checkpoint folder's own files
+(training_summary.json, eval_results.json, length_grid.json, config), rendered with the
+package's hub_cards/model_card.md template, so an installed wheel writes the same card as a
+source checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .formatting import TASK_NAMES, FormatError, NumberFormat
+from .problems import example_problem, reference_answer
+
+HUB_CARDS_DIR = Path(__file__).parent / "hub_cards"  # a link to the top-level hub_cards/, shipped as package data
+MODEL_CARD_TEMPLATE = "model_card.md"
+# The files of a checkpoint (and of its upload folder) the card is built from or points to.
+EVAL_FILE = "eval_results.json"
+SUMMARY_FILE = "training_summary.json"
+GRID_FILE = "length_grid.json"
+HEATMAP_FILE = "images/length_heatmap.png"
+GRID_SAMPLES = 20  # problems per (len_a, len_b) cell of the card's grid: 2,000 for 10x10, a few seconds
+
+# Config entries that say nothing about the architecture (bookkeeping, token ids, init).
+_CONFIG_NOISE = {"architectures", "auto_map", "transformers_version", "dtype", "torch_dtype", "model_type",
+                 "use_cache", "initializer_range", "bos_token_id", "eos_token_id", "pad_token_id",
+                 "_name_or_path", "output_attentions", "output_hidden_states", "return_dict"}
+
+
+def template_path(name: str = MODEL_CARD_TEMPLATE) -> Path:
+    path = HUB_CARDS_DIR / name
+    if not path.is_file():
+        raise FileNotFoundError(f"card template {name!r} is not in {HUB_CARDS_DIR}; the installation is incomplete")
+    return path
+
+
+def read_summary(folder: str | os.PathLike) -> dict | None:
+    """The checkpoint's training_summary.json, or None when it has none (or an unreadable one)."""
+    try:
+        data = json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+# -- what the card says -----------------------------------------------------------------------------
+def card_example(model, tokenizer, report: dict) -> tuple[str, str | None]:
+    """(problem, the model's answer) for the card's snippet: the longest evaluated length among
+    those with the best accuracy in the report, at which the model gets the example right (the
+    snippet's printed answer is then a correct one); the longest length if it gets none right."""
+    from .solving import solve
+
+    fmt = tokenizer.arith_format
+    rows = sorted(length_rows(report), key=lambda r: (-r["accuracy"], -r["digits"]))
+    lengths = [r["digits"] for r in rows] or [report["max_digits"]]
+    for digits in lengths[:5]:
+        example = example_problem(fmt, digits)
+        answer = solve(model, tokenizer, [example])[0]
+        if answer == reference_answer(example, fmt):
+            return example, answer
+    example = example_problem(fmt, report["max_digits"])
+    return example, solve(model, tokenizer, [example])[0]
+
+
+def usage_snippet(repo_id: str, example: str, max_new_tokens: int, answer: str | None) -> str:
+    """Python that loads the published model with transformers alone (no hf_arith) and solves `example`."""
+    return "\n".join([
+        "from transformers import AutoModelForCausalLM, AutoTokenizer",
+        "",
+        f'repo = "{repo_id}"',
+        "model = AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=True).eval()",
+        "tok = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)",
+        "",
+        f'enc = tok(["{example}"], padding=True, return_tensors="pt")',
+        f"out = model.generate(**enc, max_new_tokens={max_new_tokens}, do_sample=False)",
+        f"print(tok.decode_answers(out[:, enc.input_ids.shape[1]:]))  # {[answer]!r}",
+    ])
+
+
+def config_rows(config) -> list[tuple[str, object]]:
+    """The family's own settings (plus weight tying), not the generic PreTrainedConfig fields."""
+    from transformers import PreTrainedConfig
+
+    generic = set(PreTrainedConfig().to_dict()) - {"tie_word_embeddings"}
+    return [(k, v) for k, v in sorted(config.to_dict().items())
+            if k not in _CONFIG_NOISE and k not in generic and not k.startswith("_")
+            and isinstance(v, (int, float, str, bool))]
+
+
+def length_rows(report: dict) -> list[dict]:
+    counts = report.get("count_by_max_operand_length") or {}
+    return [{"digits": int(k), "accuracy": float(v), "count": counts.get(k, counts.get(int(k), ""))}
+            for k, v in sorted(report["by_max_operand_length"].items(), key=lambda kv: int(kv[0]))]
+
+
+def _hardware(machine: dict) -> str:
+    device = "CUDA GPU" if machine.get("cuda") else f"{machine.get('cpu_count', '?')}-core {machine.get('machine', '')} CPU"
+    threads = f", {machine['threads']} torch thread(s)" if machine.get("threads") else ""
+    return f"{device}{threads}, torch {machine.get('torch', '?')}".replace("  ", " ")
+
+
+def training_details(summary: dict | None) -> dict | None:
+    """Rows (recipe, steps, time, hardware, loss) and the recipe YAML for the card's Training
+    section, all from the checkpoint's training summary: what it does not record, the card does
+    not claim (no hardware: "not recorded"; no recipe: no recipe block)."""
+    if not summary:
+        return None
+    import yaml
+
+    name = summary.get("name")
+    rows = [("recipe", f"`{name}`")] if name else []
+    if summary.get("steps") is not None:
+        rows.append(("steps", f"{summary['steps']:,}" if isinstance(summary["steps"], int) else summary["steps"]))
+    seconds = summary.get("train_seconds")
+    if isinstance(seconds, (int, float)):
+        rows.append(("training time", f"{seconds:.0f} s ({seconds / 60:.1f} min)"))
+    recorded = summary.get("recipe")
+    start = recorded.get("init_from") if isinstance(recorded, dict) else None
+    stages = [s for s in summary.get("earlier_stages") or [] if isinstance(s, dict)]
+    if stages:  # trained in stages: each one, then the time of them all
+        for number, stage in enumerate(stages, 1):
+            took = stage.get("train_seconds")
+            took = f"{took:.0f} s" if isinstance(took, (int, float)) else "time not recorded"
+            rows.append((f"stage {number} of {len(stages) + 1}", f"`{stage.get('name')}`, {stage.get('steps')} steps, {took}"))
+        times = [s.get("train_seconds") for s in stages] + [seconds]
+        if all(isinstance(t, (int, float)) for t in times):
+            total = sum(times)
+            rows.append(("training time, all stages", f"{total:.0f} s ({total / 60:.1f} min)"))
+    elif start:  # a warm start from a checkpoint without a training record
+        rows.append(("initialised from", f"`{start}` (a trained checkpoint; its own training time is not included above)"))
+    machine = summary.get("machine")
+    rows.append(("hardware", _hardware(machine) if isinstance(machine, dict) else "not recorded"))
+    if isinstance(summary.get("train_loss"), (int, float)):
+        rows.append(("mean training loss", f"{summary['train_loss']:.4f}"))
+    verify = summary.get("verify")
+    if isinstance(verify, dict) and "accuracy" in verify:
+        rows.append(("tiny-adder verify", f"{100 * verify['accuracy']:.2f} % of {verify.get('total')} (seed {verify.get('seed')})"))
+    recipe = yaml.safe_dump(recorded, sort_keys=False).strip() if isinstance(recorded, dict) else None
+    return {"rows": rows, "recipe": recipe, "recipe_source": "as recorded by the training run" if recipe else None}
+
+
+# -- figures ----------------------------------------------------------------------------------------
+def length_heatmap(report: dict, title: str | None = None):
+    """Exact match per longest-operand length as a one-row heatmap (a matplotlib Figure).
+
+    Built with `Figure` directly, not pyplot: no global state, safe in the Space's worker threads.
+    """
+    from matplotlib.figure import Figure
+
+    rows = length_rows(report)
+    values = [[r["accuracy"] for r in rows]]
+    fig = Figure(figsize=(max(4.0, 0.55 * len(rows) + 2.0), 2.0), layout="constrained")
+    ax = fig.subplots()
+    image = ax.imshow(values, cmap="RdYlGn", vmin=0.0, vmax=1.0, aspect="auto")
+    for i, r in enumerate(rows):
+        pct = 100 * r["accuracy"]
+        ax.text(i, 0, f"{pct:.0f}" if pct in (0, 100) else f"{pct:.1f}", ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(len(rows)), labels=[str(r["digits"]) for r in rows])
+    ax.set_yticks([])
+    ax.set_xlabel("longest operand (digits)")
+    ax.set_title(title or f"exact match (%) by operand length, {report['n']} held-out problems", fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
+    return fig
+
+
+def load_grid(path: str | os.PathLike, fmt: NumberFormat | None = None) -> dict | None:
+    """A `length_grid` result saved as JSON (a checkpoint's length_grid.json), or None when the
+    file is missing, unreadable, not such a result, or (given `fmt`) for another task or base."""
+    try:
+        grid = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = (isinstance(grid, dict) and isinstance(grid.get("matrices"), dict)
+          and isinstance(grid["matrices"].get("exact_match"), list) and isinstance(grid.get("summary"), dict)
+          and isinstance(grid.get("lengths"), list) and len(grid["lengths"]) == 2
+          and isinstance(grid.get("samples_per_cell"), int))
+    if ok and fmt is not None:
+        ok = grid.get("task", fmt.task) == fmt.task and grid.get("base", fmt.base) == fmt.base
+    return grid if ok else None
+
+
+def length_grid_figure(model, tokenizer, max_digits: int, source: Path | None = None,
+                       samples_per_cell: int = GRID_SAMPLES):
+    """(figure, result) of hf_arith.grid's length grid over 1..max_digits, or None without that
+    module or when the model has no grid (sorting) or cannot take those lengths."""
+    try:
+        from .grid import length_grid
+        from .limits import training_range
+        from .plots import plot_grid
+    except ImportError:
+        return None
+    try:
+        result = length_grid(model, tokenizer, (1, max_digits), samples_per_cell=samples_per_cell,
+                             train_range=training_range(tokenizer.arith_format, source))
+    except FormatError:
+        return None
+    return plot_grid(result), result
+
+
+def shipped_grid_figure(source: Path, fmt: NumberFormat, label: str):
+    """(figure, result) of the checkpoint's own length_grid.json (a grid run made with it), or None."""
+    grid = load_grid(source / GRID_FILE, fmt)
+    if grid is None:
+        return None
+    try:
+        from .plots import plot_grid
+    except ImportError:
+        return None
+    grid = {**grid, "model": label}  # not the local path it was computed from
+    return plot_grid(grid), grid
+
+
+def card_figure(model, tokenizer, report: dict, source: Path, *, label: str, repo_id: str,
+                grid_samples: int = GRID_SAMPLES):
+    """(figure, grid or None) for the card: the checkpoint's own length grid, else one drawn now with
+    grid_samples problems per cell; with no grid (sorting, or grid_samples=0) the report's
+    per-length accuracy, and None for the grid."""
+    if grid_samples:
+        drawn = shipped_grid_figure(source, tokenizer.arith_format, label)
+        if drawn is None:
+            drawn = length_grid_figure(model, tokenizer, report["max_digits"], source, grid_samples)
+        if drawn is not None:
+            return drawn
+    return length_heatmap(report, title=f"{repo_id}: exact match (%) by operand length"), None
+
+
+# -- the card -------------------------------------------------------------------------------------
+def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | None = None,
+               license: str = "apache-2.0", dataset_id: str | None = None, heatmap: str = HEATMAP_FILE,
+               eval_command: str | None = None, grid: dict | None = None, code_files: list[str] | None = None):
+    """The Hub model card (huggingface_hub.ModelCard) rendered from hub_cards/model_card.md.
+
+    summary: the checkpoint's training_summary.json (`read_summary`); None: "no training record".
+    code_files: the remote-code files the card lists (default: the model's and config's modules,
+    the tokenizer and the number format; the publisher passes the .py files it wrote).
+    """
+    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+    from . import __version__
+    from .limits import answer_budget
+
+    fmt = tokenizer.arith_format
+    task_name = TASK_NAMES[fmt.task]
+    example, answer = card_example(model, tokenizer, report)
+    common = dict(
+        task_type="text-generation", task_name=f"integer {task_name}",
+        dataset_type=dataset_id or "hf_arith/synthetic",
+        dataset_name=f"hf_arith held-out {task_name}, {report['min_digits']}-{report['max_digits']} digits, base {fmt.base}",
+        dataset_config=fmt.task, dataset_split="test",
+        dataset_args={"min_digits": report["min_digits"], "max_digits": report["max_digits"], "base": fmt.base,
+                      "seed": report["seed"], "n": report["n"]},
+    )
+    results = [EvalResult(metric_type="exact_match", metric_name="exact match", metric_value=float(report["exact_match"]), **common)]
+    results += [EvalResult(metric_type="exact_match", metric_name=f"exact match, longest operand {r['digits']} digits",
+                           metric_config=f"max_operand_length={r['digits']}", metric_value=r["accuracy"], **common)
+                for r in length_rows(report)]
+    model_name = repo_id.split("/")[-1]
+    data = ModelCardData(
+        model_name=model_name, license=license, library_name="transformers", pipeline_tag="text-generation",
+        tags=["custom_code", "arithmetic", "hf_arith", fmt.task, model.config.model_type],
+        datasets=[dataset_id] if dataset_id else None, metrics=["exact_match"], eval_results=results,
+    )
+    code_files = sorted(code_files or {f"{type(c).__module__.rsplit('.', 1)[-1]}.py" for c in (model, model.config)}
+                        | {"tokenization_arith.py", "formatting.py"})
+    return ModelCard.from_template(
+        data, template_path=str(template_path()),
+        model_name=model_name, version=__version__, task_name=task_name, fmt=fmt, report=report,
+        unique_params=model.num_parameters(), architecture=type(model).__name__,
+        model_type=model.config.model_type, config_rows=config_rows(model.config),
+        vocab_size=len(tokenizer), vocab=" ".join(f"`{t}`" for t in fmt.vocab()),
+        example=example, example_prompt=tokenizer.format_problem(example), example_answer=answer,
+        snippet=usage_snippet(repo_id, example, answer_budget(tokenizer, [example]), answer),
+        length_rows=length_rows(report), heatmap=heatmap, training=training_details(summary),
+        eval_command=eval_command or (f"hf-arith eval {report.get('model', 'MODEL')} --samples {report['n']} "
+                                      f"--min-digits {report['min_digits']} --max-digits {report['max_digits']} "
+                                      f"--seed {report['seed']} --json {EVAL_FILE}"),
+        code_files=code_files, grid=grid, grid_file=GRID_FILE,
+        recurrences=getattr(model.config, "num_recurrences", None),
+        future_tokens=getattr(model.config, "num_future_tokens", 1),
+    )
+
+
+__all__ = [
+    "EVAL_FILE", "GRID_FILE", "GRID_SAMPLES", "HEATMAP_FILE", "SUMMARY_FILE", "card_example", "card_figure",
+    "config_rows", "length_grid_figure", "length_heatmap", "length_rows", "load_grid", "model_card",
+    "read_summary", "shipped_grid_figure", "template_path", "training_details", "usage_snippet",
+]

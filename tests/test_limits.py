@@ -1,0 +1,142 @@
+"""`hf_arith.limits`: each limit against what the model, `solve` or an independent route says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import hf_arith
+from hf_arith import solve
+from hf_arith.formatting import OPERATORS, FormatError, NumberFormat
+from hf_arith.limits import ModelLimits, model_limits, problem_spec
+from hf_arith.loading import load_checkpoint
+from hf_arith.models import MAX_RECURRENCES
+from hf_arith.streaming import worst_case_length
+
+BUNDLED = hf_arith.bundled_models()
+
+
+@pytest.fixture(scope="module", params=BUNDLED)
+def bundled(request):
+    name = request.param
+    return (name, *load_checkpoint(name))
+
+
+def widest_problem(fmt, digits: int) -> str:
+    """Two operands of `digits` digits, every digit the base's largest, written in decimal."""
+    top = fmt.base**digits - 1
+    return f"{top}{OPERATORS[fmt.task]}{top}"
+
+
+def limit_phrase(model, fmt) -> str:
+    """What the refusal of a too-long operand must name: the limit that binds first."""
+    if fmt.operand_width:
+        return f"more than {fmt.operand_width} base-{fmt.base} digits"
+    if getattr(model.config, "abacus_max_digits", None) is not None:
+        return f"abacus range of {model.config.abacus_max_digits} digits"
+    return f"context of {model.config.max_position_embeddings} positions"
+
+
+def test_max_digits_is_the_longest_operand_solve_takes(bundled):
+    name, model, tok = bundled
+    fmt = tok.arith_format
+    digits = model_limits(model, tok).max_digits
+    assert digits >= 10  # every bundled model takes the tiny-adder protocol's lengths
+    answer = solve(model, tok, [widest_problem(fmt, digits)])[0]
+    assert answer is None or answer.lstrip("-").isdigit()
+    too_long = widest_problem(fmt, digits + 1)
+    with pytest.raises(FormatError) as info:
+        solve(model, tok, [too_long])
+    message = str(info.value)
+    assert "\n" not in message and repr(too_long) in message and limit_phrase(model, fmt) in message, message
+
+
+@pytest.mark.parametrize("task", ["add", "sub", "mul", "sort"])
+@pytest.mark.parametrize("context", [30, 33, 100])
+def test_max_digits_matches_the_worst_case_length_of_the_training_data(task, context):
+    # streaming.worst_case_length sizes training rows: an independent route to the same limit.
+    fmt = NumberFormat(task=task)
+    limits = ModelLimits(fmt=fmt, context=context, abacus_max_digits=None, abacus_answer_offset=0,
+                         loops=None, tokens_per_step=(1, 1))
+    fitting = [d for d in range(1, context + 1) if worst_case_length(problem_spec(fmt, 1, d), fmt) <= context]
+    assert limits.max_digits == max(fitting)
+    limits.check_digit_range(1, limits.max_digits)
+    with pytest.raises(FormatError, match=f"max_digits {limits.max_digits + 1}: .*context of {context} positions"):
+        limits.check_digit_range(1, limits.max_digits + 1)
+
+
+def test_a_model_that_takes_nothing_says_so():
+    limits = ModelLimits(fmt=NumberFormat(), context=4, abacus_max_digits=None, abacus_answer_offset=0,
+                         loops=None, tokens_per_step=(1, 1))
+    with pytest.raises(FormatError, match="takes no problem at all.*context of 4 positions"):
+        _ = limits.max_digits
+
+
+def test_problems_that_fit_alone_but_not_decoded_together():
+    # A long first operand has the longest answer, two middling ones the longest prompt.
+    limits = ModelLimits(fmt=NumberFormat(), context=70, abacus_max_digits=None, abacus_answer_offset=0,
+                         loops=None, tokens_per_step=(1, 1))
+    long_answer, long_prompt = "9" * 30 + "+1", "9" * 20 + "+" + "9" * 20
+    texts = [long_answer, long_prompt]
+    limits.check_problems(texts, batch_size=1)
+    with pytest.raises(FormatError) as info:
+        limits.check_problems(texts)
+    message = str(info.value)
+    assert repr(long_prompt) in message and repr(long_answer) in message and "context of 70" in message
+
+
+def test_training_range_read_from_a_bundled_checkpoint():
+    for name in BUNDLED:
+        model, tok = load_checkpoint(name)
+        folder = Path(hf_arith.bundled_path(name))
+        summary = json.loads((folder / "training_summary.json").read_text())
+        width = tok.arith_format.operand_width
+        expected = tuple(summary["train_digits"]) if "train_digits" in summary else (1, width) if width else None
+        assert model_limits(model, tok, folder).training_range == expected, name
+        assert model_limits(model, tok).training_range == ((1, width) if width else None)  # no folder: width only
+    assert any(model_limits(*load_checkpoint(n), hf_arith.bundled_path(n)).training_range == (1, 10) for n in BUNDLED)
+
+
+def test_loops_range_is_the_models_own(bundled):
+    name, model, tok = bundled
+    limits = model_limits(model, tok)
+    if not hasattr(model.config, "num_recurrences"):
+        assert limits.loops is None
+        with pytest.raises(FormatError, match="--loops: .*no recurrence"):
+            limits.check_loops([1, 2], what="--loops")
+        return
+    assert limits.loops == (1, MAX_RECURRENCES)
+    assert limits.check_loops([1, MAX_RECURRENCES]) == [1, MAX_RECURRENCES]
+    token = tok(["1+1"], return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        model(input_ids=token, num_recurrences=MAX_RECURRENCES)  # the model takes the top of the range
+        for bad in (0, MAX_RECURRENCES + 1):  # and refuses just beyond it, as the limits do
+            with pytest.raises(ValueError, match="num_recurrences"):
+                model(input_ids=token, num_recurrences=bad)
+            with pytest.raises(FormatError, match=f"--loops {bad}: num_recurrences .* between 1 and {MAX_RECURRENCES}"):
+                limits.check_loops([1, bad], what="--loops")
+
+
+def test_tokens_per_step_up_to_the_models_heads(bundled):
+    name, model, tok = bundled
+    heads = getattr(model.config, "num_future_tokens", 1) or 1
+    assert model_limits(model, tok).tokens_per_step == (1, heads)
+    assert solve(model, tok, ["12+34"], tokens_per_step=heads) == solve(model, tok, ["12+34"])
+    with pytest.raises(FormatError, match=rf"tokens_per_step={heads + 1} .*num_future_tokens={heads}\)"):
+        solve(model, tok, ["12+34"], tokens_per_step=heads + 1)
+
+
+def test_grid_and_digit_range_name_the_option_and_the_limit(bundled):
+    name, model, tok = bundled
+    limits = model_limits(model, tok)
+    top = limits.max_digits
+    limits.check_grid((1, top))
+    with pytest.raises(FormatError, match=f"^grid up to {top + 1} digits: "):
+        limits.check_grid((1, top + 1))
+    with pytest.raises(FormatError, match=f"^--max-digits {top + 1}: "):
+        limits.check_digit_range(1, top + 1, names=("--min-digits", "--max-digits"))
+    with pytest.raises(FormatError, match="need 1 <= --min-digits <= --max-digits, got 3 and 2"):
+        limits.check_digit_range(3, 2, names=("--min-digits", "--max-digits"))
