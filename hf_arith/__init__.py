@@ -1,12 +1,15 @@
 """hf_arith: train, evaluate, publish and demo small transformers that do exact arithmetic.
 
-Importing the package registers every model family and the tokenizer with the Auto classes.
+Importing the package registers every model family and the tokenizer with the Auto classes, and
+the `arithmetic` pipeline task with transformers' pipeline registry.
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+from transformers.pipelines import PIPELINE_REGISTRY
 
 from .bundled import bundled_models, bundled_path
 from .formatting import FormatError, NumberFormat
+from .loading import CheckpointError, load
 from .metrics import compute_metrics, metric_path
 from .models import (
     AbacusGPT2Config,
@@ -19,6 +22,8 @@ from .models import (
     MinimalForCausalLM,
     MinimalModel,
 )
+from .pipeline_arithmetic import TASK as PIPELINE_TASK
+from .pipeline_arithmetic import ArithmeticPipeline
 from .solving import solve
 from .tokenization_arith import ArithTokenizer
 
@@ -40,10 +45,13 @@ _register(MinimalConfig, MinimalModel, MinimalForCausalLM)
 _register(AbacusGPT2Config, AbacusGPT2Model, AbacusGPT2ForCausalLM)
 _register(LoopedConfig, LoopedModel, LoopedForCausalLM)
 ArithTokenizer.register_for_auto_class("AutoTokenizer")
+PIPELINE_REGISTRY.register_pipeline(PIPELINE_TASK, pipeline_class=ArithmeticPipeline, pt_model=AutoModelForCausalLM,
+                                    type="text")
 
 __all__ = [
-    "AbacusGPT2Config", "AbacusGPT2ForCausalLM", "AbacusGPT2Model", "ArithTokenizer", "FormatError",
+    "AbacusGPT2Config", "AbacusGPT2ForCausalLM", "AbacusGPT2Model", "ArithTokenizer", "ArithmeticPipeline",
+    "CheckpointError", "FormatError",
     "LoopedConfig", "LoopedForCausalLM", "LoopedModel",
     "MinimalConfig", "MinimalForCausalLM", "MinimalModel", "NumberFormat",
-    "bundled_models", "bundled_path", "compute_metrics", "metric_path", "solve",
+    "bundled_models", "bundled_path", "compute_metrics", "load", "metric_path", "solve",
 ]

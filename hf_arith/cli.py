@@ -7,11 +7,16 @@
     hf-arith verify minimal-add10        # the tiny-adder protocol (10-digit addition models)
     hf-arith attention MODEL 101+1002 [--output attention.png]
     hf-arith summary MODEL [--json summary.json]
-    hf-arith solve 1234567890+9876543210 [--model NAME_OR_PATH]
+    hf-arith solve 1234567890+9876543210 [--model NAME_OR_PATH_OR_REPO_ID]
+    hf-arith solve 1+2 --model ORG/NAME [--revision REV] [--device cuda] [--dtype float16]
     hf-arith models                      # bundled checkpoints
     hf-arith data export OUT_DIR --task add --train-size 100000
     hf-arith data push --repo-id ORG/NAME --task add   # export, then upload as a Hub dataset
     hf-arith push minimal-add10 --repo-id ORG/NAME [--eval-json report.json] [--output-dir DIR]
+    hf-arith --version
+
+MODEL is a bundled name, a checkpoint folder or a Hub repo id (ORG/NAME, read from the Hugging Face
+cache when it is there; HF_HUB_OFFLINE=1 works from the cache alone).
 
 Every user error (a bad problem, recipe, checkpoint or path, or a bad option) ends with one
 line `hf-arith: error: <message>` on stderr and exit status 2. Anything else is a bug and keeps
@@ -25,18 +30,20 @@ import contextlib
 import json
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import torch
 from transformers.utils import logging as hf_logging
 
+from . import __version__
 from .bundled import bundled_models, bundled_path
 from .decoding import default_threads
 from .evaluation import evaluate_model, heldout_problems, loops_curve, verify_tiny_adder
 from .formatting import TASK_NAMES, FormatError, parse_problems
 from .grid import length_grid, parse_length_range
 from .limits import model_limits, problem_spec
-from .loading import CheckpointError, load_checkpoint, one_line, resolve_checkpoint
+from .loading import DTYPES, CheckpointError, DtypeWarning, check_device, checkpoint_folder, load_checkpoint, one_line
 from .solving import solve
 from .stress import stress_test
 from .train_config import RecipeError, list_presets
@@ -96,6 +103,30 @@ def _set_threads(args, default: int | None) -> None:
     threads = args.threads if args.threads is not None else default
     if threads is not None:
         torch.set_num_threads(threads)
+
+
+def _device(text: str) -> str:
+    """--device: cpu, cuda, cuda:N or mps, and only one this machine has (checked before any loading)."""
+    try:
+        check_device(text)
+    except CheckpointError as err:
+        raise argparse.ArgumentTypeError(one_line(err)) from None
+    return text
+
+
+def _load(args):
+    """(model, tokenizer) of args.model with the command's --revision, --trust-remote-code, --device
+    and --dtype; a dtype that was never checked for this model is named in one warning line."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DtypeWarning)
+        model, tokenizer = load_checkpoint(args.model, revision=args.revision, trust_remote_code=args.trust_remote_code,
+                                           device=getattr(args, "device", None), dtype=getattr(args, "dtype", None))
+    for w in caught:
+        if issubclass(w.category, DtypeWarning):
+            print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return model, tokenizer
 
 
 def _pct(x: float) -> str:
@@ -193,10 +224,10 @@ def cmd_eval(args) -> int:
             raise CLIError(f"--json {args.json}: folder {str(target.parent)!r} does not exist")
     extras = args.grid or args.loops or args.stress
     out_dir = _writable_dir(args.output_dir or _default_eval_dir(args.model), "--output-dir") if extras else None
-    model, tokenizer = load_checkpoint(args.model)
+    model, tokenizer = _load(args)
     _set_threads(args, default=default_threads(model))
     fmt = tokenizer.arith_format
-    limits = model_limits(model, tokenizer, resolve_checkpoint(args.model))
+    limits = model_limits(model, tokenizer, checkpoint_folder(model))
     min_digits = 1 if args.min_digits is None else args.min_digits
     max_digits = limits.max_digits if args.max_digits is None else args.max_digits
     # Every option is checked against the model's limits before any of the (long) runs starts.
@@ -213,12 +244,34 @@ def cmd_eval(args) -> int:
     if args.json:
         data = {"model": str(args.model), "task": fmt.task, "base": fmt.base, "min_digits": min_digits,
                 "max_digits": max_digits, "seed": args.seed, **report,
-                "by_max_operand_length": {str(k): v for k, v in report.get("by_max_operand_length", {}).items()}}
+                "by_max_operand_length": {str(k): v for k, v in report.get("by_max_operand_length", {}).items()},
+                **_eval_record(args, min_digits, max_digits)}
         Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
         print(f"Report written to {args.json}")
     if extras:
         _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_dir)
     return 0
+
+
+def _eval_record(args, min_digits: int, max_digits: int) -> dict:
+    """What a report needs to be reproduced and compared: the command that remakes it (every option
+    that sets its numbers spelled out), the machine, the library versions and the date."""
+    import shlex
+    import time
+
+    from .hardware import library_versions, machine_info
+
+    command = [PROG, "eval", str(args.model), "--samples", str(args.samples), "--min-digits", str(min_digits),
+               "--max-digits", str(max_digits), "--seed", str(args.seed), "--json", str(args.json)]
+    if args.threads is not None:
+        command += ["--threads", str(args.threads)]
+    for option in ("revision", "device", "dtype"):  # where the model came from and what it ran in
+        if getattr(args, option, None) is not None:
+            command += [f"--{option}", str(getattr(args, option))]
+    if getattr(args, "trust_remote_code", False):
+        command.append("--trust-remote-code")
+    return {"command": shlex.join(command), "machine": machine_info(), "versions": library_versions(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 # -- eval: grid, loops, stress sets ---------------------------------------------------------
@@ -337,7 +390,7 @@ def _print_verify(result: dict, name: str) -> None:
 
 def cmd_verify(args) -> int:
     _set_threads(args, default=1)
-    model, tokenizer = load_checkpoint(args.model)
+    model, tokenizer = _load(args)
     _print_verify(verify_tiny_adder(model, tokenizer, seed=args.seed), name=args.model)
     return 0
 
@@ -350,7 +403,7 @@ def cmd_attention(args) -> int:
     target = Path(args.output)
     _writable_dir(str(target.parent), "--output")
     _set_threads(args, default=1)
-    model, tokenizer = load_checkpoint(args.model)
+    model, tokenizer = _load(args)
     model_limits(model, tokenizer).check_problems([args.problem])
     tokens, maps = attention_maps(model, tokenizer, args.problem)
     save_figure(plot_attention(tokens, maps, map_labels(model, len(maps))), target)
@@ -365,7 +418,7 @@ def cmd_summary(args) -> int:
     if args.json and not Path(args.json).parent.is_dir():
         raise CLIError(f"--json {args.json}: folder {str(Path(args.json).parent)!r} does not exist")
     _set_threads(args, default=1)
-    model, tokenizer = load_checkpoint(args.model)
+    model, tokenizer = _load(args)
     fmt = tokenizer.arith_format
     limits = model_limits(model, tokenizer)
     problem = args.problem or limits.longest_problem()
@@ -382,9 +435,9 @@ def cmd_summary(args) -> int:
 # -- solve ----------------------------------------------------------------------------------
 def cmd_solve(args) -> int:
     _set_threads(args, default=1)
-    model, tokenizer = load_checkpoint(args.model)
+    model, tokenizer = _load(args)
     answers = solve(model, tokenizer, list(args.problems), tokens_per_step=args.tokens_per_step)
-    trained = model_limits(model, tokenizer, resolve_checkpoint(args.model)).training_range
+    trained = model_limits(model, tokenizer, checkpoint_folder(model)).training_range
     # Operand lengths in the model's base (solve has parsed these problems without complaint).
     lengths = parse_problems(list(args.problems), tokenizer.arith_format).lengths.max(axis=1)
     for problem, answer, longest in zip(args.problems, answers, lengths, strict=True):
@@ -466,6 +519,7 @@ def cmd_push(args) -> int:
     from .publishing import push_model
 
     folder, url = push_model(args.model, args.repo_id, output_dir=args.output_dir, upload=args.output_dir is None,
+                             revision=args.revision, trust_remote_code=args.trust_remote_code,
                              private=args.private, eval_json=args.eval_json, heatmap=args.heatmap,
                              dataset_id=args.dataset_id, grid_samples=args.grid_samples)
     if folder is not None:
@@ -499,7 +553,20 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--threads", type=_positive_int, default=argparse.SUPPRESS, metavar="N",
                         help="torch CPU threads (also accepted before the command)")
+    # Where a model comes from (every command that names one) and what it runs on (those that run it).
+    source = argparse.ArgumentParser(add_help=False)
+    source.add_argument("--revision", metavar="REV",
+                        help="branch, tag or commit of a Hub repo id MODEL (default: main)")
+    source.add_argument("--trust-remote-code", action="store_true",
+                        help="run the model's own code (auto_map) when its model_type is not an hf_arith family")
+    runtime = argparse.ArgumentParser(add_help=False)
+    runtime.add_argument("--device", type=_device, metavar="DEVICE", help="cpu (default), cuda, cuda:N or mps")
+    runtime.add_argument("--dtype", choices=list(DTYPES), metavar="DTYPE",
+                         help=f"{', '.join(DTYPES)} (default: as saved); one that changes this model's answers "
+                              "(its dtype_check.json) is refused, one never checked is named in a warning")
+    model_help = "bundled model name, checkpoint folder or Hub repo id (ORG/NAME)"
     parser = _Parser(prog=PROG, description="Train, evaluate and use small transformers that do exact arithmetic.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--threads", type=_positive_int, default=None, metavar="N",
                         help="torch CPU threads (default: the recipe's optim.threads for train; for eval, 1 for tiny "
                              "models and every core for wider ones; 1 for the other commands)")
@@ -515,8 +582,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint-* in the output folder")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("eval", parents=[common], help="held-out exact match, overall and per operand length")
-    p.add_argument("model", metavar="MODEL", help="bundled model name or checkpoint folder")
+    p = sub.add_parser("eval", parents=[common, source, runtime], help="held-out exact match, overall and per operand length")
+    p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("--samples", type=_positive_int, default=2000, metavar="N", help="held-out problems (default: 2000)")
     p.add_argument("--min-digits", type=_int, metavar="A", help="shortest operands (default: 1)")
     p.add_argument("--max-digits", type=_int, metavar="B",
@@ -537,29 +604,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where --grid/--loops/--stress write their files (default: runs/eval/<model name>)")
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("verify", parents=[common], help="the tiny-adder protocol (10-digit addition models)")
-    p.add_argument("model", metavar="MODEL", help="bundled model name or checkpoint folder")
+    p = sub.add_parser("verify", parents=[common, source, runtime], help="the tiny-adder protocol (10-digit addition models)")
+    p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("--seed", type=_int, default=2025, metavar="S", help="random pairs seed (default: 2025)")
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("solve", parents=[common], help="answer problems such as 1234567890+9876543210")
+    p = sub.add_parser("solve", parents=[common, source, runtime], help="answer problems such as 1234567890+9876543210")
     p.add_argument("problems", nargs="+", metavar="PROBLEM")
-    p.add_argument("--model", default=DEFAULT_MODEL, metavar="NAME_OR_PATH",
-                   help=f"bundled model name or checkpoint folder (default: {DEFAULT_MODEL})")
+    p.add_argument("--model", default=DEFAULT_MODEL, metavar="MODEL", help=f"{model_help} (default: {DEFAULT_MODEL})")
     p.add_argument("--tokens-per-step", type=_positive_int, default=1, metavar="K",
                    help="answer tokens per forward pass, up to the model's num_future_tokens (default 1)")
     p.set_defaults(func=cmd_solve)
     _take_negative_problems(p)
 
-    p = sub.add_parser("attention", parents=[common], help="attention maps of every layer and head for one problem (PNG)")
-    p.add_argument("model", metavar="MODEL", help="bundled model name or checkpoint folder")
+    p = sub.add_parser("attention", parents=[common, source, runtime],
+                       help="attention maps of every layer and head for one problem (PNG)")
+    p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("problem", metavar="PROBLEM", help="a problem such as 101+1002")
     p.add_argument("--output", default="attention.png", metavar="PATH", help="the PNG to write (default: attention.png)")
     p.set_defaults(func=cmd_attention)
     _take_negative_problems(p)
 
-    p = sub.add_parser("summary", parents=[common], help="parameters per module and multiply-adds per generated token")
-    p.add_argument("model", metavar="MODEL", help="bundled model name or checkpoint folder")
+    p = sub.add_parser("summary", parents=[common, source, runtime],
+                       help="parameters per module and multiply-adds per generated token")
+    p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("--problem", metavar="PROBLEM", help="problem to measure compute on (default: the longest one)")
     p.add_argument("--json", metavar="PATH", help="also write the summary as JSON")
     p.set_defaults(func=cmd_summary)
@@ -581,10 +649,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_problem_options(p)
     p.set_defaults(func=cmd_data_push)
 
-    p = sub.add_parser("push", parents=[common], help="publish a model on the Hub (model card, remote code, weights)",
+    p = sub.add_parser("push", parents=[common, source], help="publish a model on the Hub (model card, remote code, weights)",
                        description="Build the exact folder that is uploaded (weights, config, tokenizer, remote code, "
                                    "model card, pictures), then upload it; --output-dir only builds it.")
-    p.add_argument("model", metavar="MODEL", help="bundled model name or checkpoint folder")
+    p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub model repository")
     p.add_argument("--eval-json", metavar="PATH",
                    help="report of `hf-arith eval MODEL --json PATH` (default: the checkpoint's eval_results.json)")

@@ -371,15 +371,21 @@ def render(problems: Problems, fmt: NumberFormat, with_answer: bool):
 
 # -- reading answers back -----------------------------------------------------------------
 def decode_answer(tokens: list[str], fmt: NumberFormat) -> str | None:
-    """Generated answer tokens (stopping at <eos>/<pad>) to plain decimal text.
+    """Generated answer tokens to plain decimal text.
 
-    Returns None when the tokens are not a well-formed answer in this format.
+    The answer is the tokens before the first <eos> (or <pad>). A format with an end token
+    writes <eos> after every answer, so tokens without one (an answer cut off by the token
+    budget, or ended by <pad>) are not an answer. Returns None when the tokens are not a
+    well-formed answer in this format.
     """
-    chars = []
+    chars, ended = [], False
     for t in tokens:
         if t in (EOS_TOKEN, PAD_TOKEN):
+            ended = t == EOS_TOKEN
             break
         chars.append(t)
+    if fmt.end_token and not ended:
+        return None
     text = "".join(chars)
     if fmt.task == "sort":
         labels = SORT_LABELS[: fmt.max_items]

@@ -26,3 +26,15 @@ def machine_info() -> dict:
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
+
+
+def library_versions() -> dict:
+    """The versions of the libraries a result depends on (hf_arith's own included)."""
+    import numpy
+    import tokenizers
+
+    from . import __version__
+
+    return {"hf_arith": __version__, "python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
+            "numpy": numpy.__version__}

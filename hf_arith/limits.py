@@ -48,8 +48,7 @@ def training_range(fmt: NumberFormat, folder: str | Path | None = None) -> tuple
 
 def answer_budget(tokenizer, problems: list[str]) -> int:
     """New tokens the decoder may need for the longest answer in `problems` (plain text)."""
-    fmt = tokenizer.arith_format
-    return fmt.max_answer_tokens(parse_problems(problems, fmt))
+    return tokenizer.answer_budget(problems)
 
 
 def max_tokens_per_step(model) -> int:
@@ -152,6 +151,18 @@ class ModelLimits:
     def longest_problem(self) -> str:
         """The worst-case problem at `max_digits`, as plain text."""
         return self.worst_case(self.max_digits).to_text()[0]
+
+    @cached_property
+    def max_answer_tokens(self) -> int:
+        """New tokens the longest answer the model can be asked for takes (sign and end token
+        included): the worst case at `max_digits`, and for sorting the format's most items. What
+        a saved checkpoint's `generation_config.max_new_tokens` is set to."""
+        worst = self.worst_case(self.max_digits)
+        if self.fmt.task == "sort":  # a prompt may hold up to max_items items, each answered by a label
+            items = self.fmt.max_items
+            worst = Problems(self.fmt.task, self.fmt.base, np.zeros((1, items, 1), dtype=np.int8),
+                             np.ones((1, items), dtype=np.int64))
+        return self.answer_budget(worst)
 
     # -- the checks --------------------------------------------------------------------------
     def check_problems(self, texts: list[str], parsed: Problems | None = None, *,

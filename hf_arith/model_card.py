@@ -80,6 +80,16 @@ def usage_snippet(repo_id: str, example: str, max_new_tokens: int, answer: str |
     ])
 
 
+def pipeline_snippet(repo_id: str, example: str, answer: str | None) -> str:
+    """Python that answers `example` with the `arithmetic` pipeline shipped in the published repo."""
+    return "\n".join([
+        "from transformers import pipeline",
+        "",
+        f'solver = pipeline("arithmetic", model="{repo_id}", trust_remote_code=True)',
+        f'print(solver("{example}"))  # {dict(problem=example, answer=answer)!r}',
+    ])
+
+
 def config_rows(config) -> list[tuple[str, object]]:
     """The family's own settings (plus weight tying), not the generic PreTrainedConfig fields."""
     from transformers import PreTrainedConfig
@@ -96,10 +106,57 @@ def length_rows(report: dict) -> list[dict]:
             for k, v in sorted(report["by_max_operand_length"].items(), key=lambda kv: int(kv[0]))]
 
 
+def dtype_rows(record: dict | None) -> dict | None:
+    """The card's dtype table from a checkpoint's dtype_check.json (`hf_arith.loading.read_dtype_check`):
+    per dtype its exact match, its agreement with float32 and whether loading accepts it; None without one."""
+    from .loading import DTYPE_CHECK_FILE
+
+    if not record:
+        return None
+    rows = []
+    for name, entry in record["dtypes"].items():
+        if not isinstance(entry, dict):
+            continue
+        if entry.get("error"):
+            rows.append({"dtype": name, "exact_match": "-", "agreement": "-", "verdict": f"refused: {entry['error']}"})
+            continue
+        agreement, exact = entry.get("agreement"), entry.get("exact_match")
+        ok = agreement == 1
+        rows.append({"dtype": name, "exact_match": "-" if exact is None else f"{100 * exact:.2f} %",
+                     "agreement": "-" if agreement is None else f"{100 * agreement:.2f} %",
+                     "verdict": "reference" if name == record.get("reference") else ("accepted" if ok else "refused")})
+    problems = record.get("problems") or {}
+    return {"file": DTYPE_CHECK_FILE, "n": problems.get("n", "?"), "rows": rows,
+            "device": "the CPU" if record.get("device", "cpu") == "cpu" else f"device {record['device']}"}
+
+
 def _hardware(machine: dict) -> str:
     device = "CUDA GPU" if machine.get("cuda") else f"{machine.get('cpu_count', '?')}-core {machine.get('machine', '')} CPU"
     threads = f", {machine['threads']} torch thread(s)" if machine.get("threads") else ""
     return f"{device}{threads}, torch {machine.get('torch', '?')}".replace("  ", " ")
+
+
+def recorded_warm_start(summary: dict | None) -> dict | None:
+    """The warm start a training summary records (`init_from`: name, kind "hub", "bundled" or "folder",
+    and for the Hub its repo_id), or None for a model trained from scratch or an older summary."""
+    source = (summary or {}).get("init_from")
+    return source if isinstance(source, dict) and source.get("name") and source.get("kind") else None
+
+
+def base_model(summary: dict | None) -> str | None:
+    """The card's `base_model`: the Hub repo a warm-started model began from (None for a local or
+    bundled starting checkpoint, which the card's text names instead)."""
+    source = recorded_warm_start(summary)
+    return source.get("repo_id") if source and source["kind"] == "hub" else None
+
+
+def _describe_source(source: dict) -> str:
+    name = source["name"]
+    if source["kind"] == "hub" and source.get("repo_id"):
+        return f"[`{source['repo_id']}`](https://huggingface.co/{source['repo_id']}) on the Hub (`base_model`)"
+    if source["kind"] == "bundled":
+        return f"`{name}`, a checkpoint bundled with hf_arith (`hf-arith models`)"
+    return f"`{name}`, a local checkpoint folder (not on the Hub)"
 
 
 def training_details(summary: dict | None) -> dict | None:
@@ -120,6 +177,10 @@ def training_details(summary: dict | None) -> dict | None:
     recorded = summary.get("recipe")
     start = recorded.get("init_from") if isinstance(recorded, dict) else None
     stages = [s for s in summary.get("earlier_stages") or [] if isinstance(s, dict)]
+    source = recorded_warm_start(summary)
+    if source:  # where the weights came from, as the training run recorded it
+        rows.append(("initialised from", _describe_source(source)
+                     + ("" if stages else "; its own training time is not included above")))
     if stages:  # trained in stages: each one, then the time of them all
         for number, stage in enumerate(stages, 1):
             took = stage.get("train_seconds")
@@ -129,7 +190,7 @@ def training_details(summary: dict | None) -> dict | None:
         if all(isinstance(t, (int, float)) for t in times):
             total = sum(times)
             rows.append(("training time, all stages", f"{total:.0f} s ({total / 60:.1f} min)"))
-    elif start:  # a warm start from a checkpoint without a training record
+    elif start and not source:  # a warm start from a checkpoint without a training record
         rows.append(("initialised from", f"`{start}` (a trained checkpoint; its own training time is not included above)"))
     machine = summary.get("machine")
     rows.append(("hardware", _hardware(machine) if isinstance(machine, dict) else "not recorded"))
@@ -230,12 +291,15 @@ def card_figure(model, tokenizer, report: dict, source: Path, *, label: str, rep
 # -- the card -------------------------------------------------------------------------------------
 def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | None = None,
                license: str = "apache-2.0", dataset_id: str | None = None, heatmap: str = HEATMAP_FILE,
-               eval_command: str | None = None, grid: dict | None = None, code_files: list[str] | None = None):
+               eval_command: str | None = None, grid: dict | None = None, code_files: list[str] | None = None,
+               dtype_check: dict | None = None):
     """The Hub model card (huggingface_hub.ModelCard) rendered from hub_cards/model_card.md.
 
     summary: the checkpoint's training_summary.json (`read_summary`); None: "no training record".
     code_files: the remote-code files the card lists (default: the model's and config's modules,
     the tokenizer and the number format; the publisher passes the .py files it wrote).
+    dtype_check: the checkpoint's dtype_check.json (`hf_arith.loading.read_dtype_check`), for the
+    table of checked dtypes; None: the card says only float32 was checked.
     """
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
@@ -260,11 +324,12 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
     model_name = repo_id.split("/")[-1]
     data = ModelCardData(
         model_name=model_name, license=license, library_name="transformers", pipeline_tag="text-generation",
+        base_model=base_model(summary),  # a warm start from a Hub repo; other starts are named in the text
         tags=["custom_code", "arithmetic", "hf_arith", fmt.task, model.config.model_type],
         datasets=[dataset_id] if dataset_id else None, metrics=["exact_match"], eval_results=results,
     )
     code_files = sorted(code_files or {f"{type(c).__module__.rsplit('.', 1)[-1]}.py" for c in (model, model.config)}
-                        | {"tokenization_arith.py", "formatting.py"})
+                        | {"tokenization_arith.py", "formatting.py", "pipeline_arithmetic.py"})
     return ModelCard.from_template(
         data, template_path=str(template_path()),
         model_name=model_name, version=__version__, task_name=task_name, fmt=fmt, report=report,
@@ -273,18 +338,20 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
         vocab_size=len(tokenizer), vocab=" ".join(f"`{t}`" for t in fmt.vocab()),
         example=example, example_prompt=tokenizer.format_problem(example), example_answer=answer,
         snippet=usage_snippet(repo_id, example, answer_budget(tokenizer, [example]), answer),
+        pipeline_snippet=pipeline_snippet(repo_id, example, answer),
         length_rows=length_rows(report), heatmap=heatmap, training=training_details(summary),
         eval_command=eval_command or (f"hf-arith eval {report.get('model', 'MODEL')} --samples {report['n']} "
                                       f"--min-digits {report['min_digits']} --max-digits {report['max_digits']} "
                                       f"--seed {report['seed']} --json {EVAL_FILE}"),
-        code_files=code_files, grid=grid, grid_file=GRID_FILE,
+        code_files=code_files, grid=grid, grid_file=GRID_FILE, dtypes=dtype_rows(dtype_check),
         recurrences=getattr(model.config, "num_recurrences", None),
         future_tokens=getattr(model.config, "num_future_tokens", 1),
     )
 
 
 __all__ = [
-    "EVAL_FILE", "GRID_FILE", "GRID_SAMPLES", "HEATMAP_FILE", "SUMMARY_FILE", "card_example", "card_figure",
-    "config_rows", "length_grid_figure", "length_heatmap", "length_rows", "load_grid", "model_card",
-    "read_summary", "shipped_grid_figure", "template_path", "training_details", "usage_snippet",
+    "EVAL_FILE", "GRID_FILE", "GRID_SAMPLES", "HEATMAP_FILE", "SUMMARY_FILE", "base_model", "card_example", "card_figure",
+    "config_rows", "dtype_rows", "length_grid_figure", "length_heatmap", "length_rows", "load_grid", "model_card",
+    "pipeline_snippet", "read_summary", "shipped_grid_figure", "template_path", "training_details", "usage_snippet",
+    "recorded_warm_start",
 ]

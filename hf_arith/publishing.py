@@ -11,6 +11,7 @@ can be checked (and loaded) before anything leaves the machine:
     tokenizer.json, tokenizer_config.json
     eval_results.json            the `hf-arith eval --json` report behind the card's numbers
     training_summary.json        the training run's record (when the checkpoint has one)
+    dtype_check.json             the dtypes checked against float32 (when the checkpoint has one)
     images/length_heatmap.png    the length-generalization grid (hf_arith.model_card.card_figure),
                                  or a given picture
     length_grid.json             the grid's numbers (when there is a grid; sorting has none)
@@ -31,7 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .formatting import NumberFormat
-from .loading import CheckpointError, _quiet_transformers, load_checkpoint, one_line, resolve_checkpoint
+from .loading import (
+    DTYPE_CHECK_FILE,
+    CheckpointError,
+    _quiet_transformers,
+    load_checkpoint,
+    one_line,
+    read_dtype_check,
+    resolve_checkpoint,
+)
 from .model_card import (
     EVAL_FILE,
     GRID_FILE,
@@ -171,7 +180,8 @@ class PushRequest:
 
 def check_request(model: str | os.PathLike, repo_id: str, *, eval_json: str | os.PathLike | None = None,
                   heatmap: str | os.PathLike | None = None, license: str = "apache-2.0",
-                  dataset_id: str | None = None, grid_samples: int = GRID_SAMPLES) -> PushRequest:
+                  dataset_id: str | None = None, grid_samples: int = GRID_SAMPLES, revision: str | None = None,
+                  trust_remote_code: bool = False) -> PushRequest:
     """Every check of a push request that needs no output folder and no token, each made once.
 
     Loads the checkpoint (the eval report must be for its task and base), so the builder needs
@@ -182,11 +192,12 @@ def check_request(model: str | os.PathLike, repo_id: str, *, eval_json: str | os
         raise PublishError(f"grid samples must be a whole number >= 0 (0: no grid), got {grid_samples!r}")
     if dataset_id is not None:
         dataset_id = check_repo_id(dataset_id)
-    source = resolve_checkpoint(model)  # CheckpointError when it is not an hf_arith model
+    # CheckpointError when it is not an hf_arith model; a Hub repo id resolves to its cached snapshot.
+    source = resolve_checkpoint(model, revision=revision, trust_remote_code=trust_remote_code)
     report, report_path = find_eval_results(source, eval_json, str(model))
     if heatmap is not None:
         heatmap = _check_png(Path(heatmap))
-    model_obj, tokenizer = load_checkpoint(model)
+    model_obj, tokenizer = load_checkpoint(model, revision=revision, trust_remote_code=trust_remote_code)
     check_eval_matches(report, tokenizer.arith_format, report_path)
     return PushRequest(label=str(model), source=source, repo_id=repo_id, model=model_obj, tokenizer=tokenizer,
                        report=report, heatmap=heatmap, license=license, dataset_id=dataset_id,
@@ -204,6 +215,9 @@ def _build_folder(request: PushRequest, out_dir: str | os.PathLike) -> Path:
     summary = read_summary(request.source)
     if summary is not None:
         shutil.copyfile(request.source / SUMMARY_FILE, out / SUMMARY_FILE)
+    dtype_check = read_dtype_check(request.source)
+    if dtype_check is not None:  # travels with the model: loading the repo refuses the same dtypes
+        shutil.copyfile(request.source / DTYPE_CHECK_FILE, out / DTYPE_CHECK_FILE)
     picture = out / HEATMAP_FILE
     picture.parent.mkdir(parents=True, exist_ok=True)
     grid = None
@@ -217,7 +231,7 @@ def _build_folder(request: PushRequest, out_dir: str | os.PathLike) -> Path:
         figure.savefig(picture, dpi=100)
     card = model_card(model, tokenizer, report, repo_id=request.repo_id, summary=summary, license=request.license,
                       dataset_id=request.dataset_id, heatmap=HEATMAP_FILE, grid=grid,
-                      code_files=sorted(p.name for p in out.glob("*.py")))
+                      code_files=sorted(p.name for p in out.glob("*.py")), dtype_check=dtype_check)
     card.save(out / "README.md")
     return out
 
@@ -289,7 +303,8 @@ def push_model(model: str | os.PathLike, repo_id: str, *, output_dir: str | os.P
                upload: bool = True, private: bool = False, **build_kwargs) -> tuple[Path | None, str | None]:
     """Build the folder (in `output_dir`, else a temporary one) and upload it unless `upload=False`.
 
-    build_kwargs: `check_request`'s options (eval_json, heatmap, license, dataset_id, grid_samples).
+    build_kwargs: `check_request`'s options (eval_json, heatmap, license, dataset_id, grid_samples,
+    revision, trust_remote_code).
     Returns (the kept folder or None, the repo URL or None). The request, then the credentials,
     are checked before the build; nothing touches the network before the upload itself.
     """

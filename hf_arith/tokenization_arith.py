@@ -65,8 +65,14 @@ class ArithTokenizer(TokenizersBackend):
     def format_problem(self, problem: str) -> str:
         return self.format_problems([problem])[0]
 
+    def answer_budget(self, problems: list[str]) -> int:
+        """New tokens the longest answer to these plain problems may take (sign and <eos> included):
+        the `max_new_tokens` a decoder needs for them."""
+        return self.arith_format.max_answer_tokens(parse_problems(problems, self.arith_format))
+
     def decode_answers(self, generated) -> list[str | None]:
-        """Generated answer ids ([n, T] tensor or lists) to plain decimal; None where malformed."""
+        """Generated answer ids ([n, T] tensor or lists) to plain decimal; None where malformed
+        (in a format with an end token, also where no <eos> follows the answer)."""
         rows = generated.tolist() if hasattr(generated, "tolist") else generated
         out = []
         for row in rows:

@@ -8,14 +8,21 @@ Every check of a recipe lives here. `load_recipe` / `recipe_from_dict` check eac
 build the recipe; `check_recipe` checks what needs the package's number formats, model families
 and TrainingArguments, once per run, in each entry point (`hf-arith train`, `training.train`).
 Checks of the launch (processes against devices) need the runtime and are `training.check_launch`.
+
+TrainingArguments names that are recipe keys under another name (`trainer.learning_rate` is
+`optim.learning_rate`, see `ARGUMENT_RECIPE_KEYS`) are read as those keys while the recipe is
+built, each with a one-line note in `recipe.notes`; the two given with different values is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import inspect
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import ClassVar
 
 import yaml
 
@@ -81,6 +88,9 @@ class EvalRecipe:
     samples: int = 2000  # held-out problems for the final report
     verify: bool = False  # also run the tiny-adder protocol (10-digit addition only)
     batch_size: int = 0  # 0: hf_arith.decoding.default_batch_size, from the model's width
+    # Held-out problems the Trainer scores (teacher-forced exact match, per length) whenever it
+    # evaluates during training: only with trainer.eval_strategy=steps (or trainer.eval_on_start).
+    during_training_samples: int = 512
 
 
 @dataclass
@@ -99,6 +109,9 @@ class Recipe:
     # Warm start: a bundled model name or checkpoint folder whose weights initialise the model
     # (tensors it lacks, such as new multi-token heads, keep their fresh init). "" = from scratch.
     init_from: str = ""
+    # How the recipe was read (TrainingArguments names taken as recipe keys), one line each, printed
+    # once per run by training.prepare_run. Not a field: not part of the recorded recipe.
+    notes: ClassVar[tuple[str, ...]] = ()
 
 
 _SECTIONS = {"data": DataRecipe, "optim": OptimRecipe, "eval": EvalRecipe}
@@ -146,8 +159,13 @@ def _check_like(name: str, value, default) -> None:
 
 
 def recipe_from_dict(data: dict) -> Recipe:
-    """A recipe from its YAML mapping, each value checked (types, ranges); see `check_recipe` for the rest."""
+    """A recipe from its YAML mapping, each value checked (types, ranges); see `check_recipe` for the rest.
+
+    TrainingArguments names in `trainer:` that are recipe keys under another name (`ARGUMENT_RECIPE_KEYS`)
+    are read as those keys, with a note in `recipe.notes`; both given with different values is an error.
+    """
     _check_keys(data, Recipe)
+    data, notes = _map_argument_names(data)
     kwargs = {}
     for key, value in data.items():
         if key in _SECTIONS:
@@ -162,6 +180,7 @@ def recipe_from_dict(data: dict) -> Recipe:
             kwargs[key] = value
     recipe = Recipe(**kwargs)
     _check_values(recipe)
+    recipe.notes = tuple(notes.values())
     return recipe
 
 
@@ -184,6 +203,8 @@ def _check_values(recipe: Recipe) -> None:
         raise RecipeError("optim: steps, batch_size and learning_rate must be positive")
     if recipe.eval.batch_size < 0:
         raise RecipeError(f"eval.batch_size must be >= 0 (0 chooses from the model's width), got {recipe.eval.batch_size}")
+    if recipe.eval.during_training_samples < 1:
+        raise RecipeError(f"eval.during_training_samples must be >= 1, got {recipe.eval.during_training_samples}")
     if o.abacus_separation < 0 or o.abacus_separation_margin <= 0 or o.abacus_separation_gap < 0:
         raise RecipeError(f"optim.abacus_separation and abacus_separation_gap must be >= 0 and "
                           f"abacus_separation_margin > 0, got {o.abacus_separation}, {o.abacus_separation_gap} and "
@@ -243,22 +264,112 @@ def config_keys(config_cls) -> set[str]:
     return known
 
 
-# TrainingArguments the recipe sets itself (key -> the recipe key to use instead, or why not).
-MANAGED_ARGUMENTS = {
-    "output_dir": "--output-dir", "max_steps": "optim.steps", "num_train_epochs": "optim.steps",
-    "per_device_train_batch_size": "optim.batch_size (the global batch)", "learning_rate": "optim.learning_rate",
+# -- the trainer: section -----------------------------------------------------------------------
+# TrainingArguments that are recipe keys under another name: `trainer.NAME` is read as that recipe key,
+# with a one-line note; given together with the recipe key and another value, it is refused.
+ARGUMENT_RECIPE_KEYS = {
+    "max_steps": "optim.steps", "learning_rate": "optim.learning_rate",
+    "per_device_train_batch_size": "optim.batch_size",  # per process; optim.batch_size is the global batch
     "weight_decay": "optim.weight_decay", "warmup_steps": "optim.warmup_steps", "adam_beta2": "optim.adam_beta2",
     "max_grad_norm": "optim.max_grad_norm", "logging_steps": "optim.logging_steps", "save_steps": "optim.save_steps",
-    "seed": "optim.seed", "torch_compile": "optim.compile", "use_cpu": "CUDA_VISIBLE_DEVICES=''",
-    "lr_scheduler_type": "optim.restart_at (the schedule is cosine)",
+    "seed": "optim.seed", "torch_compile": "optim.compile", "output_dir": "output_dir",
+}
+# TrainingArguments the recipe sets to a fixed value: that value is accepted (and dropped), another refused.
+FIXED_ARGUMENTS = {"dataloader_num_workers": 0, "dataloader_pin_memory": False, "remove_unused_columns": False,
+                   "ignore_data_skip": True}
+# TrainingArguments the recipe sets itself (key -> the recipe key to use instead, or why not). Those of
+# ARGUMENT_RECIPE_KEYS never reach the trainer: section of a recipe read by `recipe_from_dict`.
+MANAGED_ARGUMENTS = {
+    **ARGUMENT_RECIPE_KEYS, "output_dir": "output_dir or --output-dir",
+    "per_device_train_batch_size": "optim.batch_size (the global batch)",
+    "num_train_epochs": "optim.steps (the training data is an endless stream)",
+    "use_cpu": "CUDA_VISIBLE_DEVICES=''",
+    "lr_scheduler_type": "optim.warmup_steps and optim.restart_at (the schedule is cosine)",
     "dataloader_num_workers": "nothing (the curriculum must reach the generator in the main process)",
-    "remove_unused_columns": "nothing", "accelerator_config": "nothing (batches are dispatched from rank 0 and split)",
+    "dataloader_pin_memory": "nothing", "remove_unused_columns": "nothing",
+    "accelerator_config": "nothing (batches are dispatched from rank 0 and split)",
     "ignore_data_skip": "nothing (the stream resumes at the checkpoint's step itself)",
 }
+# report_to integrations: the modules any one of which makes it usable, and the package to install.
+REPORTER_PACKAGES = {
+    "tensorboard": (("tensorboard", "tensorboardX"), "tensorboard"), "trackio": (("trackio",), "trackio"),
+    "wandb": (("wandb",), "wandb"), "mlflow": (("mlflow",), "mlflow"), "comet_ml": (("comet_ml",), "comet_ml"),
+    "clearml": (("clearml",), "clearml"), "codecarbon": (("codecarbon",), "codecarbon"),
+    "dvclive": (("dvclive",), "dvclive"), "swanlab": (("swanlab",), "swanlab"), "neptune": (("neptune",), "neptune"),
+    "dagshub": (("dagshub",), "dagshub"), "azure_ml": (("azureml",), "azureml-core"),
+}
+TRACKING_EXTRA = ("tensorboard", "trackio")  # pip install 'hf_arith[tracking]' brings these
+
+
+def _default_of(key: str):
+    """The default value of a recipe key ('optim.steps', 'output_dir')."""
+    section, _, leaf = key.rpartition(".")
+    cls = _SECTIONS[section] if section else Recipe
+    return next(f.default for f in fields(cls) if f.name == leaf)
+
+
+def _as_recipe_key(name: str, value) -> tuple[str, object, str]:
+    """(recipe key, its value, a one-line note) for `trainer.NAME=value` with NAME in ARGUMENT_RECIPE_KEYS."""
+    key = ARGUMENT_RECIPE_KEYS[name]
+    default = _default_of(key)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise RecipeError(f"trainer.{name} must be a string, got {value!r}")
+    else:
+        _check_like(f"trainer.{name} (the recipe's {key})", value, default)
+    if name == "per_device_train_batch_size":
+        world = max(1, int(os.environ.get("WORLD_SIZE", "1")))
+        value = int(value) * world
+        return key, value, (f"trainer.{name} is per process and the recipe's {key} is the global batch: using "
+                            f"{key}={value} ({world} process{'es' if world > 1 else ''})")
+    later = " (--output-dir overrides it)" if name == "output_dir" else ""
+    return key, value, f"trainer.{name} is the recipe's {key}{later}: using {key}={value}"
+
+
+def _map_argument_names(data: dict) -> tuple[dict, dict[str, str]]:
+    """`data` with its trainer: names that are recipe keys moved to those keys and its fixed-value
+    arguments that match dropped; and the notes saying so. Refuses a name given with its recipe key
+    and another value."""
+    trainer = data.get("trainer") if isinstance(data, dict) else None
+    if not isinstance(trainer, dict) or not (set(trainer) & (set(ARGUMENT_RECIPE_KEYS) | set(FIXED_ARGUMENTS))):
+        return data, {}
+    data, trainer, notes = dict(data), dict(trainer), {}
+    for name, fixed in FIXED_ARGUMENTS.items():
+        if name in trainer and type(trainer[name]) is type(fixed) and trainer[name] == fixed:
+            del trainer[name]  # what the recipe sets anyway
+    for name in [n for n in trainer if n in ARGUMENT_RECIPE_KEYS]:
+        given = trainer.pop(name)
+        key, value, note = _as_recipe_key(name, given)
+        section, _, leaf = key.rpartition(".")
+        if section:
+            node = data.get(section) or {}
+            if not isinstance(node, dict):
+                raise RecipeError(f"{section} must be a mapping, got {type(node).__name__}")
+            node = data[section] = dict(node)
+        else:
+            node = data
+        if leaf in node and node[leaf] != value:
+            raise RecipeError(f"trainer.{name}={given} and {key}={node[leaf]} both set {key}; give one of them")
+        node[leaf] = value
+        notes[f"trainer.{name}"] = note
+    data["trainer"] = trainer
+    return data, notes
+
+
+def _eval_strategy(extra: dict) -> str:
+    strategy = extra.get("eval_strategy", "no")
+    return str(getattr(strategy, "value", strategy))  # a string, or TrainingArguments' IntervalStrategy
+
+
+def evaluates_during_training(extra: dict) -> bool:
+    """Whether the `trainer:` section turns on the Trainer's evaluation (an eval_strategy, eval_on_start)."""
+    return _eval_strategy(extra) != "no" or bool(extra.get("eval_on_start"))
 
 
 def check_trainer_section(extra: dict) -> None:
-    """`trainer:` keys must be TrainingArguments fields that the recipe does not set itself."""
+    """`trainer:` keys must be TrainingArguments fields that the recipe does not set itself, with values
+    of the right type; an evaluation strategy must be one that can happen on an endless stream, and
+    every report_to integration's package must be installed."""
     from transformers import TrainingArguments
 
     known = {f.name: f.default for f in dataclasses.fields(TrainingArguments) if f.init}
@@ -271,6 +382,42 @@ def check_trainer_section(extra: dict) -> None:
             raise RecipeError(f"trainer.{key} is not a TrainingArguments field{hint}")
         # TrainingArguments checks few types itself: a misspelt number would fail deep inside training.
         _check_like(f"trainer.{key}", value, known[key])
+    strategy = _eval_strategy(extra)
+    if strategy == "epoch":
+        raise RecipeError("trainer.eval_strategy=epoch never evaluates: the training data is an endless stream "
+                          "without epochs; use trainer.eval_strategy=steps with trainer.eval_steps=N")
+    if strategy not in ("no", "steps"):
+        raise RecipeError(f"trainer.eval_strategy must be no or steps, got {strategy!r}")
+    check_report_to(extra.get("report_to", "none"))
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def check_report_to(report_to) -> None:
+    """Every integration named in trainer.report_to must be one the Trainer knows and have its package
+    installed (the Trainer would fail on it with a traceback after building the model)."""
+    from transformers.integrations import INTEGRATION_TO_CALLBACK
+
+    if report_to is None:
+        return
+    names = [report_to] if isinstance(report_to, str) else report_to
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise RecipeError(f"trainer.report_to must be a name or a list of names, got {report_to!r}")
+    if names in (["none"], ["all"]):  # none, or every integration whose package is installed
+        return
+    for name in names:
+        if name not in INTEGRATION_TO_CALLBACK:
+            raise RecipeError(f"trainer.report_to: unknown integration {name!r}; known: "
+                              f"{', '.join(sorted(INTEGRATION_TO_CALLBACK))} (or all or none, alone)")
+        modules, package = REPORTER_PACKAGES.get(name, ((), ""))
+        if modules and not any(_installed(m) for m in modules):
+            extra = ", or pip install 'hf_arith[tracking]'" if name in TRACKING_EXTRA else ""
+            raise RecipeError(f"trainer.report_to={name} needs the {package} package (pip install {package}{extra})")
 
 
 # -- presets and overrides --------------------------------------------------------------------
@@ -285,20 +432,49 @@ def _parse_value(text: str):
         return text
 
 
-def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    """Apply `section.key=value` overrides (values parsed as YAML) to a raw recipe dict."""
+def _parse_overrides(overrides: list[str]) -> list[tuple[list[str], object, str]]:
+    """(key path, value parsed as YAML, the override as given) for each `section.key=value`."""
+    parsed = []
     for item in overrides:
         if "=" not in item:
             raise RecipeError(f"override {item!r} must look like section.key=value")
         path, value = item.split("=", 1)
-        keys = path.strip().split(".")
+        parsed.append((path.strip().split("."), _parse_value(value), item))
+    return parsed
+
+
+def _apply_parsed(data: dict, parsed: list[tuple[list[str], object, str]]) -> dict:
+    for keys, value, item in parsed:
         node = data
         for k in keys[:-1]:
             node = node.setdefault(k, {})
             if not isinstance(node, dict):
                 raise RecipeError(f"override {item!r}: {k!r} is not a section")
-        node[keys[-1]] = _parse_value(value)
+        node[keys[-1]] = value
     return data
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply `section.key=value` overrides (values parsed as YAML) to a raw recipe dict."""
+    return _apply_parsed(data, _parse_overrides(overrides))
+
+
+def _map_override_names(overrides: list[str]) -> tuple[list[tuple[list[str], object, str]], dict[str, str]]:
+    """The parsed overrides with each `trainer.NAME=value` (NAME in ARGUMENT_RECIPE_KEYS) turned into its
+    recipe key, and a note per such name. Two overrides that set one key to different values under
+    different names are refused (the same name twice: the last one wins, as for any override)."""
+    parsed, notes, seen = [], {}, {}
+    for keys, value, item in _parse_overrides(overrides):
+        given = ".".join(keys)
+        if len(keys) == 2 and keys[0] == "trainer" and keys[1] in ARGUMENT_RECIPE_KEYS:
+            key, value, notes[given] = _as_recipe_key(keys[1], value)
+            keys = key.split(".")
+        key = ".".join(keys)
+        if key in seen and seen[key][0] != given and seen[key][1] != value:
+            raise RecipeError(f"--set {seen[key][2]} and --set {item} both set {key}; give one of them")
+        seen[key] = (given, value, item)
+        parsed.append((keys, value, item))
+    return parsed, notes
 
 
 def load_recipe(name_or_path: str | None = None, overrides: list[str] | None = None) -> Recipe:
@@ -318,5 +494,10 @@ def load_recipe(name_or_path: str | None = None, overrides: list[str] | None = N
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise RecipeError(f"{path}: malformed YAML{where}: {getattr(err, 'problem', err)}") from None
-    data = apply_overrides(data or {}, overrides or [])
-    return recipe_from_dict(data)
+    # TrainingArguments names are read as recipe keys in the file, then on the command line, whose
+    # overrides win over the file (a conflict is only one within the file or within the overrides).
+    data, notes = _map_argument_names(data or {})
+    parsed, override_notes = _map_override_names(overrides or [])
+    recipe = recipe_from_dict(_apply_parsed(data, parsed))
+    recipe.notes = (*{**notes, **override_notes}.values(), *recipe.notes)
+    return recipe

@@ -4,6 +4,10 @@ Runs the Hugging Face Trainer on the infinite problem stream. The loss covers an
 only (labels are -100 elsewhere); the curriculum is a TrainerCallback; the schedule is cosine
 with an optional restarted second phase.
 
+With an evaluation strategy in the recipe's `trainer:` section (`eval_strategy=steps`), the Trainer
+also scores a fixed set of held-out problems (`eval.during_training_samples`, from the test split)
+as it trains: teacher-forced exact match overall and per operand length (`hf_arith.metrics`).
+
 Several processes (`torchrun`, `accelerate launch`): `optim.batch_size` is the global batch.
 Rank 0 draws it from its stream and accelerate dispatches an equal slice to every rank
 (`dispatch_batches` + `split_batches`), so N processes train on exactly the examples one
@@ -22,19 +26,22 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 
+from .bundled import bundled_models
 from .evaluation import evaluate_model, verify_tiny_adder
 from .families import family_classes
-from .formatting import NumberFormat
+from .formatting import FormatError, NumberFormat, Problems
 from .hardware import available_cpu_cores, machine_info
 from .index_separation import abacus_separation_penalty, has_abacus_table
-from .problems import ProblemSpec
+from .metrics import compute_metrics, preprocess_logits_for_metrics
+from .problems import ProblemSpec, sample
 from .saving import save_checkpoint
-from .streaming import CurriculumState, ProblemStream, stack_examples, worst_case_length
+from .streaming import CurriculumState, ProblemStream, encode_examples, stack_examples, worst_case_length
 from .tokenization_arith import ArithTokenizer
-from .train_config import Recipe, RecipeError, check_recipe
+from .train_config import Recipe, RecipeError, check_recipe, evaluates_during_training
 from .warm_start import describe_warm_start, earlier_stages, freeze_all_but, warm_start
 
 
@@ -271,7 +278,12 @@ def training_arguments(recipe: Recipe, output_dir: str) -> TrainingArguments:
     compile_model = o.compile and can_compile()
     if o.compile and not compile_model:
         print("hf-arith: no C++ compiler found, so training runs without torch.compile (slower)", file=sys.stderr)
-    extra = {"save_total_limit": 2, "report_to": "none", **recipe.trainer}
+    # Evaluation (only with an eval_strategy): the inputs reach compute_metrics, for accuracy per
+    # operand length, and eval batches have the training batches' shape. Loggers that group runs by
+    # project (trackio, with report_to) file them under the recipe's name.
+    named = {"project": recipe.name} if "project" in {f.name for f in dataclasses.fields(TrainingArguments)} else {}
+    extra = {"save_total_limit": 2, "report_to": "none", "include_for_metrics": ["inputs"],
+             "per_device_eval_batch_size": o.batch_size, **named, **recipe.trainer}
     try:
         return TrainingArguments(**_managed_arguments(recipe, output_dir, compile_model), **extra)
     except (TypeError, ValueError) as err:
@@ -304,30 +316,86 @@ def _managed_arguments(recipe: Recipe, output_dir: str, compile_model: bool) -> 
     )
 
 
+# -- evaluation during training -----------------------------------------------------------------
+DURING_TRAINING_SEED = 1234  # the seed of the final held-out report (evaluation.heldout_problems)
+
+
+def during_training_problems(recipe: Recipe, fmt: NumberFormat) -> Problems:
+    """The fixed held-out problems the Trainer evaluates on: eval.during_training_samples problems from
+    the test split, over the recipe's whole digit range (not the curriculum's current phase)."""
+    n = recipe.eval.during_training_samples
+    try:
+        return sample(problem_spec(recipe, fmt), n, np.random.default_rng(DURING_TRAINING_SEED), split="test",
+                      test_fraction=recipe.data.test_fraction)
+    except FormatError as err:
+        raise RecipeError(f"evaluation during training (eval.during_training_samples={n}): {err}") from None
+
+
+class HeldoutExamples(torch.utils.data.Dataset):
+    """Held-out problems as the Trainer's eval_dataset, encoded as the training stream encodes its
+    examples (`streaming.encode_examples`: same fixed length, labels on answer tokens only), without
+    the random filler."""
+
+    def __init__(self, problems: Problems, stream: ProblemStream):
+        self.problems = problems
+        self.input_ids, self.attention_mask, self.labels = encode_examples(problems, stream.fmt, stream.length)
+        self.with_mask = stream.with_mask
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def __getitem__(self, i: int) -> dict:
+        example = {"input_ids": self.input_ids[i], "labels": self.labels[i]}
+        if self.with_mask:
+            example["attention_mask"] = self.attention_mask[i]
+        return example
+
+
+# -- warm starts ---------------------------------------------------------------------------------------
+def warm_start_source(init_from: str) -> dict:
+    """Where a warm start's weights came from, for the training summary and the model card:
+    {"name", "kind"} with kind "bundled" (shipped with hf_arith), "folder" (a local checkpoint folder)
+    or "hub" (a Hub repo id, then also "repo_id"), in the order `loading.resolve_checkpoint` tries them."""
+    path = Path(init_from).expanduser()
+    if init_from in bundled_models() and not (path / "config.json").is_file():
+        return {"name": init_from, "kind": "bundled"}
+    if path.exists():
+        return {"name": init_from, "kind": "folder"}
+    return {"name": init_from, "kind": "hub", "repo_id": init_from}  # what resolved, and is neither, is a repo id
+
+
 @dataclasses.dataclass
 class TrainingRun:
     """A run that passed every check made before training: its recipe, the recipe's number format,
-    the output folder and the checkpoint it resumes from (None: from the start)."""
+    the output folder, the checkpoint it resumes from (None: from the start) and, when the Trainer
+    evaluates during training, the held-out problems it evaluates on."""
 
     recipe: Recipe
     fmt: NumberFormat
     output_dir: str
     checkpoint: str | None = None
+    eval_problems: Problems | None = None
 
 
 def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = False) -> TrainingRun:
     """Everything that can refuse a run before training, once: the recipe (`train_config.check_recipe`),
-    the launch (`check_launch`) and, to resume, the newest complete checkpoint in the output folder."""
+    the launch (`check_launch`), the held-out problems of an evaluation during training and, to resume,
+    the newest complete checkpoint in the output folder. Prints the recipe's notes (TrainingArguments
+    names read as recipe keys) once, on the main process."""
     output_dir = str(output_dir or recipe.output_dir)
     fmt = check_recipe(recipe)
     check_launch(recipe)
+    eval_problems = during_training_problems(recipe, fmt) if evaluates_during_training(recipe.trainer) else None
     checkpoint = None
     if resume:
         checkpoint = last_checkpoint(output_dir)
         if checkpoint is None:
             raise RecipeError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from "
                               f"(train without --resume first)")
-    return TrainingRun(recipe, fmt, output_dir, checkpoint)
+    if is_main_process():
+        for note in recipe.notes:
+            print(f"hf-arith: {note}", file=sys.stderr, flush=True)
+    return TrainingRun(recipe, fmt, output_dir, checkpoint, eval_problems)
 
 
 def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, evaluate: bool = True) -> dict:
@@ -370,6 +438,10 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
     stream = ProblemStream(spec, fmt, state, seed=recipe.optim.seed, rank=int(os.environ.get("RANK", 0)),
                            chunk_size=recipe.data.chunk_size, test_fraction=recipe.data.test_fraction,
                            random_prefix=recipe.data.random_prefix)
+    # Only when the recipe turns on an evaluation strategy: otherwise training pays nothing for it.
+    evaluation = {} if run.eval_problems is None else dict(
+        eval_dataset=HeldoutExamples(run.eval_problems, stream), compute_metrics=compute_metrics(tokenizer),
+        preprocess_logits_for_metrics=preprocess_logits_for_metrics)
     trainer = ArithTrainer(
         model=model,
         args=args,
@@ -377,6 +449,7 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
         data_collator=stack_examples,
         processing_class=tokenizer,
         callbacks=[curriculum, RecipeRecorder(recipe)],
+        **evaluation,
         restart_at=recipe.optim.restart_at,
         restart_lr_scale=recipe.optim.restart_lr_scale,
         abacus_separation=recipe.optim.abacus_separation,
@@ -393,6 +466,7 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
         "recipe": dataclasses.asdict(recipe), "machine": machine_info(),
         "train_digits": [spec.min_digits, spec.max_digits],
         "earlier_stages": earlier_stages(recipe.init_from) if recipe.init_from else [],
+        **({"init_from": warm_start_source(recipe.init_from)} if recipe.init_from else {}),
     }
     final_dir = Path(output_dir) / "final"
     if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:

@@ -1,6 +1,7 @@
 """Every bundled checkpoint: weights and data only (no source), and it answers correctly."""
 
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -27,6 +28,18 @@ def test_bundled_checkpoint_carries_weights_and_data_but_no_source(name):
     assert not unexpected, f"bundled {name} holds {unexpected}"
     for config in ("config.json", "tokenizer_config.json"):
         assert "auto_map" not in json.loads((folder / config).read_text()), f"{name}/{config} points at remote code"
+
+
+@pytest.mark.parametrize("name", bundled_models())
+def test_training_summaries_hold_the_runs_record_and_notes_go_beside_them(name):
+    """A training summary is what the run wrote: its recipe's init_from is a name or a folder, as a
+    recipe takes it, never prose; anything added later lives in notes.json beside it."""
+    folder = Path(hf_arith.bundled_path(name))
+    summary = json.loads((folder / "training_summary.json").read_text())
+    init_from = (summary.get("recipe") or {}).get("init_from")
+    assert init_from is None or re.fullmatch(r"[\w./-]+", init_from), init_from
+    if (folder / "notes.json").is_file():
+        assert isinstance(json.loads((folder / "notes.json").read_text()), dict)
 
 
 def test_no_python_files_under_bundled():

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
+import shlex
 import subprocess
 import sys
 import types
 from pathlib import Path
 
-import pytest
 import torch
 
 import hf_arith.bundled
@@ -25,16 +24,6 @@ from hf_arith.loading import CheckpointError, load_checkpoint
 ANSWER_LINE = re.compile(r"^(\S+) = (\d+|<malformed>)$")
 
 
-
-
-@pytest.fixture
-def bundled_add10(add10, tmp_path, monkeypatch):
-    """The name `minimal-add10` resolves: the real bundled model, or the tiny one standing in for it."""
-    if "minimal-add10" not in bundled_models():
-        fake = tmp_path / "bundled"
-        shutil.copytree(add10, fake / "minimal-add10")
-        monkeypatch.setattr(hf_arith.bundled, "BUNDLED_DIR", fake)
-    return "minimal-add10"
 
 
 def run(capsys, *argv):
@@ -54,11 +43,15 @@ def test_solve_prints_one_answer_per_line(add10, capsys):
     assert [m.group(1) for m in matches] == ["1234567890+9876543210", "0+0", "9999999999+1"]
 
 
-def test_solve_defaults_to_the_bundled_minimal_add10(bundled_add10, capsys):
+def test_solve_defaults_to_the_bundled_minimal_add10(capsys, monkeypatch):
+    import hf_arith.cli as cli
+
+    loaded = []
+    monkeypatch.setattr(cli, "load_checkpoint", lambda name, **kw: loaded.append(name) or load_checkpoint(name, **kw))
     code, out, err = run(capsys, "solve", "1234567890+9876543210")
     assert code == 0, err
-    assert ANSWER_LINE.match(out.strip())
-    assert out.startswith("1234567890+9876543210 = ")
+    assert loaded == ["minimal-add10"] and "minimal-add10" in bundled_models()
+    assert out == "1234567890+9876543210 = 11111111100\n"
 
 
 def test_solve_flags_operands_longer_than_the_training_range(capsys):
@@ -100,6 +93,20 @@ def test_eval_prints_a_table_per_operand_length_and_writes_json(add10, tmp_path,
     assert data["n"] == 300 and data["task"] == "add" and data["base"] == 10
     assert 0.0 <= data["exact_match"] <= 1.0 and 0.0 <= data["malformed"] <= 1.0
     assert sorted(int(k) for k in data["by_max_operand_length"]) == list(range(1, 11))
+    # The report records how it was made: the command, the machine and the library versions.
+    assert data["command"] == f"hf-arith eval {add10} --samples 300 --min-digits 1 --max-digits 10 --seed 1234 " \
+                              f"--json {report}"
+    assert {"cpu_count", "machine", "threads", "torch"} <= set(data["machine"])
+    assert data["versions"]["hf_arith"] == hf_arith.__version__ and data["versions"]["torch"] == torch.__version__
+    # ... and that command makes the same report again.
+    again = tmp_path / "again.json"
+    argv = shlex.split(data["command"])[1:]
+    argv[argv.index("--json") + 1] = str(again)
+    code, _, err = run(capsys, *argv)
+    assert code == 0, err
+    remade = json.loads(again.read_text())
+    for key in ("n", "seed", "exact_match", "per_digit_accuracy", "by_max_operand_length", "by_operand_lengths"):
+        assert remade[key] == data[key], key
 
 
 def test_eval_digit_range_and_seed(add10, capsys):
@@ -124,7 +131,7 @@ def test_verify_prints_the_tiny_adder_protocol(add10, capsys):
 
 
 # -- models ---------------------------------------------------------------------------------
-def test_models_lists_bundled_checkpoints(bundled_add10, capsys):
+def test_models_lists_bundled_checkpoints(capsys):
     code, out, err = run(capsys, "models")
     assert code == 0, err
     header, *rows = out.splitlines()
@@ -211,9 +218,6 @@ def test_data_export_passes_the_options_on(tmp_path, capsys, monkeypatch):
 
 
 def test_data_export_writes_parquet(tmp_path, capsys):
-    export = pytest.importorskip("hf_arith.export")
-    if not hasattr(export, "export_parquet"):
-        pytest.skip("hf_arith.export.export_parquet is not there yet")
     out_dir = tmp_path / "ds"
     code, out, err = run(capsys, "data", "export", out_dir, "--train-size", 40, "--test-size", 10, "--max-digits", 3)
     assert code == 0, err
@@ -233,10 +237,10 @@ def test_help_lists_the_subcommands(capsys):
 
 
 def test_console_script_reports_errors_in_one_line(add10):
-    exe = shutil.which("hf-arith")
-    if exe is None:
-        pytest.skip("the hf-arith console script is not installed")
-    done = subprocess.run([exe, "solve", "-5+3", "--model", str(add10)], capture_output=True, text=True, timeout=300)
+    # The installed console script sits next to the interpreter running the tests (the venv's bin/).
+    exe = Path(sys.executable).parent / ("hf-arith.exe" if sys.platform == "win32" else "hf-arith")
+    assert exe.is_file(), f"the hf-arith console script is not installed next to {sys.executable}"
+    done = subprocess.run([str(exe), "solve", "-5+3", "--model", str(add10)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == ["hf-arith: error: '-5+3': negative numbers are not supported"]

@@ -142,7 +142,7 @@ def test_more_processes_than_gpus_is_refused_on_the_command_line(monkeypatch, tm
 
 
 @pytest.mark.parametrize("override, message", [
-    ("trainer.max_steps=5", "set by the recipe; use optim.steps"),
+    ("trainer.num_train_epochs=2", "set by the recipe; use optim.steps"),
     ("trainer.accelerator_config={split_batches: false}", "set by the recipe"),
     ("trainer.gradient_acumulation_steps=2", "not a TrainingArguments field"),
     ("trainer.gradient_accumulation_steps=many", "must be an integer"),

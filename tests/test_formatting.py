@@ -205,11 +205,25 @@ def test_decode_answer_round_trips(task, settings):
 def test_decode_stops_at_eos_or_pad():
     fmt = NumberFormat()
     assert decode_answer(["2", "1", EOS_TOKEN, "9"], fmt) == "12"
-    assert decode_answer(["2", "1", PAD_TOKEN, PAD_TOKEN], fmt) == "12"
-    assert decode_answer(["0", "0", "1"], fmt) == "100"
-    assert decode_answer(["0", "0", "1"], NumberFormat(reverse_answer=False)) == "1"
-    assert decode_answer(["-", "7", "0"], NumberFormat(task="sub")) == "-7"
-    assert decode_answer(["F", "F"], NumberFormat(base=16)) == "255"
+    assert decode_answer(["2", "1", EOS_TOKEN, PAD_TOKEN], fmt) == "12"
+    assert decode_answer(["0", "0", "1", EOS_TOKEN], fmt) == "100"
+    assert decode_answer(["0", "0", "1", EOS_TOKEN], NumberFormat(reverse_answer=False)) == "1"
+    assert decode_answer(["-", "7", "0", EOS_TOKEN], NumberFormat(task="sub")) == "-7"
+    # Formats without an end token: the answer is every token written, up to any padding.
+    fixed = NumberFormat(answer_width=3, end_token=False)
+    assert decode_answer(["2", "1", "0"], fixed) == "12"
+    assert decode_answer(["2", "1", PAD_TOKEN, PAD_TOKEN], NumberFormat(end_token=False)) == "12"
+    assert decode_answer(["F", "F"], NumberFormat(base=16, end_token=False)) == "255"
+
+
+def test_an_answer_without_its_end_token_is_none():
+    """An answer cut off by the token budget (or ended by <pad>) is not read as a number."""
+    fmt = NumberFormat()
+    assert decode_answer(["8"] + ["9"] * 19, fmt) is None  # 20 of a 31-digit sum's tokens, no <eos>
+    assert decode_answer(["8"] + ["9"] * 19 + [EOS_TOKEN], fmt) == "9" * 19 + "8"
+    assert decode_answer(["2", "1", PAD_TOKEN, EOS_TOKEN], fmt) is None
+    assert decode_answer(["a", "b"], NumberFormat(task="sort")) is None
+    assert decode_answer(["a", "b", EOS_TOKEN], NumberFormat(task="sort")) == "ab"
 
 
 @pytest.mark.parametrize("tokens,fmt", [

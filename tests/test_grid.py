@@ -377,7 +377,7 @@ def test_eval_beyond_the_models_limits_fails_before_evaluating(saved, tmp_path, 
 def test_eval_unwritable_output_dir_fails_before_evaluating(add10, tmp_path, capsys, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    monkeypatch.setattr("hf_arith.cli.load_checkpoint", lambda *_: pytest.fail("loaded a model first"))
+    monkeypatch.setattr("hf_arith.cli.load_checkpoint", lambda *_, **__: pytest.fail("loaded a model first"))
     message = fails(capsys, "eval", add10, "--grid", "1:2", "--output-dir", blocker / "sub")
     assert "--output-dir" in message and str(blocker / "sub") in message and "cannot write" in message
 
@@ -387,8 +387,13 @@ def test_default_digits_of_a_sort_model_stay_inside_its_abacus_range():
     from hf_arith.problems import example_problem
 
     model, tok = random_model("looped-sort")
-    digits = model_limits(model, tok).max_digits
+    limits = model_limits(model, tok)
+    digits = limits.max_digits
     assert 1 <= digits <= model.config.abacus_max_digits
-    from hf_arith import solve
-
-    solve(model, tok, [example_problem(tok.arith_format, digits)])  # no "beyond the abacus range" error
+    longest = example_problem(tok.arith_format, digits)
+    # The model places every digit of the longest problem inside its table, and one digit more is refused.
+    ids = tok([longest], return_tensors="pt")["input_ids"]
+    assert int(model.position_ids_from_input_ids(ids).max()) == digits
+    limits.check_problems([longest])
+    with pytest.raises(FormatError, match="abacus range"):
+        limits.check_problems([example_problem(tok.arith_format, digits + 1)])

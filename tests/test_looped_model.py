@@ -1,12 +1,14 @@
 """The looped family: shared abacus positions, recurrence, input injection, KV cache, progressive
 loss, remote code and the presets through the Trainer."""
 
+import math
 import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 from remote_code import run_remote_code
+from test_abacus_model import share_of_weights_changed
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, DynamicCache, Trainer, TrainingArguments
 
 import hf_arith
@@ -233,10 +235,7 @@ def test_left_padding_does_not_change_a_rows_output():
         assert torch.equal(a[0], b[0])
 
 
-def test_solve_passes_the_loop_count():
-    model, tok = make()
-    answers = {n: hf_arith.solve(model, tok, PROBLEMS, model_kwargs={"num_recurrences": n}) for n in (1, 3)}
-    assert all(len(a) == len(PROBLEMS) for a in answers.values())
+# `solve` with a loop count against the model's own generate(): test_recurrences.py.
 
 
 # -- progressive loss ----------------------------------------------------------------------------
@@ -317,6 +316,42 @@ def test_progressive_loss_mixes_with_the_full_depth_loss(monkeypatch):
     assert out.progressive_loss is None and torch.allclose(out.loss, full, atol=1e-5)
 
 
+def test_progressive_term_backpropagates_through_its_last_k_passes_only(monkeypatch):
+    """With alpha > 0 the progressive term starts from the full-depth pass's state after n passes,
+    detached: the gradient is alpha * d(full-depth loss) + (1 - alpha) * d(loss after k more passes
+    from a frozen state)."""
+    model, tok = make(num_recurrences=6, progressive_loss_alpha=0.3, abacus_max_offset=0)
+    enc, labels = labelled(tok)
+    n, k = 2, 3
+    fixed_draw(monkeypatch, n, k)
+    model.train()
+    model.zero_grad()
+    model(**enc, labels=labels).loss.backward()
+    got = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    t = model.transformer
+    e = t.embed(enc.input_ids, enc.attention_mask, None, 0)
+    mask = t.prepare(enc.input_ids, enc.attention_mask, None, None, 6)[1]
+
+    def passes(h, count):  # h_r = blocks(h_{r-1} + e), h_0 = 0
+        for _ in range(count):
+            h = h + e
+            for block in t.h:
+                h = block(h, mask)[0]
+        return h
+
+    def loss(h):
+        logits = model.lm_head(t.ln_f(h))
+        return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1))
+
+    zero = torch.zeros_like(e)
+    (0.3 * loss(passes(zero, 6)) + 0.7 * loss(passes(passes(zero, n).detach(), k))).backward()
+    expected = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    assert got.keys() == expected.keys()
+    for name in got:
+        assert torch.allclose(got[name], expected[name], atol=1e-5), name
+
+
 def test_progressive_loss_is_normalised_by_the_trainers_item_count(monkeypatch, tmp_path):
     model, tok = make(num_recurrences=4, progressive_loss_alpha=0.5, abacus_max_offset=0)
     enc, labels = labelled(tok)
@@ -379,8 +414,9 @@ def test_presets_train_with_the_trainer_and_load_back(tmp_path, preset):
     if preset == "looped-add":  # gradient accumulation: the progressive loss gets num_items_in_batch
         overrides.append("trainer.gradient_accumulation_steps=2")
     summary = train(load_recipe(preset, overrides))
-    assert summary["steps"] == 3 and summary["train_loss"] == summary["train_loss"]  # ran, loss not NaN
+    assert summary["steps"] == 3 and math.isfinite(summary["train_loss"])
     model, tok = load_checkpoint(tmp_path / "final")
+    assert share_of_weights_changed(load_recipe(preset, overrides), model) > 0.9  # the optimizer stepped
     assert type(model) is LoopedForCausalLM and model.config.num_recurrences == 2
     assert model.config.num_digit_tokens == 10 and model.config.answer_start_token_id == tok.convert_tokens_to_ids("=")
     problem = {"looped-add": "123+45", "looped-mul": "12*34", "looped-sort": "a:31,b:7"}[preset]

@@ -65,9 +65,13 @@ def test_evaluate_metric_loads_offline_and_wraps_the_same_code():
     predictions, references = ["579", None, "11", "100"], ["579", "10", "10", "100"]
     problems = ["123+456", "9+1", "5+5", "1+99"]
     result = metric.compute(predictions=predictions, references=references, problems=problems)
-    assert result == arith_scores(predictions, references, operand_lengths(problems))
-    assert result["exact_match"] == 0.5 and result["malformed"] == 0.25
-    assert result["by_operand_lengths"] == {"1x1": 0.0, "1x2": 1.0, "3x3": 1.0}
+    # By hand: digits right 3 + 0 + 1 ('11' against '10') + 3 of 10; longest operands 3, 1, 1, 2.
+    assert result == {
+        "exact_match": 0.5, "per_digit_accuracy": 0.7, "malformed": 0.25, "n": 4,
+        "by_max_operand_length": {1: 0.0, 2: 1.0, 3: 1.0}, "count_by_max_operand_length": {1: 2, 2: 1, 3: 1},
+        "by_operand_lengths": {"1x1": 0.0, "1x2": 1.0, "3x3": 1.0},
+        "count_by_operand_lengths": {"1x1": 2, "1x2": 1, "3x3": 1},
+    }
     plain = metric.compute(predictions=predictions, references=references)
     assert "by_operand_lengths" not in plain and plain["exact_match"] == 0.5
 
@@ -125,10 +129,21 @@ def test_compute_metrics_in_a_trainer_matches_a_manual_pass(add10, tmp_path):
     trainer = Trainer(model=model, args=args, eval_dataset=dataset, compute_metrics=compute_metrics(tok),
                       preprocess_logits_for_metrics=preprocess_logits_for_metrics)
     metrics = trainer.evaluate()
+    # The expected scores by an independent route: the greedy token after each position, read as
+    # the reversed fixed-width answer, against the sums Python computes.
     with torch.no_grad():
         greedy = model(input_ids=torch.tensor(input_ids)).logits.argmax(-1).numpy()
-    predictions, references = teacher_forced_answers(greedy, labels, tok)
-    expected = arith_scores(predictions, references)
-    assert metrics["eval_exact_match"] == pytest.approx(expected["exact_match"])
-    assert metrics["eval_per_digit_accuracy"] == pytest.approx(expected["per_digit_accuracy"])
+    vocab = tok.arith_format.vocab()
+    assert tok.arith_format.reverse_answer and not tok.arith_format.end_token
+    exact, right, positions = 0, 0, 0
+    for text, row, lab in zip(texts, greedy, labels):
+        reference = str(sum(int(v) for v in text.split("+")))
+        written = "".join(vocab[row[t - 1]] for t in np.flatnonzero(lab != IGNORE_INDEX))[::-1]
+        prediction = (written.lstrip("0") or "0") if written.isdigit() else None
+        exact += prediction == reference
+        width = max(len(prediction or ""), len(reference))  # digits aligned at the units digit
+        right += sum(a == b for a, b in zip((prediction or "").rjust(width, "?"), reference.rjust(width, "!")))
+        positions += width if prediction is not None else len(reference)
+    assert metrics["eval_exact_match"] == pytest.approx(exact / len(texts))
+    assert metrics["eval_per_digit_accuracy"] == pytest.approx(right / positions)
     assert "eval_exact_match_len_9" in metrics

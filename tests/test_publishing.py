@@ -100,13 +100,14 @@ def test_upload_folder_holds_exactly_the_publishable_files(built, name):
     model, _ = load_checkpoint(name)
     modeling = f"{type(model).__module__.rsplit('.', 1)[-1]}.py"
     configuration = f"{type(model.config).__module__.rsplit('.', 1)[-1]}.py"
-    # The remote code: the model's, config's and tokenizer's modules and their relative imports, no more.
-    code = code_closure(folder, [modeling, configuration, "tokenization_arith.py"])
+    # The remote code: the model's, config's, tokenizer's and pipeline's modules and their relative
+    # imports, no more.
+    code = code_closure(folder, [modeling, configuration, "tokenization_arith.py", "pipeline_arithmetic.py"])
     assert {"formatting.py"} <= code and {f for f in files if f.endswith(".py")} == code
     expected = {"README.md", "config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
                 "tokenizer_config.json", EVAL_FILE, HEATMAP_FILE} | code
     assert expected <= set(files)
-    assert set(files) - expected <= {"training_summary.json", GRID_FILE}  # nothing else: no pickles, no caches
+    assert set(files) - expected <= {"training_summary.json", GRID_FILE, "dtype_check.json"}  # no pickles, no caches
     assert not [f for f in files if f.endswith((".bin", ".pt", ".pth", ".pkl"))]
     assert (folder / HEATMAP_FILE).read_bytes()[:8] == PNG_MAGIC
     for name in code:
@@ -202,9 +203,15 @@ def test_dataset_id_goes_into_the_card_metadata(tmp_path):
 
 def test_card_describes_format_training_and_hardware(built):
     text = (built["minimal-add10"] / "README.md").read_text()
+    # The figures are the checkpoint's own (its training summary and config), whatever run is bundled.
+    folder = Path(hf_arith.bundled_path("minimal-add10"))
+    summary = json.loads((folder / SUMMARY_FILE).read_text())
+    config = json.loads((folder / "config.json").read_text())
+    verify = summary["verify"]
     for fragment in ["least significant digit first (reversed)", "zero-padded to 10 digits", "| base | 10 |",
-                     "| steps | 20,000 |", "training time | 348 s", "| `rope_theta` | `3.0` |", "`MinimalForCausalLM`",
-                     "| tiny-adder verify | 100.00 % of 10010 (seed 2025) |"]:
+                     f"| steps | {summary['steps']:,} |", f"training time | {summary['train_seconds']:.0f} s",
+                     f"| `rope_theta` | `{config['rope_theta']}` |", "`MinimalForCausalLM`",
+                     f"| tiny-adder verify | {100 * verify['accuracy']:.2f} % of {verify['total']} (seed {verify['seed']}) |"]:
         assert fragment in text, fragment
 
 
@@ -253,9 +260,9 @@ def test_published_folder_works_without_hf_arith(built, name, tmp_path):
     in_process = hf_arith.solve(model, tokenizer, problems)
     # The card's own "how to use" snippet, pointed at the folder instead of the Hub repo.
     card = (folder / "README.md").read_text()
-    snippet = card.split("## How to use")[1].split("```python")[1].split("```")[0]
-    snippet = snippet.replace(f'"someone/{name}"', repr(str(folder)))
-    script = BLOCK_HF_ARITH + snippet + textwrap.dedent(f"""
+    blocks = card.split("## How to use")[1].split("## ")[0].split("```python")
+    snippet, pipeline_snippet = (b.split("```")[0].replace(f'"someone/{name}"', repr(str(folder))) for b in blocks[1:3])
+    script = BLOCK_HF_ARITH + snippet + pipeline_snippet + textwrap.dedent(f"""
         import json
         assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
         enc = tok({problems!r}, padding=True, return_tensors="pt")
@@ -269,6 +276,7 @@ def test_published_folder_works_without_hf_arith(built, name, tmp_path):
     lines = result.stdout.strip().splitlines()
     example = re.search(r'tok\(\["([^"]+)"\]', snippet).group(1)
     assert lines[0] == repr([reference(example)])  # the snippet prints the right answer
+    assert lines[1] == repr({"problem": example, "answer": reference(example)})  # and so does the pipeline's
     loaded = json.loads(lines[-1])
     assert loaded["params"] == model.num_parameters()
     assert loaded["answers"] == in_process  # exactly what the package's own decoder says

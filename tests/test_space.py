@@ -183,8 +183,7 @@ def test_models_tab_uses_the_grid_a_checkpoint_ships(app, monkeypatch):
 
     monkeypatch.setattr(hf_arith.grid, "length_grid", no_grid)
     shipping = [n for n in hf_arith.bundled_models() if (Path(hf_arith.bundled_path(n)) / GRID_FILE).is_file()]
-    if not shipping:
-        pytest.skip("no bundled model ships a length_grid.json")
+    assert shipping  # the abacus and looped bundles ship their grid
     for name in shipping:
         model, tok = load_checkpoint(name)
         figure = app.overview_figure(name, model, tok, Path(hf_arith.bundled_path(name)), None, 10)
@@ -192,12 +191,17 @@ def test_models_tab_uses_the_grid_a_checkpoint_ships(app, monkeypatch):
 
 
 def test_models_tab_shows_card_summary_and_heatmap(client):
+    import json
+
+    from hf_arith.model_card import EVAL_FILE
+
     for name in hf_arith.bundled_models():
         text, plot = client.predict(name, api_name="/overview")
-        assert f"### {name}" in text and "unique parameters" in text
+        # The figures are the checkpoint's own: its parameter count and its eval_results.json.
+        report = json.loads((Path(hf_arith.bundled_path(name)) / EVAL_FILE).read_text())
+        assert f"### {name}" in text and f"{load_checkpoint(name)[0].num_parameters()} unique parameters" in text
+        assert f"{100 * report['exact_match']:.2f} % of {report['n']} problems" in text
         assert plot["type"] == "matplotlib" and plot["plot"].startswith("data:image/")
-    text, _ = client.predict("minimal-add10", api_name="/overview")
-    assert "244 unique parameters" in text and "100.00 % of 2000" in text
 
 
 def test_slider_hidden_for_models_without_loops(client):
@@ -206,25 +210,23 @@ def test_slider_hidden_for_models_without_loops(client):
 
 
 # -- the recurrences slider --------------------------------------------------------------------------
-LOOPED = [n for n in hf_arith.bundled_models()
-          if "num_recurrences" in (Path(hf_arith.bundled_path(n)) / "config.json").read_text()]
+def test_slider_changes_the_answer_as_the_model_does(client):
+    """The Solve handler with the slider at n answers as the bundled looped model's own
+    `generate(..., num_recurrences=n)` does, on problems whose answers depend on n."""
+    from test_recurrences import LOOP_SENSITIVE, LOOPED, direct_answers
 
-
-@pytest.mark.skipif(not LOOPED, reason="no looped model is bundled yet")
-@pytest.mark.parametrize("name", LOOPED)
-def test_slider_for_a_bundled_looped_model(client, name):
-    from hf_arith.problems import example_problem
-
-    slider, _ = client.predict(name, api_name="/model_options")
+    slider, _ = client.predict(LOOPED, api_name="/model_options")
     assert slider["visible"] is True
-    model, tok = load_checkpoint(name)
-    problem = example_problem(tok.arith_format, 3)
+    model, tok = load_checkpoint(LOOPED)
     answers = {}
-    for n in (1, model.config.num_recurrences):
-        answer, verdict, _ = client.predict(name, problem, n, api_name="/solve")
-        answers[n] = answer
-        assert f"{n} recurrences" in verdict
-        assert answer == hf_arith.solve(model, tok, [problem], model_kwargs={"num_recurrences": n})[0]
+    for n in (1, 4):
+        answers[n] = []
+        for problem in LOOP_SENSITIVE:
+            answer, verdict, _ = client.predict(LOOPED, problem, n, api_name="/solve")
+            assert verdict.endswith(f" · {n} recurrences"), verdict
+            answers[n].append(None if answer == "(malformed)" else answer)
+        assert answers[n] == direct_answers(model, tok, LOOP_SENSITIVE, n)
+    assert answers[1] != answers[4]
 
 
 class RecordingLoop(torch.nn.Module):

@@ -79,6 +79,23 @@ def test_rows_are_fixed_length_with_answer_only_labels(task, settings):
             assert answer == str({"add": a + b, "sub": a - b, "mul": a * b}[task])
 
 
+def test_labels_of_a_hand_written_example_are_the_answer_tokens_only():
+    """'12+34' and '5+5', reversed, with an end token, right-padded to 11: written out by hand.
+    Vocabulary: digits 0-9 are ids 0-9, '+' 10, '=' 11, <pad> 12, <eos> 13."""
+    problems = with_answers(problems_from_ints("add", [[12, 34], [5, 5]], 10))
+    input_ids, attention_mask, labels = encode_examples(problems, NumberFormat(), 11)
+    x = IGNORE_INDEX
+    assert input_ids.tolist() == [[2, 1, 10, 4, 3, 11, 6, 4, 13, 12, 12],   # 21+43=64<eos>: 46, reversed
+                                  [5, 10, 5, 11, 0, 1, 13, 12, 12, 12, 12]]  # 5+5=01<eos>: 10, reversed
+    assert attention_mask.tolist() == [[1] * 9 + [0] * 2, [1] * 7 + [0] * 4]
+    assert labels.tolist() == [[x, x, x, x, x, x, 6, 4, 13, x, x],
+                               [x, x, x, x, 0, 1, 13, x, x, x, x]]
+    # Fixed widths and no end token: the zero-padded answer digits are labelled, nothing else is.
+    fixed = NumberFormat(operand_width=3, answer_width=4, end_token=False)
+    _, _, labels = encode_examples(problems, fixed, 13)
+    assert labels.tolist() == [[x] * 8 + [6, 4, 0, 0, x], [x] * 8 + [0, 1, 0, 0, x]]
+
+
 def test_worst_case_length_is_reached():
     spec, fmt = ProblemSpec(task="add", min_digits=3, max_digits=3), NumberFormat()
     problems = problems_from_ints("add", [[999, 999]], 10)

@@ -109,10 +109,11 @@ def test_misspelt_model_key_is_refused_before_training(tmp_path):
 def test_compiled_training_saves_a_plain_loadable_checkpoint(tmp_path):
     from hf_arith.loading import load_checkpoint
 
-    train(load_recipe("minimal-add10", ["optim.steps=30", "optim.compile=true", "eval.verify=false",
-                                        "eval.samples=20", "optim.save_steps=1000", f"output_dir={tmp_path}"]))
+    recipe = load_recipe("minimal-add10", ["optim.steps=30", "optim.compile=true", "eval.verify=false",
+                                           "eval.samples=20", "optim.save_steps=1000", f"output_dir={tmp_path}"])
+    summary = train(recipe)
     model, _ = load_checkpoint(tmp_path / "final")  # refuses missing/unexpected keys (e.g. _orig_mod.*)
-    assert model.num_parameters() == 244
+    assert model.num_parameters() == summary["unique_params"] > 0
 
 
 def test_compile_without_a_cpp_compiler_falls_back_with_a_warning(tmp_path, monkeypatch, capsys):

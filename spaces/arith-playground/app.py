@@ -1,14 +1,17 @@
 """hf_arith playground: try every bundled arithmetic transformer in the browser.
 
     python spaces/arith-playground/app.py          # http://127.0.0.1:7860, offline, bundled models
+    HF_ARITH_SPACE_MODELS="org/a,org/b" python spaces/arith-playground/app.py   # plus these Hub models
 
 Pick a model, type a problem, and see the model's answer, whether it is right, and how sure it
 was of every token it wrote; move the recurrences slider of a looped model; look at the
 attention maps; and compare the models' length-generalization grids and cards.
 
-Safety: the model name must be one of the bundled names (never a path), and the problem text is
-only ever parsed by the tokenizer's number format after a length and character check. Nothing a
-user types reaches the filesystem or a shell.
+Safety: the model name must be one of a fixed list, the bundled names plus the Hub repo ids the
+Space's operator lists (HUB_MODELS below, or the HF_ARITH_SPACE_MODELS environment variable), never
+a path and never text a visitor typed; the problem text is only ever parsed by the tokenizer's
+number format after a length and character check. Nothing a user types reaches the filesystem, the
+Hub or a shell.
 """
 
 from __future__ import annotations
@@ -34,12 +37,33 @@ import hf_arith
 from hf_arith.decoding import greedy_decode
 from hf_arith.formatting import EOS_TOKEN, PAD_TOKEN, TASK_NAMES, FormatError
 from hf_arith.limits import answer_budget, model_limits
-from hf_arith.loading import load_checkpoint
+from hf_arith.loading import CheckpointError, check_repo_id, checkpoint_folder, load_checkpoint, one_line
 from hf_arith.model_card import EVAL_FILE, GRID_FILE, length_heatmap, load_grid
 from hf_arith.problems import example_problem, reference_answer
 from hf_arith.publishing import PublishError, load_eval_results
 
-MODELS = hf_arith.bundled_models()
+# Hub models offered next to the bundled ones: repo ids (ORG/NAME) chosen by the Space's operator,
+# here or in the HF_ARITH_SPACE_MODELS environment variable (comma-separated). Visitors only pick
+# from the list. Each loads through hf_arith's own classes (no remote code runs).
+HUB_MODELS: list[str] = []
+MODELS_ENV = "HF_ARITH_SPACE_MODELS"
+
+
+def hub_models(text: str | None = None) -> list[str]:
+    """HUB_MODELS plus the repo ids in HF_ARITH_SPACE_MODELS (or `text`), each a valid repo id."""
+    listed = os.environ.get(MODELS_ENV, "") if text is None else text
+    ids = [*HUB_MODELS, *(part.strip() for part in listed.split(",") if part.strip())]
+    for repo_id in ids:
+        if "/" not in repo_id:
+            raise CheckpointError(f"{MODELS_ENV}: {repo_id!r} is not a Hub repo id (ORG/NAME)")
+        check_repo_id(repo_id)
+    return list(dict.fromkeys(ids))
+
+
+try:
+    MODELS = [*hf_arith.bundled_models(), *(m for m in hub_models() if m not in hf_arith.bundled_models())]
+except CheckpointError as err:  # the operator's list: the Space does not start, and says why in one line
+    raise SystemExit(f"arith-playground: {one_line(err)}") from None
 MAX_CHARS = 200  # far above any problem a bundled model can take; longer text is refused unread
 ALLOWED = re.compile(r"[0-9a-z+\-*:, ]*")
 GRID_SAMPLES = 10  # problems per cell of the Models tab's grid: quick on a CPU Space
@@ -71,10 +95,14 @@ def serialized(fn):
 @serialized
 @functools.cache
 def load(name: str):
-    """(model, tokenizer) of a bundled model; names outside MODELS are refused, never opened."""
+    """(model, tokenizer) of a listed model (bundled, or a repo id from the operator's list, from the
+    Hugging Face cache or the Hub); names outside MODELS are refused, never opened."""
     if name not in MODELS:
         raise InputError(f"unknown model {name!r}; pick one of: {', '.join(MODELS)}")
-    return load_checkpoint(name)
+    try:
+        return load_checkpoint(name)
+    except CheckpointError as err:
+        raise InputError(f"model {name} cannot be loaded: {one_line(err)}") from None
 
 
 def recurrence_range(model, tokenizer) -> tuple[int, int] | None:
@@ -234,10 +262,10 @@ def on_model_change(model_name: str):
 @functools.cache
 @serialized
 def model_overview(model_name: str):
-    """(card summary markdown, length-generalization figure) of a bundled model."""
+    """(card summary markdown, length-generalization figure) of a listed model."""
     model, tokenizer = load(model_name)
     fmt = tokenizer.arith_format
-    folder = Path(hf_arith.bundled_path(model_name))
+    folder = checkpoint_folder(model)  # the bundled folder, or the repo's snapshot in the cache
     try:
         report = load_eval_results(folder / EVAL_FILE) if (folder / EVAL_FILE).is_file() else None
     except PublishError:

@@ -1,0 +1,219 @@
+"""Plant known bugs in a copy of the repository, one at a time, and check that the tests catch each.
+
+    python scripts/mutation_check.py                 # every mutation; exit status 1 if any survives
+    python scripts/mutation_check.py --only heldout-split solve-drops-model-kwargs
+    python scripts/mutation_check.py --list          # the mutations and the tests that must catch them
+    python scripts/mutation_check.py --save          # also bench/results/mutation_check.{json,md}
+
+The working tree (without .git, virtual environments, caches and runs) is copied to a temporary
+folder once. Each mutation is a text substitution in one file, whose pattern must occur there
+exactly once (so a mutation can never silently stop applying after the code changes). With the
+bug planted, `python -m pytest -x -q` runs the mutation's test files in the copy, with PYTHONPATH
+set to the copy so that its `hf_arith` is imported rather than the editable install (checked
+before the first run); then the file is restored. Exit status 1 of pytest (a test failed) means
+caught; 0 means the bug survived; anything else (a collection error, a crash) is reported as an
+error. Before the mutations, the same test files run on the unmodified copy and must pass
+(`--no-baseline` skips that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# What the copy leaves out: version control, environments, caches and training runs.
+IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".ruff_cache",
+                                "*.egg-info", "build", "dist", "runs", "outputs")
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    what: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTATIONS = [
+    Mutation("heldout-split", "held-out evaluation draws from the training split",
+             "hf_arith/evaluation.py", 'split="test", test_fraction=test_fraction)',
+             'split="train", test_fraction=test_fraction)', ("tests/test_heldout.py",)),
+    Mutation("solve-drops-model-kwargs", "solve never passes model_kwargs (num_recurrences) to the model",
+             "hf_arith/solving.py", "tokens_per_step=tokens_per_step, model_kwargs=model_kwargs,",
+             "tokens_per_step=tokens_per_step, model_kwargs=None,", ("tests/test_recurrences.py",)),
+    Mutation("loops-curve-drops-kwargs", "eval --loops scores every loop count at the default count",
+             "hf_arith/evaluation.py", 'model_kwargs={"num_recurrences": n},', "model_kwargs=None,",
+             ("tests/test_recurrences.py",)),
+    Mutation("grid-teacher-forcing-drops-kwargs", "the grid's teacher-forced pass ignores the loop count",
+             "hf_arith/grid.py", "problems, batch_size, model_kwargs, on_batch=bar.update)",
+             "problems, batch_size, None, on_batch=bar.update)", ("tests/test_recurrences.py",)),
+    Mutation("space-drops-slider", "the Space's Solve handler ignores the recurrences slider",
+             "spaces/arith-playground/app.py", "pad_token_id=tokenizer.pad_token_id, model_kwargs=kwargs)",
+             "pad_token_id=tokenizer.pad_token_id, model_kwargs=None)", ("tests/test_space.py",)),
+    Mutation("abacus-ids-off-by-one", "abacus position ids count digits from 2 instead of 1",
+             "hf_arith/models/abacus_positions.py", "torch.where(is_digit, index - last_break, torch.zeros_like(index))",
+             "torch.where(is_digit, index - last_break + 1, torch.zeros_like(index))", ("tests/test_abacus_model.py",)),
+    Mutation("loss-mask-labels-prompt", "training labels cover the prompt as well as the answer",
+             "hf_arith/streaming.py", "labels = np.where(answer, input_ids, IGNORE_INDEX)",
+             "labels = np.where(inside, input_ids, IGNORE_INDEX)", ("tests/test_streaming.py",)),
+    Mutation("training-stream-any-split", "the training stream draws test problems too",
+             "hf_arith/streaming.py", 'count, rng, split="train", test_fraction=self.test_fraction)',
+             "count, rng, split=None, test_fraction=self.test_fraction)", ("tests/test_streaming.py",)),
+    Mutation("cache-view-drops-newest-key", "the decoder's KV cache hands attention every key but the newest",
+             "hf_arith/decoding.py", "self.keys, self.values = self.key_buffer[:, :, :end], self.value_buffer[:, :, :end]",
+             "self.keys, self.values = self.key_buffer[:, :, :end - 1], self.value_buffer[:, :, :end - 1]",
+             ("tests/test_decoding.py",)),
+    Mutation("looped-cache-slots-shared", "every recurrence of a looped model reuses the first pass's cache layers",
+             "hf_arith/models/modeling_looped.py", "self.cache.update(key_states, value_states, self.offset + layer_idx,",
+             "self.cache.update(key_states, value_states, layer_idx,", ("tests/test_looped_model.py",)),
+    Mutation("decoder-forgets-finished-rows", "a row that wrote <eos> starts writing again a step later",
+             "hf_arith/decoding.py", "finished |= column == eos_token_id", "finished = column == eos_token_id",
+             ("tests/test_decoding.py",)),
+    Mutation("resume-oldest-checkpoint", "--resume picks the oldest complete checkpoint",
+             "hf_arith/training.py", "is not None), reverse=True)", "is not None))", ("tests/test_resume.py",)),
+    Mutation("exact-match-over-well-formed", "exact match divides by the well-formed answers only",
+             "hf_arith/metrics.py", '"exact_match": sum(p == r for p, r in zip(predictions, references)) / n,',
+             '"exact_match": sum(p == r for p, r in zip(predictions, references)) / '
+             "max(1, sum(p is not None for p in predictions)),", ("tests/test_metrics.py",)),
+    Mutation("per-digit-aligned-left", "per-digit accuracy aligns answers at the leading digit",
+             "hf_arith/metrics.py", 'a, b = prediction.rjust(width, " "), reference.rjust(width, " ")',
+             'a, b = prediction.ljust(width, " "), reference.ljust(width, " ")', ("tests/test_metrics.py",)),
+    Mutation("progressive-state-not-detached", "the progressive loss backpropagates into its first n passes",
+             "hf_arith/models/modeling_looped.py", "start = None if start is None else start.detach()",
+             "start = start", ("tests/test_looped_model.py",)),
+    Mutation("progressive-weights-swapped", "the progressive and full-depth losses swap their weights",
+             "hf_arith/models/modeling_looped.py", "alpha * full_loss + (1 - alpha) * prog_loss",
+             "(1 - alpha) * full_loss + alpha * prog_loss", ("tests/test_looped_model.py",)),
+    Mutation("kept-queries-unmasked", "with logits_to_keep=2 and no mask, the top block computes two queries",
+             "hf_arith/models/modeling_common.py", "(mask is None and keep_last > 1)", "(mask is None and keep_last > 2)",
+             ("tests/test_abacus_model.py", "tests/test_looped_model.py", "tests/test_minimal_model.py")),
+    Mutation("grid-sampled-cells-from-train", "the grid's large (sampled) cells draw training problems",
+             "hf_arith/grid.py", "batch = batch.select(split_of(batch, test_fraction))",
+             "batch = batch.select(~split_of(batch, test_fraction))", ("tests/test_heldout.py", "tests/test_grid.py")),
+    Mutation("grid-enumerated-cells-from-train", "the grid's small (enumerated) cells draw training problems",
+             "hf_arith/grid.py", "test = np.flatnonzero(split_of(pool, test_fraction)) if heldout",
+             "test = np.flatnonzero(~split_of(pool, test_fraction)) if heldout",
+             ("tests/test_heldout.py", "tests/test_grid.py")),
+    Mutation("tokenizer-operand-digit-order", "the tokenizer writes operands in the other digit order",
+             "hf_arith/formatting.py", "fmt.operand_width, fmt.reverse_operands))",
+             "fmt.operand_width, not fmt.reverse_operands))", ("tests/test_tokenizer.py", "tests/test_formatting.py")),
+]
+
+
+def copy_tree(target: Path) -> Path:
+    """The working tree as it is now (tracked or not), without what IGNORE names."""
+    repo = target / "repo"
+    shutil.copytree(ROOT, repo, ignore=IGNORE, symlinks=True)
+    return repo
+
+
+def environment(repo: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
+
+
+def check_imports_the_copy(repo: Path, env: dict) -> None:
+    """The editable install points at the original tree; the copy's package must win over it."""
+    done = subprocess.run([sys.executable, "-c", "import hf_arith; print(hf_arith.__file__)"], cwd=repo, env=env,
+                          capture_output=True, text=True)
+    where = Path(done.stdout.strip() or "?").resolve()
+    if done.returncode or repo.resolve() not in where.parents:
+        raise SystemExit(f"mutation_check: the copy imports hf_arith from {where}, not from {repo}; {done.stderr[-300:]}")
+
+
+def pytest(repo: Path, env: dict, tests: tuple[str, ...], stop_first: bool = True) -> tuple[int, float, str, str]:
+    """(pytest's exit status, seconds, its last line, the first failing test or "")."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(["-x"] if stop_first else []), *tests]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    failed = next((line.split()[1] for line in lines if line.startswith("FAILED ")), "")
+    return done.returncode, time.perf_counter() - start, lines[-1] if lines else done.stderr[-200:], failed
+
+
+def plant(repo: Path, mutation: Mutation) -> str:
+    """Apply the mutation in the copy; returns the file's original text (to restore it)."""
+    path = repo / mutation.file
+    text = path.read_text()
+    found = text.count(mutation.old)
+    if found != 1:
+        raise SystemExit(f"mutation_check: {mutation.name}: the pattern occurs {found} times in {mutation.file} "
+                         f"(must be exactly once): {mutation.old!r}")
+    path.write_text(text.replace(mutation.old, mutation.new))
+    return text
+
+
+def verdict(status: int) -> str:
+    return {1: "caught", 0: "NOT CAUGHT"}.get(status, f"error (pytest status {status})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run these mutations only")
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the run of the tests on the unmodified copy")
+    parser.add_argument("--save", action="store_true", help="write bench/results/mutation_check.json and .md")
+    args = parser.parse_args(argv)
+    chosen = MUTATIONS
+    if args.only:
+        unknown = sorted(set(args.only) - {m.name for m in MUTATIONS})
+        if unknown:
+            parser.error(f"unknown mutation(s): {', '.join(unknown)}")
+        chosen = [m for m in MUTATIONS if m.name in args.only]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name}: {m.what} ({m.file}) -> {' '.join(m.tests)}")
+        return 0
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from machine import load_average, markdown_table, write_results  # bench/machine.py: how results are recorded
+
+    load_before = load_average()
+    rows, results = [], []
+    with tempfile.TemporaryDirectory(prefix="hf_arith_mutations_") as tmp:
+        repo = copy_tree(Path(tmp))
+        env = environment(repo)
+        check_imports_the_copy(repo, env)
+        if not args.no_baseline:
+            tests = tuple(sorted({t for m in chosen for t in m.tests}))
+            status, seconds, tail, _ = pytest(repo, env, tests, stop_first=False)
+            print(f"baseline (no mutation): pytest status {status} in {seconds:.0f} s: {tail}", flush=True)
+            if status != 0:
+                raise SystemExit("mutation_check: the tests fail without any mutation; fix them first")
+        for m in chosen:
+            original = plant(repo, m)
+            try:
+                status, seconds, tail, failed = pytest(repo, env, m.tests)
+            finally:
+                (repo / m.file).write_text(original)
+            result = verdict(status)
+            print(f"{m.name}: {result} in {seconds:.0f} s ({tail}){f' by {failed}' if failed else ''}", flush=True)
+            results.append({"name": m.name, "what": m.what, "file": m.file, "tests": list(m.tests),
+                            "result": result, "caught_by": failed or None, "pytest_status": status,
+                            "seconds": round(seconds, 1)})
+            rows.append([f"`{m.name}`", m.what, f"`{m.file}`", f"`{failed}`" if failed else "-", result])
+    caught = sum(r["result"] == "caught" for r in results)
+    print(f"{caught} of {len(results)} mutations caught")
+    if args.save:
+        table = markdown_table(["mutation", "planted bug", "file", "first failing test", "result"], "lllll", rows)
+        write_results(ROOT / "bench" / "results" / "mutation_check.json",
+                      {"caught": caught, "total": len(results), "mutations": results},
+                      what=f"Planted bugs caught by the test suite: {caught} of {len(results)} "
+                           f"(scripts/mutation_check.py; pytest -x on each mutation's test files)",
+                      load_before=load_before, title="Mutation check", table=table)
+    return 0 if caught == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

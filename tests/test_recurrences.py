@@ -1,0 +1,89 @@
+"""`num_recurrences` reaches a looped model through every public entry point and changes its output
+exactly as calling the model directly does: `solve`, the length grid and `hf-arith eval --loops`
+(the Space's slider: test_space.py). The reference is the bundled looped-add run through
+transformers' own `generate(..., num_recurrences=n)`, on problems whose answers depend on n.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from hf_arith.cli import main
+from hf_arith.evaluation import heldout_problems
+from hf_arith.grid import length_grid
+from hf_arith.limits import answer_budget
+from hf_arith.loading import load_checkpoint
+from hf_arith.problems import ProblemSpec
+from hf_arith.solving import solve
+
+LOOPED = "looped-add"
+# Held-out problems with 18-25-digit operands on which looped-add's answers at 1, 2 (its default)
+# and 4 recurrences are not all the same: found by decoding 200 such problems at each count.
+LOOP_SENSITIVE = [
+    "12672791957215220001+421539357458522625017",
+    "3582745874908601520523551+366291618273188289574",
+    "1859591735168920775+8510083543017080709",
+    "21187906680970111132070+92432522386944205746507",
+    "10683980280988474778+6671543417903722889646",
+]
+
+
+@pytest.fixture(scope="module")
+def looped():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield load_checkpoint(LOOPED)
+    torch.set_num_threads(before)
+
+
+def direct_answers(model, tok, texts: list[str], n: int) -> list[str | None]:
+    """The answers of `model.generate` with n recurrences: transformers' decoding, not the package's."""
+    enc = tok(texts, padding=True, return_tensors="pt")
+    out = model.generate(**enc, max_new_tokens=answer_budget(tok, texts), do_sample=False,
+                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, num_recurrences=n)
+    return tok.decode_answers(out[:, enc["input_ids"].shape[1]:])
+
+
+def test_the_problems_depend_on_the_loop_count(looped):
+    model, tok = looped
+    answers = {n: direct_answers(model, tok, LOOP_SENSITIVE, n) for n in (1, model.config.num_recurrences, 4)}
+    assert answers[1] != answers[model.config.num_recurrences] != answers[4]
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_solve_passes_num_recurrences_to_the_model(looped, n):
+    model, tok = looped
+    assert solve(model, tok, LOOP_SENSITIVE, model_kwargs={"num_recurrences": n}) == \
+        direct_answers(model, tok, LOOP_SENSITIVE, n)
+
+
+def test_the_length_grid_runs_the_model_with_the_loop_count(looped):
+    model, tok = looped
+    predictions = {}
+    for n in (1, 4):
+        # Seed 1 draws problems on which 1 and 4 recurrences answer differently (asserted below).
+        result = length_grid(model, tok, (20, 23), samples_per_cell=2, seed=1, keep_problems=True,
+                             model_kwargs={"num_recurrences": n})
+        texts = [p["problem"] for p in result["problems"]]
+        predictions[n] = [p["prediction"] for p in result["problems"]]
+        assert predictions[n] == direct_answers(model, tok, texts, n)
+        assert result["model_kwargs"] == {"num_recurrences": n}
+    assert predictions[1] != predictions[4]
+
+
+def test_eval_loops_scores_each_loop_count_as_the_model_answers(looped, tmp_path, capsys):
+    model, tok = looped
+    out = tmp_path / "loops"
+    argv = ["eval", LOOPED, "--samples", "40", "--min-digits", "20", "--max-digits", "24", "--seed", "3",
+            "--loops", "1,4,8", "--threads", "1", "--output-dir", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    curve = json.loads((out / "loops.json").read_text())
+    # Without --grid the curve is scored on the held-out sample of the same options.
+    texts, answers, _ = heldout_problems(ProblemSpec(min_digits=20, max_digits=24), 40, seed=3)
+    expected = [sum(p == a for p, a in zip(direct_answers(model, tok, texts, n), answers)) / len(answers)
+                for n in (1, 4, 8)]
+    assert len(set(expected)) == 3  # each loop count scores differently on these problems
+    assert curve["loops"] == [1, 4, 8] and curve["exact_match"] == expected
