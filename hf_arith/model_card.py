@@ -14,12 +14,12 @@ from pathlib import Path
 
 from .formatting import TASK_NAMES, FormatError, NumberFormat
 from .problems import example_problem, reference_answer
+from .records import NOTES_FILE, SUMMARY_FILE, read_notes, read_summary, training_stages
 
 HUB_CARDS_DIR = Path(__file__).parent / "hub_cards"  # a link to the top-level hub_cards/, shipped as package data
 MODEL_CARD_TEMPLATE = "model_card.md"
 # The files of a checkpoint (and of its upload folder) the card is built from or points to.
 EVAL_FILE = "eval_results.json"
-SUMMARY_FILE = "training_summary.json"
 GRID_FILE = "length_grid.json"
 HEATMAP_FILE = "images/length_heatmap.png"
 GRID_SAMPLES = 20  # problems per (len_a, len_b) cell of the card's grid: 2,000 for 10x10, a few seconds
@@ -35,15 +35,6 @@ def template_path(name: str = MODEL_CARD_TEMPLATE) -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"card template {name!r} is not in {HUB_CARDS_DIR}; the installation is incomplete")
     return path
-
-
-def read_summary(folder: str | os.PathLike) -> dict | None:
-    """The checkpoint's training_summary.json, or None when it has none (or an unreadable one)."""
-    try:
-        data = json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 # -- what the card says -----------------------------------------------------------------------------
@@ -159,10 +150,11 @@ def _describe_source(source: dict) -> str:
     return f"`{name}`, a local checkpoint folder (not on the Hub)"
 
 
-def training_details(summary: dict | None) -> dict | None:
+def training_details(summary: dict | None, notes: dict | None = None) -> dict | None:
     """Rows (recipe, steps, time, hardware, loss) and the recipe YAML for the card's Training
     section, all from the checkpoint's training summary: what it does not record, the card does
-    not claim (no hardware: "not recorded"; no recipe: no recipe block)."""
+    not claim (no hardware: "not recorded"; no recipe: no recipe block). `notes` (the folder's
+    notes.json) fills in the stages and hardware of a run that predates those records, labelled so."""
     if not summary:
         return None
     import yaml
@@ -176,7 +168,7 @@ def training_details(summary: dict | None) -> dict | None:
         rows.append(("training time", f"{seconds:.0f} s ({seconds / 60:.1f} min)"))
     recorded = summary.get("recipe")
     start = recorded.get("init_from") if isinstance(recorded, dict) else None
-    stages = [s for s in summary.get("earlier_stages") or [] if isinstance(s, dict)]
+    stages = training_stages(summary, notes)
     source = recorded_warm_start(summary)
     if source:  # where the weights came from, as the training run recorded it
         rows.append(("initialised from", _describe_source(source)
@@ -193,7 +185,13 @@ def training_details(summary: dict | None) -> dict | None:
     elif start and not source:  # a warm start from a checkpoint without a training record
         rows.append(("initialised from", f"`{start}` (a trained checkpoint; its own training time is not included above)"))
     machine = summary.get("machine")
-    rows.append(("hardware", _hardware(machine) if isinstance(machine, dict) else "not recorded"))
+    noted = (notes or {}).get("machine")
+    if isinstance(machine, dict):
+        rows.append(("hardware", _hardware(machine)))
+    elif isinstance(noted, dict):
+        rows.append(("hardware", f"{_hardware(noted)} (from the run's benchmark record, {NOTES_FILE})"))
+    else:
+        rows.append(("hardware", "not recorded"))
     if isinstance(summary.get("train_loss"), (int, float)):
         rows.append(("mean training loss", f"{summary['train_loss']:.4f}"))
     verify = summary.get("verify")
@@ -292,10 +290,11 @@ def card_figure(model, tokenizer, report: dict, source: Path, *, label: str, rep
 def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | None = None,
                license: str = "apache-2.0", dataset_id: str | None = None, heatmap: str = HEATMAP_FILE,
                eval_command: str | None = None, grid: dict | None = None, code_files: list[str] | None = None,
-               dtype_check: dict | None = None):
+               dtype_check: dict | None = None, notes: dict | None = None):
     """The Hub model card (huggingface_hub.ModelCard) rendered from hub_cards/model_card.md.
 
     summary: the checkpoint's training_summary.json (`read_summary`); None: "no training record".
+    notes: its notes.json (`read_notes`), derived notes about the run.
     code_files: the remote-code files the card lists (default: the model's and config's modules,
     the tokenizer and the number format; the publisher passes the .py files it wrote).
     dtype_check: the checkpoint's dtype_check.json (`hf_arith.loading.read_dtype_check`), for the
@@ -339,7 +338,7 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
         example=example, example_prompt=tokenizer.format_problem(example), example_answer=answer,
         snippet=usage_snippet(repo_id, example, answer_budget(tokenizer, [example]), answer),
         pipeline_snippet=pipeline_snippet(repo_id, example, answer),
-        length_rows=length_rows(report), heatmap=heatmap, training=training_details(summary),
+        length_rows=length_rows(report), heatmap=heatmap, training=training_details(summary, notes),
         eval_command=eval_command or (f"hf-arith eval {report.get('model', 'MODEL')} --samples {report['n']} "
                                       f"--min-digits {report['min_digits']} --max-digits {report['max_digits']} "
                                       f"--seed {report['seed']} --json {EVAL_FILE}"),
@@ -350,7 +349,7 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
 
 
 __all__ = [
-    "EVAL_FILE", "GRID_FILE", "GRID_SAMPLES", "HEATMAP_FILE", "SUMMARY_FILE", "base_model", "card_example", "card_figure",
+    "EVAL_FILE", "GRID_FILE", "GRID_SAMPLES", "HEATMAP_FILE", "NOTES_FILE", "SUMMARY_FILE", "read_notes", "base_model", "card_example", "card_figure",
     "config_rows", "dtype_rows", "length_grid_figure", "length_heatmap", "length_rows", "load_grid", "model_card",
     "pipeline_snippet", "read_summary", "shipped_grid_figure", "template_path", "training_details", "usage_snippet",
     "recorded_warm_start",

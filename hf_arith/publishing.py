@@ -46,9 +46,11 @@ from .model_card import (
     GRID_FILE,
     GRID_SAMPLES,
     HEATMAP_FILE,
+    NOTES_FILE,
     SUMMARY_FILE,
     card_figure,
     model_card,
+    read_notes,
     read_summary,
 )
 from .saving import save_checkpoint
@@ -212,9 +214,11 @@ def _build_folder(request: PushRequest, out_dir: str | os.PathLike) -> Path:
     with _quiet_transformers():  # no "Writing model shards" bar for a few-KB file
         save_checkpoint(model, tokenizer, out)  # safetensors + config + tokenizer + self-contained code
     (out / EVAL_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    summary = read_summary(request.source)
+    summary, notes = read_summary(request.source), read_notes(request.source)
     if summary is not None:
         shutil.copyfile(request.source / SUMMARY_FILE, out / SUMMARY_FILE)
+    if notes is not None:
+        shutil.copyfile(request.source / NOTES_FILE, out / NOTES_FILE)
     dtype_check = read_dtype_check(request.source)
     if dtype_check is not None:  # travels with the model: loading the repo refuses the same dtypes
         shutil.copyfile(request.source / DTYPE_CHECK_FILE, out / DTYPE_CHECK_FILE)
@@ -231,7 +235,8 @@ def _build_folder(request: PushRequest, out_dir: str | os.PathLike) -> Path:
         figure.savefig(picture, dpi=100)
     card = model_card(model, tokenizer, report, repo_id=request.repo_id, summary=summary, license=request.license,
                       dataset_id=request.dataset_id, heatmap=HEATMAP_FILE, grid=grid,
-                      code_files=sorted(p.name for p in out.glob("*.py")), dtype_check=dtype_check)
+                      code_files=sorted(p.name for p in out.glob("*.py")), dtype_check=dtype_check,
+                      notes=notes)
     card.save(out / "README.md")
     return out
 

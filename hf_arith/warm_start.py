@@ -14,6 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 from .loading import CheckpointError, _keys, _read_json, resolve_checkpoint
+from .records import read_notes, read_summary, training_stages
 from .train_config import RecipeError
 
 
@@ -82,10 +83,11 @@ def earlier_stages(name_or_path: str) -> list[dict]:
     which each stage copies from its checkpoint's training_summary.json and extends.
     """
     try:
-        summary = _read_json(resolve_checkpoint(name_or_path) / "training_summary.json")
+        folder = resolve_checkpoint(name_or_path)
     except (CheckpointError, OSError, ValueError):
         return []
+    summary = read_summary(folder)
     if not summary:
         return []
     stage = {key: summary.get(key) for key in ("name", "steps", "train_seconds", "machine")}
-    return [*(summary.get("earlier_stages") or []), stage]
+    return [*training_stages(summary, read_notes(folder)), stage]

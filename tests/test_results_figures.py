@@ -142,6 +142,9 @@ def test_every_figure_is_in_the_rows_files(row):
 def records_machine_and_command(path: Path) -> bool:
     if path.suffix == ".json":
         data = json.loads(path.read_text())
+        stages = data.get("earlier_stages") if path.name == "notes.json" else None
+        if stages:  # a checkpoint's notes: stages copied from the training summaries of earlier runs
+            return all(isinstance(s, dict) and isinstance(s.get("machine"), dict) for s in stages)
         return isinstance(data.get("machine"), dict) and ("command" in data or "recipe" in data)
     lines = path.read_text().splitlines()
     return any(line.startswith("Machine: ") for line in lines) and any(line.startswith("Command: ") for line in lines)
