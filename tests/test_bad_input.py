@@ -10,17 +10,15 @@ import json
 import shutil
 
 import pytest
+from cli_contract import fails
 from conftest import tiny_checkpoint
 from transformers import AutoTokenizer
 
 import hf_arith.bundled
-from hf_arith.cli import main
 from hf_arith.formatting import FormatError
 from hf_arith.loading import CheckpointError, load_checkpoint
 
 LONG = "1" * 40  # a 40-digit operand
-
-
 
 
 @pytest.fixture(scope="session")
@@ -30,18 +28,6 @@ def sub3(tmp_path_factory):
         "format.task=sub", "format.operand_width=0", "format.answer_width=0", "format.end_token=true",
         "data.max_digits=3", "optim.steps=2",
     ])
-
-
-def fails(capsys, *argv) -> str:
-    """Run main, check the one-line error contract, return the message."""
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert code == 2, (out, err)
-    assert "Traceback" not in err
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("hf-arith: error: ")
-    return lines[0][len("hf-arith: error: "):]
 
 
 # Problems a user may type, and what the message must say about them.

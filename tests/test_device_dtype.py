@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_contract import fails
 
 import hf_arith
 from hf_arith.cli import main
@@ -23,15 +24,6 @@ from hf_arith.model_card import dtype_rows
 
 PROBLEM, ANSWER = "1234567890+9876543210", "11111111100"
 BUNDLED = hf_arith.bundled_models()
-
-
-def fails(capsys, *argv) -> str:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert code == 2, (out, err)
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("hf-arith: error: "), err
-    return lines[0][len("hf-arith: error: "):]
 
 
 def record(name: str) -> dict:

@@ -13,6 +13,7 @@ import evaluate
 import numpy as np
 import pytest
 import torch
+from cli_contract import fails
 from test_plots import assert_png
 
 import hf_arith.evaluation as evaluation
@@ -75,15 +76,6 @@ def random_model(preset: str, seed: int = 0):
 def test_every_family_has_a_preset():
     # A family added later is covered by the every-family tests once it has a preset.
     assert set(FAMILY_PRESETS) == set(FAMILIES)
-
-
-def fails(capsys, *argv) -> str:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert code == 2, (out, err)
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("hf-arith: error: "), err
-    return lines[0]
 
 
 # -- spec and problems ----------------------------------------------------------------------
@@ -371,7 +363,7 @@ def test_eval_beyond_the_models_limits_fails_before_evaluating(saved, tmp_path, 
     message = fails(capsys, "eval", saved["abacus_gpt2"], "--grid", f"1:{context}", "--output-dir", tmp_path / "b")
     assert f"grid up to {context} digits" in message and f"context of {context}" in message
     message = fails(capsys, "eval", saved["looped"], "--loops", "1,2,100000", "--output-dir", tmp_path / "c")
-    assert message.startswith("hf-arith: error: --loops 100000: num_recurrences")
+    assert message.startswith("--loops 100000: num_recurrences")
 
 
 def test_eval_unwritable_output_dir_fails_before_evaluating(add10, tmp_path, capsys, monkeypatch):

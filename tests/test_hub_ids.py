@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_contract import fails
 
 import hf_arith
 from hf_arith.cli import main
@@ -47,16 +48,6 @@ def cache_repo(hf_home: Path, repo_id: str, folder: Path, commit: str = COMMIT, 
         (storage / "refs").mkdir(parents=True, exist_ok=True)
         (storage / "refs" / ref).write_text(commit)
     return snapshot
-
-
-def fails(capsys, *argv) -> str:
-    """Run the CLI; check the one-line error contract and return the message."""
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert code == 2, (out, err)
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("hf-arith: error: "), err
-    return lines[0][len("hf-arith: error: "):]
 
 
 # -- hf_arith.load -----------------------------------------------------------------------------------
