@@ -9,6 +9,7 @@ from transformers.pipelines import PIPELINE_REGISTRY
 
 from .bundled import bundled_models, bundled_path
 from .formatting import FormatError, NumberFormat
+from .limits import BeyondTrainingWarning
 from .loading import CheckpointError, load
 from .metrics import compute_metrics, metric_path
 from .models import (
@@ -50,7 +51,7 @@ PIPELINE_REGISTRY.register_pipeline(PIPELINE_TASK, pipeline_class=ArithmeticPipe
 
 __all__ = [
     "AbacusGPT2Config", "AbacusGPT2ForCausalLM", "AbacusGPT2Model", "ArithTokenizer", "ArithmeticPipeline",
-    "CheckpointError", "FormatError",
+    "BeyondTrainingWarning", "CheckpointError", "FormatError",
     "LoopedConfig", "LoopedForCausalLM", "LoopedModel",
     "MinimalConfig", "MinimalForCausalLM", "MinimalModel", "NumberFormat",
     "bundled_models", "bundled_path", "compute_metrics", "load", "metric_path", "solve",

@@ -1,9 +1,9 @@
 """Attention maps of one problem: every layer and head, tokens in the model's own format.
 
 The model first answers the problem (greedy decoding, as `solve` does); then one forward pass
-over prompt + answer with eager attention returns the weights. Used by `hf-arith attention`
-and the Gradio Space, which rely on exactly `attention_maps` and `plot_attention` and check the
-problem against the model's limits (`hf_arith.limits`) first.
+over prompt + answer with eager attention returns the weights. Used by `hf-arith attention`,
+which checks the problem against the model's limits (`hf_arith.limits`) first. The Gradio Space
+draws its maps with the same `plot_attention` and `attention_labels` (hf_arith/plots.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from .decoding import greedy_decode
 from .formatting import EOS_TOKEN, PAD_TOKEN
 from .limits import answer_budget
-from .plots import plot_attention
+from .plots import attention_labels, plot_attention
 
 
 @contextlib.contextmanager
@@ -72,10 +72,7 @@ def attention_maps(model, tokenizer, problem: str) -> tuple[list[str], list[np.n
 def map_labels(model, n_maps: int) -> list[str]:
     """Names of the maps: 'layer i', or 'pass p, layer i' for a model that runs its layers several
     times (a looped model returns its maps pass by pass, so there are more maps than layers)."""
-    layers = getattr(model.config, "num_hidden_layers", None) or n_maps
-    if n_maps > layers and n_maps % layers == 0:
-        return [f"pass {i // layers + 1}, layer {i % layers + 1}" for i in range(n_maps)]
-    return [f"layer {i + 1}" for i in range(n_maps)]
+    return attention_labels(n_maps, getattr(model.config, "num_hidden_layers", None))
 
 
 __all__ = ["answer_ids", "attention_maps", "eager_attention", "map_labels", "plot_attention"]

@@ -13,6 +13,7 @@
     hf-arith data export OUT_DIR --task add --train-size 100000
     hf-arith data push --repo-id ORG/NAME --task add   # export, then upload as a Hub dataset
     hf-arith push minimal-add10 --repo-id ORG/NAME [--eval-json report.json] [--output-dir DIR]
+    hf-arith space build DIR --model ORG/NAME [--model ORG/NAME ...]   # a Space folder that deploys as is
     hf-arith --version
 
 MODEL is a bundled name, a checkpoint folder or a Hub repo id (ORG/NAME, read from the Hugging Face
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import sys
 import warnings
@@ -40,13 +42,23 @@ from . import __version__
 from .bundled import bundled_models, bundled_path
 from .decoding import default_threads
 from .evaluation import evaluate_model, heldout_problems, loops_curve, verify_tiny_adder
-from .formatting import TASK_NAMES, FormatError, parse_problems
+from .formatting import TASK_NAMES, FormatError, parse_problems, quote
 from .grid import length_grid, parse_length_range
-from .limits import model_limits, problem_spec
-from .loading import DTYPES, CheckpointError, DtypeWarning, check_device, checkpoint_folder, load_checkpoint, one_line
+from .hardware import THREADS_PER_CORE, max_threads
+from .limits import BeyondTrainingWarning, model_limits, problem_spec
+from .loading import (
+    DTYPES,
+    CheckpointError,
+    DtypeWarning,
+    check_device,
+    checkpoint_folder,
+    load_checkpoint,
+    one_line,
+    weights_fingerprint,
+)
 from .solving import solve
 from .stress import stress_test
-from .train_config import RecipeError, list_presets
+from .train_config import MAX_EVAL_SAMPLES, RecipeError, list_presets
 
 PROG = "hf-arith"
 DEFAULT_MODEL = "minimal-add10"
@@ -74,9 +86,9 @@ def _positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {quote(text)}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {quote(text)}")
     return value
 
 
@@ -84,7 +96,29 @@ def _int(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected an integer, got {quote(text)}") from None
+
+
+def _int_in(low: int, high: int, why: str = ""):
+    """An argparse type: an integer from `low` to `high` (argparse names the option in its message)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected an integer from {low:,} to {high:,}{why}, got {quote(text)}")
+        return value
+    return parse
+
+
+# Bounds of the numeric options (each checked as the option is parsed): seeds as numpy and torch take
+# them; sample counts that finish in reasonable memory (every problem of a run is held at once).
+MAX_SEED = 2**32 - 1
+MAX_SAMPLES = MAX_EVAL_SAMPLES
+MAX_SAMPLES_PER_CELL = 10_000
+_seed = _int_in(0, MAX_SEED)
+_threads = _int_in(1, max_threads(), f" ({THREADS_PER_CORE} per CPU core of this machine)")
 
 
 @contextlib.contextmanager
@@ -154,7 +188,7 @@ def cmd_train(args) -> int:
     if out.exists() and not out.is_dir():
         raise CLIError(f"--output-dir {output_dir}: exists and is not a folder")
     # Every recipe and launch mistake (and a --resume with nothing to resume) is reported now, not after training.
-    run = prepare_run(recipe, output_dir, resume=args.resume)
+    run = prepare_run(recipe, output_dir, resume=args.resume, overwrite=args.overwrite)
     fmt = run.fmt
     main_process = is_main_process()  # under torchrun / accelerate launch, rank 0 does the talking
     if run.checkpoint is not None:
@@ -183,9 +217,13 @@ def cmd_train(args) -> int:
     print()
     loss = summary.get("train_loss")
     seconds = summary.get("train_seconds")
+    # The mean loss covers the whole run, or (resumed from a checkpoint without a loss record) the steps
+    # this session ran; then it says which.
+    covered = summary.get("train_loss_steps")
+    partial = f" over steps {covered[0]}-{covered[1]} only" if covered and covered[0] > 1 else ""
     print(f"Trained {summary.get('steps')} steps"
           + (f" in {float(seconds):.1f} s" if seconds is not None else "")
-          + (f", mean training loss {loss:.4f}" if isinstance(loss, (int, float)) else "")
+          + (f", mean training loss {loss:.4f}{partial}" if isinstance(loss, (int, float)) else "")
           + f"; {summary['unique_params']} unique parameters")
     if "heldout" in summary:
         print()
@@ -242,8 +280,11 @@ def cmd_eval(args) -> int:
     _print_report(report)
     print(f"({report['seconds']:.2f} s)")
     if args.json:
+        # What the report was made on, so that `push --eval-json` can refuse it for another model.
         data = {"model": str(args.model), "task": fmt.task, "base": fmt.base, "min_digits": min_digits,
-                "max_digits": max_digits, "seed": args.seed, **report,
+                "max_digits": max_digits, "seed": args.seed,
+                "number_format_fingerprint": fmt.fingerprint(),
+                "weights_fingerprint": weights_fingerprint(checkpoint_folder(model)), **report,
                 "by_max_operand_length": {str(k): v for k, v in report.get("by_max_operand_length", {}).items()},
                 **_eval_record(args, min_digits, max_digits)}
         Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
@@ -408,7 +449,9 @@ def cmd_attention(args) -> int:
     tokens, maps = attention_maps(model, tokenizer, args.problem)
     save_figure(plot_attention(tokens, maps, map_labels(model, len(maps))), target)
     print(f"{args.problem.strip()} in the model's format: {' '.join(tokens)}")
-    print(f"Attention maps ({len(maps)} layer(s) x {maps[0].shape[0]} head(s)) written to {target}")
+    layers = getattr(model.config, "num_hidden_layers", None) or len(maps)
+    passes = f" in {len(maps) // layers} passes" if len(maps) > layers else ""
+    print(f"Attention maps ({layers} layer(s){passes} x {maps[0].shape[0]} head(s)) written to {target}")
     return 0
 
 
@@ -436,16 +479,17 @@ def cmd_summary(args) -> int:
 def cmd_solve(args) -> int:
     _set_threads(args, default=1)
     model, tokenizer = _load(args)
-    answers = solve(model, tokenizer, list(args.problems), tokens_per_step=args.tokens_per_step)
-    trained = model_limits(model, tokenizer, checkpoint_folder(model)).training_range
-    # Operand lengths in the model's base (solve has parsed these problems without complaint).
-    lengths = parse_problems(list(args.problems), tokenizer.arith_format).lengths.max(axis=1)
-    for problem, answer, longest in zip(args.problems, answers, lengths, strict=True):
+    with warnings.catch_warnings():  # solve's warning, said here per problem instead
+        warnings.simplefilter("ignore", BeyondTrainingWarning)
+        answers = solve(model, tokenizer, list(args.problems), tokens_per_step=args.tokens_per_step)
+    limits = model_limits(model, tokenizer, checkpoint_folder(model))
+    # Operand lengths in the model's base, leading zeros not counted (solve has parsed these problems).
+    beyond = limits.beyond_training(parse_problems(list(args.problems), tokenizer.arith_format))
+    for problem, answer, flagged in zip(args.problems, answers, beyond, strict=True):
         shown = problem.strip().replace(" ", "")
         # A number longer than any the model was trained on is answered, but flagged: beyond its
         # training lengths the model's own length grid, not this answer, says how far to trust it.
-        note = f"  (operands beyond the {trained[1]} digits this model was trained on)" \
-            if trained and longest > trained[1] else ""
+        note = f"  (operands beyond the {limits.training_range[1]} digits this model was trained on)" if flagged else ""
         print(f"{shown} = {MALFORMED if answer is None else answer}{note}")
     return 0
 
@@ -477,7 +521,7 @@ PROBLEM_OPTIONS = (
     ("--task", str, None, "add, sub, mul or sort (default: add)"),
     ("--train-size", _positive_int, "N", "train problems"),
     ("--test-size", _positive_int, "N", "test problems"),
-    ("--seed", _int, "S", "sampling seed"),
+    ("--seed", _seed, "S", "sampling seed"),
     ("--min-digits", _int, "A", "shortest operands (default: the task's)"),
     ("--max-digits", _int, "B", "longest operands (default: the task's)"),
     ("--base", _int, "B", "number base the operands are drawn in (default: 10)"),
@@ -532,6 +576,18 @@ def cmd_push(args) -> int:
     return 0
 
 
+def cmd_space_build(args) -> int:
+    from .space_build import build_space
+
+    folder = build_space(args.out_dir, args.model, title=args.title)
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    print(f"Built the Space folder for {', '.join(dict.fromkeys(args.model))} in {folder}: {len(files)} files")
+    for path in files:
+        print(f"  {path.relative_to(folder)}  ({path.stat().st_size:,} bytes)")
+    print(f"Upload it with: hf upload ORG/SPACE_NAME {folder} . --repo-type space")
+    return 0
+
+
 def cmd_data_push(args) -> int:
     from .export import push_dataset
 
@@ -551,7 +607,7 @@ def _take_negative_problems(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     # --threads is accepted before or after the subcommand (SUPPRESS keeps the top-level value).
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--threads", type=_positive_int, default=argparse.SUPPRESS, metavar="N",
+    common.add_argument("--threads", type=_threads, default=argparse.SUPPRESS, metavar="N",
                         help="torch CPU threads (also accepted before the command)")
     # Where a model comes from (every command that names one) and what it runs on (those that run it).
     source = argparse.ArgumentParser(add_help=False)
@@ -567,7 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_help = "bundled model name, checkpoint folder or Hub repo id (ORG/NAME)"
     parser = _Parser(prog=PROG, description="Train, evaluate and use small transformers that do exact arithmetic.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--threads", type=_threads, default=None, metavar="N",
                         help="torch CPU threads (default: the recipe's optim.threads for train; for eval, 1 for tiny "
                              "models and every core for wider ones; 1 for the other commands)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -580,20 +636,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a recipe value (YAML syntax), e.g. --set optim.steps=2000; repeatable")
     p.add_argument("--output-dir", metavar="DIR", help="where checkpoints go (default: the recipe's output_dir)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint-* in the output folder")
+    p.add_argument("--overwrite", action="store_true",
+                   help="train into a non-empty output folder, deleting its checkpoint-* folders and final/ first")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("eval", parents=[common, source, runtime], help="held-out exact match, overall and per operand length")
     p.add_argument("model", metavar="MODEL", help=model_help)
-    p.add_argument("--samples", type=_positive_int, default=2000, metavar="N", help="held-out problems (default: 2000)")
+    p.add_argument("--samples", type=_int_in(1, MAX_SAMPLES), default=2000, metavar="N",
+                   help=f"held-out problems, at most {MAX_SAMPLES:,} (default: 2000)")
     p.add_argument("--min-digits", type=_int, metavar="A", help="shortest operands (default: 1)")
     p.add_argument("--max-digits", type=_int, metavar="B",
                    help="longest operands (default: the model's operand width, or the longest its context holds)")
-    p.add_argument("--seed", type=_int, default=1234, metavar="S", help="sampling seed (default: 1234)")
+    p.add_argument("--seed", type=_seed, default=1234, metavar="S", help="sampling seed (default: 1234)")
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     p.add_argument("--grid", type=_length_range, metavar="A:B",
                    help="length-generalization grid: every (len_a, len_b) with A <= len <= B digits (JSON + PNG)")
-    p.add_argument("--samples-per-cell", type=_positive_int, default=100, metavar="N",
-                   help="problems per grid cell (default: 100)")
+    p.add_argument("--samples-per-cell", type=_int_in(1, MAX_SAMPLES_PER_CELL), default=100, metavar="N",
+                   help=f"problems per grid cell, at most {MAX_SAMPLES_PER_CELL:,} (default: 100)")
     p.add_argument("--train-range", type=_length_range, metavar="A:B",
                    help="operand lengths the model was trained on, outlined in the grid (default: from the checkpoint)")
     p.add_argument("--loops", type=_loop_counts, metavar="1,2,4,...",
@@ -606,7 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", parents=[common, source, runtime], help="the tiny-adder protocol (10-digit addition models)")
     p.add_argument("model", metavar="MODEL", help=model_help)
-    p.add_argument("--seed", type=_int, default=2025, metavar="S", help="random pairs seed (default: 2025)")
+    p.add_argument("--seed", type=_seed, default=2025, metavar="S", help="random pairs seed (default: 2025)")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("solve", parents=[common, source, runtime], help="answer problems such as 1234567890+9876543210")
@@ -663,7 +722,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset-id", metavar="ORG/NAME", help="Hub dataset the model was evaluated on, for the card")
     p.add_argument("--private", action="store_true", help="create the repository as private")
     p.set_defaults(func=cmd_push)
+
+    space = sub.add_parser("space", parents=[common], help="Hugging Face Spaces (the Gradio playground)")
+    space_sub = space.add_subparsers(dest="space_command", metavar="SPACE_COMMAND", required=True)
+    p = space_sub.add_parser("build", parents=[common], help="write a Space folder that runs the playground on Hub models",
+                             description="Write app.py, requirements.txt (pinned to the installed versions) and a "
+                                         "README.md Space card into DIR; the app loads each model by repo id through "
+                                         "its remote code, without hf_arith. Nothing is downloaded or uploaded.")
+    p.add_argument("out_dir", metavar="DIR", help="the folder to write (new or empty)")
+    p.add_argument("--model", action="append", required=True, metavar="ORG/NAME",
+                   help="a Hub repo id of an hf_arith model (published with `hf-arith push`); repeat for more")
+    p.add_argument("--title", metavar="TEXT", help="the Space's title (default: hf_arith playground)")
+    p.set_defaults(func=cmd_space_build)
     return parser
+
+
+MAX_ERROR_CHARS = 600  # an error line longer than this is cut (messages quote problems cut to 40 characters already)
+
+
+def _capped(message: str) -> str:
+    if len(message) <= MAX_ERROR_CHARS:
+        return message
+    return f"{message[:MAX_ERROR_CHARS]}... ({len(message) - MAX_ERROR_CHARS:,} more characters)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -673,9 +753,13 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         with _no_library_progress_bars():
             return args.func(args) or 0
+    except BrokenPipeError:  # whoever read the output stopped (`| head`): not an error of the command
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141  # 128 + SIGPIPE, as a shell reports it
     except USER_ERRORS as err:
         sys.stdout.flush()
-        print(f"{PROG}: error: {one_line(err)}", file=sys.stderr)
+        print(f"{PROG}: error: {_capped(one_line(err))}", file=sys.stderr)
         return 2
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)

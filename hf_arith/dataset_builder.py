@@ -48,6 +48,13 @@ TASK_DEFAULTS: dict[str, dict[str, int]] = {
 SPEC_KEYS = tuple(f.name for f in fields(ProblemSpec) if f.name != "task")  # the ranges: min_digits, ..., max_items
 DEFAULT_TRAIN_SIZE = 10_000
 DEFAULT_TEST_SIZE = 1_000
+# The longest operands a dataset may hold. Rows are decimal text and every chunk of CHUNK_SIZE problems is
+# held as digit arrays, so longer operands cost memory and time (multiplication grows with digits squared:
+# about 20 s per chunk at 1,000 digits); no model here reads more than 40 digits.
+MAX_DIGITS = 1_000
+# The most rows in one split: one Parquet file each; 10-digit addition writes about 160,000 rows/s on one
+# core and 25 bytes per row, so this is about 10 minutes and 2.5 GB. For more, export several seeds.
+MAX_SPLIT_SIZE = 100_000_000
 # Rows drawn per `sample` call. Part of what the rows are (the rng is consumed chunk by chunk),
 # so changing it changes every generated split; the cache hash covers this file.
 CHUNK_SIZE = 4096
@@ -73,6 +80,10 @@ def make_spec(task: str = "add", **spec_kwargs) -> ProblemSpec:
     values = {**TASK_DEFAULTS[task], **{k: v for k, v in spec_kwargs.items() if v is not None}}
     for key, value in values.items():
         _check_int(key, value, minimum=None)
+    if values["max_digits"] > MAX_DIGITS:
+        raise ValueError(f"max_digits must be at most {MAX_DIGITS:,}, got {values['max_digits']:,}: every problem is "
+                         f"held as digits and written as decimal text, and longer operands take minutes and gigabytes "
+                         f"per chunk of {CHUNK_SIZE:,} problems")
     try:
         return ProblemSpec(task=task, **values)
     except FormatError as err:
@@ -87,9 +98,12 @@ def _check_int(name: str, value, minimum: int | None = 0) -> None:
 
 
 def check_run_settings(train_size, test_size, seed, test_fraction) -> None:
-    """One-line ValueErrors for split sizes, seed and test fraction."""
-    _check_int("train_size", train_size, minimum=1)
-    _check_int("test_size", test_size, minimum=1)
+    """One-line ValueErrors for split sizes (1 to MAX_SPLIT_SIZE), seed and test fraction."""
+    for name, size in (("train_size", train_size), ("test_size", test_size)):
+        _check_int(name, size, minimum=1)
+        if size > MAX_SPLIT_SIZE:
+            raise ValueError(f"{name} must be at most {MAX_SPLIT_SIZE:,} problems (one Parquet file of about "
+                             f"2.5 GB and 10 minutes for 10-digit addition; export several seeds for more), got {size:,}")
     _check_int("seed", seed, minimum=0)
     _check_fraction(test_fraction)
 

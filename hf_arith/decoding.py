@@ -1,4 +1,4 @@
-"""Batched greedy decoding with a KV cache, shared by `solve`, eval, verify, the CLI and the Space.
+"""Batched greedy decoding with a KV cache, shared by `solve`, eval, verify and the CLI.
 
 Generic autoregressive decoding: it knows nothing about arithmetic. Each row stops at the
 end token; rows that have stopped are filled with the pad token. Models with several

@@ -17,6 +17,8 @@ Hub dataset repo (`hf-arith data push`).
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -28,6 +30,10 @@ from .formatting import OPERATORS, TASK_NAMES
 
 TEMPLATE_NAME = "dataset_card.md"
 SPLIT_FILES = {"train": "data/train-00000-of-00001.parquet", "test": "data/test-00000-of-00001.parquet"}
+# Files are written here first and moved into place only when the whole export is complete, so an
+# interrupted export leaves no truncated Parquet file (a leftover of a killed one is removed next time).
+PARTIAL_DIR = ".hf_arith_export_partial"
+PROGRESS_ROWS = 500_000  # exports of at least this many rows show a progress bar (stderr)
 _SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
                     (10**7, "1M<n<10M"), (10**8, "10M<n<100M"), (10**9, "100M<n<1B"), (10**10, "1B<n<10B"),
                     (10**11, "10B<n<100B"), (10**12, "100B<n<1T")]
@@ -45,15 +51,19 @@ def export_parquet(out_dir: str | os.PathLike, task: str = "add", train_size: in
                    seed: int = 0, *, test_fraction: float = 0.1, overwrite: bool = False,
                    pretty_name: str | None = None, license: str | None = "apache-2.0",
                    card_template: str | os.PathLike | None = None, repo_id: str | None = None,
-                   **spec_kwargs) -> Path:
+                   progress: bool | None = None, **spec_kwargs) -> Path:
     """Write train/test Parquet files and a dataset card to `out_dir`; return its path.
 
     spec_kwargs: min_digits, max_digits, base, min_items, max_items (a None or missing value
     takes the task's default, as in the builder's named configs). repo_id: the Hub dataset the
     card's usage snippet loads (default: a placeholder). Raises a one-line ValueError
-    for an unknown task or setting, bad sizes, or an out_dir that is not writable or already
-    holds files (unless overwrite=True, which replaces README.md and data/{train,test}-*.parquet
-    and leaves other files alone).
+    for an unknown task or setting, sizes beyond 1..MAX_SPLIT_SIZE, operands beyond MAX_DIGITS, or an
+    out_dir that is not writable or already holds files (unless overwrite=True, which replaces
+    README.md and data/{train,test}-*.parquet and leaves other files alone). progress: a progress bar
+    on stderr (default: for exports of PROGRESS_ROWS rows or more).
+
+    The files are written under a hidden folder in out_dir and moved into place when all are complete:
+    an interrupted export leaves no truncated file, and an earlier export stays as it was.
     """
     spec = make_spec(task, **spec_kwargs)
     check_run_settings(train_size, test_size, seed, test_fraction)
@@ -61,38 +71,62 @@ def export_parquet(out_dir: str | os.PathLike, task: str = "add", train_size: in
     if not template.is_file():
         raise ValueError(f"card template {str(template)!r} is not a file")
     out = _prepare_dir(Path(out_dir).expanduser(), overwrite)
+    partial = out / PARTIAL_DIR
+    partial.mkdir()
+    try:
+        counts, examples = _write_splits(partial, spec, {"train": train_size, "test": test_size}, seed, test_fraction,
+                                         progress)
+        card = _dataset_card(spec, counts, seed, test_fraction, examples, pretty_name, license, template, repo_id)
+        card.save(partial / "README.md")
+        _clear_old_export(out)
+        (out / "data").mkdir(exist_ok=True)
+        for name in [*SPLIT_FILES.values(), "README.md"]:
+            os.replace(partial / Path(name).name, out / name)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return out
 
+
+def _write_splits(folder: Path, spec, sizes: dict[str, int], seed: int, test_fraction: float,
+                  progress: bool | None) -> tuple[dict[str, int], list[dict]]:
+    """Write each split's Parquet file into `folder` (flat), chunk by chunk; returns (row counts, examples)."""
+    from tqdm import tqdm
+
+    total = sum(sizes.values())
+    show = total >= PROGRESS_ROWS if progress is None else progress
     counts, examples = {}, []
     schema = FEATURES.arrow_schema  # carries the `datasets` features (int32 lengths) in its metadata
-    for split, size in (("train", train_size), ("test", test_size)):
-        target = out / SPLIT_FILES[split]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        counts[split] = 0
-        with pq.ParquetWriter(target, schema) as writer:  # chunk by chunk: memory stays flat
-            for chunk in iter_column_chunks(spec, size, seed, split, test_fraction):
-                table = pa.Table.from_pydict(chunk, schema=schema)
-                writer.write_table(table)
-                counts[split] += table.num_rows
-                if split == "train" and not examples:
-                    examples = table.slice(0, 5).to_pylist()
+    with tqdm(total=total, unit=" rows", unit_scale=True, desc="exporting", disable=not show, file=sys.stderr) as bar:
+        for split, size in sizes.items():
+            counts[split] = 0
+            with pq.ParquetWriter(folder / Path(SPLIT_FILES[split]).name, schema) as writer:  # memory stays flat
+                for chunk in iter_column_chunks(spec, size, seed, split, test_fraction):
+                    table = pa.Table.from_pydict(chunk, schema=schema)
+                    writer.write_table(table)
+                    counts[split] += table.num_rows
+                    bar.update(table.num_rows)
+                    if split == "train" and not examples:
+                        examples = table.slice(0, 5).to_pylist()
+    return counts, examples
 
-    card = _dataset_card(spec, counts, seed, test_fraction, examples, pretty_name, license, template, repo_id)
-    card.save(out / "README.md")
-    return out
+
+def _clear_old_export(out: Path) -> None:
+    """Remove an earlier export's card and split files (only once the new one is complete)."""
+    for old in [out / "README.md", *(out / "data").glob("train-*.parquet"), *(out / "data").glob("test-*.parquet")]:
+        if old.is_file():
+            old.unlink()
 
 
 # -- helpers ----------------------------------------------------------------------------------
 def _prepare_dir(out: Path, overwrite: bool) -> Path:
-    """Create (or check) out_dir, making sure we can write there; clear old exports on overwrite."""
+    """Create (or check) out_dir, making sure we can write there; remove what a killed export left behind.
+    An earlier export is replaced (with overwrite) only once the new one is complete."""
     try:
         if out.exists() and not out.is_dir():
             raise ValueError(f"out_dir {str(out)!r} exists and is not a directory")
-        if out.is_dir() and any(out.iterdir()):
-            if not overwrite:
-                raise ValueError(f"out_dir {str(out)!r} is not empty; pass overwrite=True to replace an export there")
-            for old in [out / "README.md", *(out / "data").glob("train-*.parquet"), *(out / "data").glob("test-*.parquet")]:
-                if old.is_file():
-                    old.unlink()
+        shutil.rmtree(out / PARTIAL_DIR, ignore_errors=True)  # what a killed export left behind
+        if out.is_dir() and any(out.iterdir()) and not overwrite:
+            raise ValueError(f"out_dir {str(out)!r} is not empty; pass overwrite=True to replace an export there")
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out):
             pass

@@ -11,7 +11,10 @@ keeps 100-digit operands exact (no int64 overflow) and lets the data generator s
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+import sys
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -23,6 +26,7 @@ DIGIT_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SORT_LABELS = "abcdefghijklmnopqrstuvwxyz"
 PAD_TOKEN, EOS_TOKEN = "<pad>", "<eos>"
 PROMPT_END = "="
+QUOTE_CHARS = 40  # an error message quotes at most this many characters of a problem
 
 
 class FormatError(ValueError):
@@ -30,6 +34,15 @@ class FormatError(ValueError):
 
     The message is always one line that names the offending input.
     """
+
+
+def quote(text) -> str:
+    """A problem as an error message quotes it: its repr, cut to the first QUOTE_CHARS characters
+    (a longer one ends in '...' and says how long it is), so one line stays one short line."""
+    text = str(text)
+    if len(text) <= QUOTE_CHARS:
+        return repr(text)
+    return f"{text[:QUOTE_CHARS]!r}... ({len(text):,} characters)"
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,16 @@ class NumberFormat:
     # -- serialization -------------------------------------------------------------------
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def fingerprint(self) -> str:
+        """A short hash of the format, saved in a checkpoint's config.json and tokenizer_config.json
+        (`number_format_fingerprint`) so that a tokenizer that writes problems differently from the
+        model's training data is refused at load. The fields below always count; a field added to
+        NumberFormat later counts only when it differs from its default, so saved fingerprints stay valid."""
+        defaults = {f.name: f.default for f in fields(self)}
+        data = {k: v for k, v in self.to_dict().items() if k in _FINGERPRINT_FIELDS or v != defaults[k]}
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
     @classmethod
     def from_dict(cls, data: dict) -> NumberFormat:
@@ -106,6 +129,10 @@ class NumberFormat:
         return int(self.max_answer_digits(problems.lengths).max()) + extra
 
 
+_FINGERPRINT_FIELDS = ("task", "base", "reverse_operands", "reverse_answer", "operand_width", "answer_width",
+                       "end_token", "max_items")
+
+
 @dataclass
 class Problems:
     """A batch of problems of one task as digit arrays (least significant digit first).
@@ -141,9 +168,17 @@ class Problems:
             out.append([digits_to_int(d[:n], self.base) for d, n in zip(row_digits, row_lengths) if n > 0])
         return out
 
+    def _operand_texts(self) -> list[list[str]]:
+        """Operands as decimal strings per problem (base 10: straight from the digits, any length)."""
+        if self.base != 10:
+            return [[str(v) for v in row] for row in self.operand_values()]
+        n, k, _ = self.operands.shape
+        texts = decimal_strings(self.operands.reshape(n * k, -1), self.lengths.reshape(-1))
+        return [[t for t, m in zip(texts[i * k:(i + 1) * k], self.lengths[i]) if m > 0] for i in range(n)]
+
     def to_text(self) -> list[str]:
         """Plain decimal problem text, e.g. '123+456' or 'a:31,b:7,c:120'."""
-        rows = self.operand_values()
+        rows = self._operand_texts()
         if self.task == "sort":
             return [",".join(f"{SORT_LABELS[i]}:{v}" for i, v in enumerate(r)) for r in rows]
         op = OPERATORS[self.task]
@@ -155,11 +190,25 @@ class Problems:
             raise FormatError("these problems carry no answers (they were parsed from prompts)")
         if self.task == "sort":
             return ["".join(SORT_LABELS[i] for i in row[:n]) for row, n in zip(self.answer, self.answer_lengths)]
-        out = []
-        for row, n, neg in zip(self.answer, self.answer_lengths, self.negative):
-            value = digits_to_int(row[:n], self.base)
-            out.append(f"-{value}" if neg else str(value))
-        return out
+        if self.base == 10:
+            values = decimal_strings(self.answer, self.answer_lengths)
+        else:
+            values = [str(digits_to_int(row[:n], self.base)) for row, n in zip(self.answer, self.answer_lengths)]
+        return [f"-{v}" if neg else v for v, neg in zip(values, self.negative)]
+
+
+def decimal_strings(digits: np.ndarray, lengths: np.ndarray) -> list[str]:
+    """Base-10 digit rows ([m, L], least significant first) to decimal strings without Python ints:
+    exact and fast for any length (Python refuses int-to-text conversions beyond 4,300 digits)."""
+    if digits.shape[1] == 0:
+        return ["0"] * len(lengths)
+    width = digits.shape[1]
+    text = (digits[:, ::-1].astype(np.uint8) + ord("0")).tobytes().decode("ascii")
+    out = []
+    for i, n in enumerate(lengths.tolist()):
+        row = text[i * width + width - min(int(n), width):(i + 1) * width]
+        out.append(row.lstrip("0") or "0")
+    return out
 
 
 def digits_to_int(digits, base: int) -> int:
@@ -206,12 +255,12 @@ _SORT_ITEM = re.compile(r"([a-z]):([0-9]+)")
 def _check_number(text: str, token: str, problem: str) -> str:
     """A validated decimal operand, leading zeros dropped ('007' -> '7')."""
     if token == "":
-        raise FormatError(f"{problem!r}: missing operand")
+        raise FormatError(f"{quote(problem)}: missing operand")
     if token.startswith("-"):
-        raise FormatError(f"{problem!r}: negative numbers are not supported")
+        raise FormatError(f"{quote(problem)}: negative numbers are not supported")
     if not _NUMBER.fullmatch(token):
         bad = next(c for c in token if not c.isdigit() or not c.isascii())
-        raise FormatError(f"{problem!r}: {bad!r} is not a decimal digit")
+        raise FormatError(f"{quote(problem)}: {bad!r} is not a decimal digit")
     return token.lstrip("0") or "0"
 
 
@@ -225,28 +274,28 @@ def parse_problem(text: str, fmt: NumberFormat) -> list[str]:
     if fmt.task == "sort":
         items = problem.split(",")
         if not 2 <= len(items) <= fmt.max_items:
-            raise FormatError(f"{problem!r}: this format sorts 2 to {fmt.max_items} items, got {len(items)}")
+            raise FormatError(f"{quote(problem)}: this format sorts 2 to {fmt.max_items} items, got {len(items)}")
         values = []
         for i, item in enumerate(items):
             m = _SORT_ITEM.fullmatch(item)
             if m is None:
-                raise FormatError(f"{problem!r}: sort items look like 'a:31,b:7', got {item!r}")
+                raise FormatError(f"{quote(problem)}: sort items look like 'a:31,b:7', got {quote(item)}")
             if m.group(1) != SORT_LABELS[i]:
-                raise FormatError(f"{problem!r}: item {i + 1} must be labelled {SORT_LABELS[i]!r}")
+                raise FormatError(f"{quote(problem)}: item {i + 1} must be labelled {SORT_LABELS[i]!r}")
             values.append(_check_number(problem, m.group(2), problem))
         if not 2 <= len(values) <= fmt.max_items:
-            raise FormatError(f"{problem!r}: this format sorts 2 to {fmt.max_items} items, got {len(values)}")
+            raise FormatError(f"{quote(problem)}: this format sorts 2 to {fmt.max_items} items, got {len(values)}")
         return values
     op = OPERATORS[fmt.task]
     # A leading '-' is a negative first operand, not the operator.
     if problem.startswith("-"):
-        raise FormatError(f"{problem!r}: negative numbers are not supported")
+        raise FormatError(f"{quote(problem)}: negative numbers are not supported")
     found = [c for c in "+-*" if c in problem]
     if op not in problem:
         other = next((t for t, o in OPERATORS.items() if o in found), None)
         if other:
-            raise FormatError(f"{problem!r} is {TASK_NAMES[other]}, but this model does {TASK_NAMES[fmt.task]} ('{op}')")
-        raise FormatError(f"{problem!r}: expected two numbers joined by '{op}'")
+            raise FormatError(f"{quote(problem)} is {TASK_NAMES[other]}, but this model does {TASK_NAMES[fmt.task]} ('{op}')")
+        raise FormatError(f"{quote(problem)}: expected two numbers joined by '{op}'")
     left, _, right = problem.partition(op)
     return [_check_number(problem, left, problem), _check_number(problem, right, problem)]
 
@@ -254,6 +303,11 @@ def parse_problem(text: str, fmt: NumberFormat) -> list[str]:
 def problems_from_decimal(task: str, rows: list[list[str]], base: int) -> Problems:
     """Decimal operand strings to digit arrays; base 10 skips big-int conversion entirely."""
     if base != 10:
+        limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+        longest = max(len(v) for row in rows for v in row)
+        if limit and longest > limit:
+            raise FormatError(f"an operand of {longest:,} decimal digits is longer than the {limit:,} digits Python "
+                              f"converts to base {base} (sys.get_int_max_str_digits)")
         return problems_from_ints(task, [[int(v) for v in row] for row in rows], base)
     k = max(len(r) for r in rows)
     width = max(len(v) for r in rows for v in r)
@@ -278,13 +332,13 @@ def check_fits(problems: Problems, fmt: NumberFormat) -> None:
     if fmt.operand_width and (problems.lengths > fmt.operand_width).any():
         i = int(np.argwhere(problems.lengths > fmt.operand_width)[0][0])
         raise FormatError(
-            f"{problems.select([i]).to_text()[0]!r}: an operand has more than {fmt.operand_width} "
+            f"{quote(problems.select([i]).to_text()[0])}: an operand has more than {fmt.operand_width} "
             f"base-{fmt.base} digits, the width this model was trained on"
         )
     if fmt.answer_width and (fmt.max_answer_digits(problems.lengths) > fmt.answer_width).any():
         i = int(np.argmax(fmt.max_answer_digits(problems.lengths) > fmt.answer_width))
         raise FormatError(
-            f"{problems.select([i]).to_text()[0]!r}: the answer may need more than {fmt.answer_width} digits"
+            f"{quote(problems.select([i]).to_text()[0])}: the answer may need more than {fmt.answer_width} digits"
         )
 
 

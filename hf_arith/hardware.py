@@ -14,6 +14,15 @@ def available_cpu_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+THREADS_PER_CORE = 4  # the most torch CPU threads a run may ask for, per core of the machine
+
+
+def max_threads() -> int:
+    """The most torch CPU threads a run may set (--threads, optim.threads): THREADS_PER_CORE per core.
+    Many more only time-share the cores; 100,000 made the process start threads until it crashed."""
+    return THREADS_PER_CORE * (os.cpu_count() or 1)
+
+
 def machine_info() -> dict:
     return {
         "processor": platform.processor(),

@@ -3,12 +3,13 @@ the operand lengths it was trained on, its loop counts and tokens per step.
 
 `model_limits(model, tokenizer)` reads them; its checks refuse anything beyond them with a
 one-line `FormatError` that names the input and the limit. Each entry point (the CLI commands,
-`solve`, `length_grid`, `loops_curve`, `stress_test`, the Space) checks its input here once;
+`solve`, `length_grid`, `loops_curve`, `stress_test`) checks its input here once;
 the code below it trusts what it is given.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import numbers
 from dataclasses import dataclass
@@ -17,10 +18,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .formatting import TASK_NAMES, FormatError, NumberFormat, Problems, parse_problems, render
+from .formatting import PROMPT_END, TASK_NAMES, FormatError, NumberFormat, Problems, parse_problems, quote, render
 from .models import MAX_RECURRENCES
 from .problems import ProblemSpec
 
+# The config key (and tokenizer_config key) holding NumberFormat.fingerprint() of the format a model was trained on.
+FINGERPRINT_KEY = "number_format_fingerprint"
+# The longest context (and abacus range) hf_arith works out limits for: the longest operand is found by
+# rendering worst-case problems, which takes memory in proportion (a million positions: about a megabyte).
+MAX_CONTEXT = 1_000_000
 # Operands assumed for a model that states neither a context nor an abacus range (none does today).
 UNBOUNDED_MAX_DIGITS = 10
 SORT_ITEMS = 5  # sorting problems hold 2 to this many items (fewer if the format takes fewer)
@@ -118,6 +124,16 @@ class ModelLimits:
         if self.fmt.operand_width and digits > self.fmt.operand_width:
             return (f"operands of {digits} digits are wider than this model's fixed width of "
                     f"{self.fmt.operand_width} digits")
+        # Lengths no worst case needs rendering for (its arrays grow with `digits`), the context first as in
+        # `_first_refusal`: longer than the whole context, or than anything hf_arith works out.
+        if self.context is not None and digits > self.context:
+            return (f"operands of {digits:,} digits are too long for this model's context of {self.context} positions "
+                    "(config.max_position_embeddings)")
+        if digits > MAX_CONTEXT:
+            if self.abacus_max_digits is not None and digits > self.abacus_max_digits:
+                return (f"numbers of {digits:,} digits are beyond this model's abacus range of {self.abacus_max_digits} "
+                        "digits (config.abacus_max_digits)")
+            return f"operands of {digits:,} digits are beyond the {MAX_CONTEXT:,} digits hf_arith works out limits for"
         refused = self._first_refusal(self.worst_case(digits))
         return None if refused is None else refused[1]
 
@@ -128,9 +144,13 @@ class ModelLimits:
         case fits its context and abacus range."""
         if self.fmt.operand_width:
             return self.fmt.operand_width
-        top = self.context or self.abacus_max_digits  # no operand can be longer than either
-        if top is None:
+        bounds = [b for b in (self.context, self.abacus_max_digits) if b is not None]
+        if not bounds:
             return UNBOUNDED_MAX_DIGITS
+        top = min(bounds)  # no operand can be longer than either
+        if top > MAX_CONTEXT:
+            raise FormatError(f"{self.model_name}: a context of {top:,} positions is beyond the {MAX_CONTEXT:,} that "
+                              "hf_arith works out limits for (config.max_position_embeddings)")
         reason = self._length_refusal(1)
         if reason is not None:
             raise FormatError(f"{self.model_name} takes no problem at all: even one-digit operands: {reason}")
@@ -147,6 +167,14 @@ class ModelLimits:
     def training_range(self) -> tuple[int, int] | None:
         """The operand lengths the checkpoint was trained on, where known (see `training_range`)."""
         return training_range(self.fmt, self.folder)
+
+    def beyond_training(self, parsed: Problems) -> np.ndarray:
+        """Per problem: True where an operand is longer than the trained range (known ranges only).
+        Lengths are the parsed operands' digits, so leading zeros do not count."""
+        trained = self.training_range
+        if trained is None:
+            return np.zeros(len(parsed), dtype=bool)
+        return parsed.lengths.max(axis=1) > trained[1]
 
     def longest_problem(self) -> str:
         """The worst-case problem at `max_digits`, as plain text."""
@@ -178,7 +206,7 @@ class ModelLimits:
         prompt, answer = self._tokens(parsed)
         refused = self._first_refusal(parsed, (prompt, answer))
         if refused is not None:
-            raise FormatError(f"{texts[refused[0]]!r}: {refused[1]}")
+            raise FormatError(f"{quote(texts[refused[0]])}: {refused[1]}")
         if self.context is None:
             return parsed
         size = batch_size or len(texts)
@@ -187,7 +215,7 @@ class ModelLimits:
             p, a = int(prompt[rows].argmax()) + start, int(answer[rows].argmax()) + start
             if prompt[p] + answer[a] > self.context:
                 raise FormatError(
-                    f"{texts[p]!r} and {texts[a]!r} decoded together need {prompt[p]} prompt + {answer[a]} answer "
+                    f"{quote(texts[p])} and {quote(texts[a])} decoded together need {prompt[p]} prompt + {answer[a]} answer "
                     f"tokens, too long for this model's context of {self.context} positions; use a smaller batch size")
         return parsed
 
@@ -234,12 +262,72 @@ class ModelLimits:
                               f"{limit} token(s) per forward pass (config.num_future_tokens={limit})")
 
 
-def model_limits(model, tokenizer, folder: str | Path | None = None) -> ModelLimits:
-    """The limits of `model` with its tokenizer's number format; `folder` (its checkpoint) adds
-    the trained range from training_summary.json."""
+# Forward arguments the decoder sets itself: not for `model_kwargs`.
+DECODER_ARGUMENTS = {"input_ids", "attention_mask", "position_ids", "past_key_values", "cache", "use_cache",
+                     "logits_to_keep", "labels", "inputs_embeds", "num_future_tokens"}
+
+
+def check_model_kwargs(model, model_kwargs, limits: ModelLimits | None = None) -> dict:
+    """Extra forward arguments for every decoding pass (`solve(..., model_kwargs=)`), as a dict: each must be
+    a named parameter of the model's forward (its signature says what it takes; a name it would swallow in
+    **kwargs is refused, not ignored) that the decoder does not set itself; num_recurrences within the
+    model's loop range."""
+    if model_kwargs is None:
+        return {}
+    if not isinstance(model_kwargs, dict) or not all(isinstance(k, str) for k in model_kwargs):
+        raise FormatError(f"model_kwargs must be a dict of forward arguments by name, got {type(model_kwargs).__name__}")
+    parameters = inspect.signature(model.forward).parameters
+    named = {n for n, p in parameters.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+    for key in model_kwargs:
+        if key in DECODER_ARGUMENTS:
+            raise FormatError(f"model_kwargs[{key!r}]: the decoder sets {key} itself")
+        if key not in named:
+            takes = sorted(named - DECODER_ARGUMENTS)
+            raise FormatError(f"model_kwargs[{key!r}]: {type(model).__name__}.forward takes no argument {key!r} "
+                              f"(it takes {', '.join(takes) or 'none besides the inputs'})")
+    if "num_recurrences" in model_kwargs and limits is not None:
+        limits.check_loops([model_kwargs["num_recurrences"]], what="model_kwargs['num_recurrences']")
+    return dict(model_kwargs)
+
+
+class BeyondTrainingWarning(UserWarning):
+    """Operands longer than any the model was trained on: answered, but with no accuracy measured for them."""
+
+
+def check_pair(config, tokenizer) -> None:
+    """Refuse a tokenizer that does not belong to the model whose config this is, in one line.
+
+    The config's `number_format_fingerprint` (written by `saving.save_checkpoint` and by training)
+    must be the tokenizer's format's fingerprint. Checkpoints saved before it existed are checked on
+    what every config has: the vocabulary holds the tokenizer's tokens, digit tokens are the base's
+    digits, and the end, padding and answer-start (`=`) token ids are the tokenizer's.
+    """
     if not hasattr(tokenizer, "arith_format"):
         raise FormatError(f"{type(tokenizer).__name__} is not an hf_arith tokenizer (no number format)")
+    fmt = tokenizer.arith_format
+    saved, own = getattr(config, FINGERPRINT_KEY, None), fmt.fingerprint()
+    if saved is not None and saved != own:
+        raise FormatError(f"the tokenizer writes problems in another number format than this model was trained on "
+                          f"(tokenizer {own}, config.{FINGERPRINT_KEY} {saved}); load the tokenizer saved with the model")
+    vocab = getattr(config, "vocab_size", None)
+    if isinstance(vocab, int) and hasattr(tokenizer, "__len__") and len(tokenizer) > vocab:
+        raise FormatError(f"the tokenizer has {len(tokenizer)} tokens but the model only {vocab}; they do not belong together")
+    expected = {"num_digit_tokens": fmt.base, "answer_start_token_id": fmt.token_id(PROMPT_END),
+                "eos_token_id": getattr(tokenizer, "eos_token_id", None),
+                "pad_token_id": getattr(tokenizer, "pad_token_id", None)}
+    for key, value in expected.items():
+        have = getattr(config, key, None)
+        if isinstance(have, int) and isinstance(value, int) and have != value:
+            raise FormatError(f"the tokenizer does not belong to this model: config.{key} is {have}, but the tokenizer's "
+                              f"number format gives {value}; load the tokenizer saved with the model")
+
+
+def model_limits(model, tokenizer, folder: str | Path | None = None) -> ModelLimits:
+    """The limits of `model` with its tokenizer's number format; `folder` (its checkpoint) adds
+    the trained range from training_summary.json. A tokenizer that does not belong to the model
+    is refused (`check_pair`)."""
     config = model.config
+    check_pair(config, tokenizer)
     return ModelLimits(
         fmt=tokenizer.arith_format,
         context=getattr(config, "max_position_embeddings", None) or None,
@@ -253,4 +341,7 @@ def model_limits(model, tokenizer, folder: str | Path | None = None) -> ModelLim
     )
 
 
-__all__ = ["ModelLimits", "answer_budget", "max_tokens_per_step", "model_limits", "problem_spec", "training_range"]
+__all__ = [
+    "FINGERPRINT_KEY", "BeyondTrainingWarning", "ModelLimits", "answer_budget", "check_model_kwargs", "check_pair",
+    "max_tokens_per_step", "model_limits", "problem_spec", "training_range",
+]

@@ -15,6 +15,7 @@ so the Hugging Face cache and HF_HUB_OFFLINE work as everywhere else: `config.js
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import threading
 import warnings
@@ -26,6 +27,8 @@ from transformers.utils import logging as hf_logging
 
 from .bundled import bundled_models, bundled_path
 from .families import FAMILIES
+from .formatting import FormatError, NumberFormat
+from .limits import FINGERPRINT_KEY, check_pair
 
 # The dtypes a model may be loaded in; float32 is the reference every dtype check compares with.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -102,6 +105,18 @@ def _check_folder(path: Path, label: str, trust_remote_code: bool = False, where
             f"{label}: incompatible checkpoint: tokenizer_config.json has no number_format, "
             "so it is not an hf_arith tokenizer"
         )
+    try:
+        fmt = NumberFormat.from_dict(tokenizer_config["number_format"])
+    except (FormatError, TypeError) as err:
+        raise CheckpointError(f"{label}: tokenizer_config.json has an invalid number_format: {one_line(err)}") from None
+    # The fingerprints are written with the format; one that disagrees with it means a file edited since.
+    for name, saved in ((tokenizer_file.name, tokenizer_config.get(FINGERPRINT_KEY)),
+                        (config_file.name, config.get(FINGERPRINT_KEY))):
+        if saved is not None and saved != fmt.fingerprint():
+            raise CheckpointError(
+                f"{label}: incompatible checkpoint: {name} has {FINGERPRINT_KEY} {saved!r}, but tokenizer_config.json's "
+                f"number_format has fingerprint {fmt.fingerprint()!r}: the tokenizer does not write problems the way "
+                "the model was trained to read them")
 
 
 def _explicit_path(text: str) -> bool:
@@ -405,11 +420,10 @@ def load_checkpoint(name_or_path: str | Path, revision: str | None = None, trust
         if keys:
             what = kind.replace("_keys", "")
             raise CheckpointError(f"{label}: corrupt or incompatible weights: {what} tensors {_keys(keys)}")
-    vocab = getattr(model.config, "vocab_size", None)
-    if vocab is not None and len(tokenizer) > vocab:
-        raise CheckpointError(
-            f"{label}: the tokenizer has {len(tokenizer)} tokens but the model only {vocab}; they do not belong together"
-        )
+    try:  # the folder as a whole: a tokenizer that writes problems as the model was trained to read them
+        check_pair(model.config, tokenizer)
+    except FormatError as err:
+        raise CheckpointError(f"{label}: incompatible checkpoint: {one_line(err)}") from None
     if target is not None:
         model.to(target)
     model.eval()
@@ -432,6 +446,27 @@ def load(name_or_path_or_repo_id: str | Path, revision: str | None = None, trust
                            device=device, dtype=dtype)
 
 
+def weights_fingerprint(folder: str | Path | None) -> str | None:
+    """A short hash of a checkpoint's weights as saved (every tensor of its *.safetensors files: name,
+    dtype, shape and bytes), the same however the folder was loaded or re-saved; None without such files.
+    `hf-arith eval --json` records it, so `push` can refuse another model's report."""
+    if folder is None:
+        return None
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        return None
+    from safetensors import safe_open
+
+    digest = hashlib.sha256()
+    for path in files:
+        with safe_open(str(path), framework="pt") as f:
+            for name in sorted(f.keys()):
+                tensor = f.get_tensor(name).contiguous()
+                digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+                digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
 def checkpoint_folder(model) -> Path | None:
     """The folder a model loaded by `load_checkpoint` came from (a repo id's snapshot folder)."""
     folder = Path(getattr(model, "name_or_path", "") or "")
@@ -441,5 +476,5 @@ def checkpoint_folder(model) -> Path | None:
 __all__ = [
     "DTYPES", "DTYPE_CHECK_FILE", "CheckpointError", "DtypeWarning", "check_device", "check_dtype", "check_dtype_for",
     "check_repo_id", "checkpoint_folder", "known_model_types", "load", "load_checkpoint", "one_line",
-    "read_dtype_check", "resolve_checkpoint",
+    "read_dtype_check", "resolve_checkpoint", "weights_fingerprint",
 ]

@@ -4,6 +4,9 @@ Figures are built with `matplotlib.figure.Figure` and the Agg canvas, never pypl
 state, no GUI backend, safe in a Trainer callback or a Gradio worker thread. Every figure has a
 fixed size in inches at `DPI`, and `save_figure` writes exactly that many pixels (no tight
 bounding box), so tests can check a PNG's size.
+
+This module imports only numpy and matplotlib: `hf-arith space build` copies it next to a built
+Space's app.py (as `hf_arith_plots.py`), which draws its attention maps with it without hf_arith.
 """
 
 from __future__ import annotations
@@ -109,33 +112,51 @@ def plot_loops(curve: dict, title: str | None = None) -> Figure:
 
 
 def attention_figsize(n_maps: int, n_heads: int, n_tokens: int) -> tuple[float, float]:
-    """Inches for `n_maps` rows of `n_heads` panels: panels grow with the tokens, within limits."""
+    """Inches for `n_maps` rows of `n_heads` panels (and the colour bar): panels grow with the
+    tokens, within limits."""
     panel = float(np.clip(0.16 * n_tokens, 2.8, 7.0))
-    return n_heads * panel, n_maps * panel + 0.6
+    return n_heads * panel + 1.0, n_maps * panel + 0.9
 
 
-def plot_attention(tokens: list[str], maps: list[np.ndarray], labels: list[str] | None = None) -> Figure:
-    """One panel per layer (rows) and head (columns): queries down, keys across, model tokens on both axes.
+def attention_labels(n_maps: int, n_layers: int | None) -> list[str]:
+    """Names of the maps of a model with `n_layers` layers: 'layer i', or 'pass p, layer i' when
+    there are more maps than layers (a looped model returns its maps pass by pass)."""
+    layers = n_layers or n_maps
+    if n_maps > layers and n_maps % layers == 0:
+        return [f"pass {i // layers + 1}, layer {i % layers + 1}" for i in range(n_maps)]
+    return [f"layer {i + 1}" for i in range(n_maps)]
 
-    `labels` name the rows (default 'layer 1', 'layer 2', ...; see `attention_maps.map_labels`)."""
+
+def plot_attention(tokens: list[str], maps: list[np.ndarray], labels: list[str] | None = None,
+                   title: str | None = None) -> Figure:
+    """One panel per layer (rows) and head (columns): queries down, keys across, model tokens on
+    both axes, and one colour bar for the attention weight (0 to 1; each row sums to 1).
+
+    `labels` name the rows (default 'layer 1', 'layer 2', ...; see `attention_labels`); `title`
+    replaces the default title (the tokens)."""
     if not maps:
         raise ValueError("no attention maps to plot")
-    labels = labels or [f"layer {i + 1}" for i in range(len(maps))]
+    labels = labels or attention_labels(len(maps), None)
     heads = max(m.shape[0] for m in maps)
     fig = Figure(figsize=attention_figsize(len(maps), heads, len(tokens)), dpi=DPI, layout="constrained")
     axes = np.atleast_2d(fig.subplots(len(maps), heads, squeeze=False))
     size = 7 if len(tokens) <= 40 else 5
+    image = None
     for layer, weights in enumerate(maps):
         for head in range(heads):
             ax = axes[layer, head]
             if head >= weights.shape[0]:
                 ax.axis("off")
                 continue
-            ax.imshow(weights[head], cmap="Blues", vmin=0.0, vmax=1.0, interpolation="nearest")
+            image = ax.imshow(weights[head], cmap="Blues", vmin=0.0, vmax=1.0, interpolation="nearest")
             ax.set_xticks(range(len(tokens)), tokens, fontsize=size, rotation=90)
             ax.set_yticks(range(len(tokens)), tokens, fontsize=size)
             ax.set_title(f"{labels[layer]}, head {head + 1}", fontsize=9)
-    fig.suptitle(" ".join(tokens), fontsize=9)
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=min(1.0, 0.9 / len(maps) + 0.3),
+                 label="attention weight (each row sums to 1)")
+    fig.supxlabel("key: the token attended to", fontsize=9)
+    fig.supylabel("query: the token attending", fontsize=9)
+    fig.suptitle(title or " ".join(tokens), fontsize=9)
     return fig
 
 

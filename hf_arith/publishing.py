@@ -31,7 +31,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .formatting import NumberFormat
+from .bundled import bundled_models, bundled_path
+from .limits import model_limits
 from .loading import (
     DTYPE_CHECK_FILE,
     CheckpointError,
@@ -40,6 +41,7 @@ from .loading import (
     one_line,
     read_dtype_check,
     resolve_checkpoint,
+    weights_fingerprint,
 )
 from .model_card import (
     EVAL_FILE,
@@ -56,6 +58,7 @@ from .model_card import (
 from .saving import save_checkpoint
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+MAX_GRID_SAMPLES = 10_000  # problems per cell of the card's length grid (every cell's problems are held at once)
 
 # What an `hf-arith eval --json` report must hold for the card (key -> accepted types).
 EVAL_KEYS = {"task": str, "base": int, "min_digits": int, "max_digits": int, "seed": int, "n": int,
@@ -117,10 +120,49 @@ def find_eval_results(folder: Path, eval_json: str | os.PathLike | None, label: 
     return load_eval_results(path), path
 
 
-def check_eval_matches(report: dict, fmt: NumberFormat, source: Path) -> None:
+def _local_checkpoint(name) -> Path | None:
+    """The folder a report's `model` names on this machine (a bundled name or a checkpoint folder), if any;
+    never a download."""
+    if not isinstance(name, str) or not name.strip():
+        return None
+    path = Path(name).expanduser()
+    if (path / "config.json").is_file():
+        return path
+    if name in bundled_models():
+        return Path(bundled_path(name))
+    return None
+
+
+def check_eval_matches(report: dict, model, tokenizer, folder: Path, source: Path, label: str) -> None:
+    """The report (read from `source`) must be of the checkpoint being pushed (`folder`, named `label`):
+    the same task and base; the same number format and weights where the report records their
+    fingerprints (`hf-arith eval --json` does); for an older report without them, a `model` that does
+    not name a checkpoint here with other weights; and operand lengths the model can take."""
+    fmt = tokenizer.arith_format
+    where = f"eval results {str(source)!r}"
     if report["task"] != fmt.task or report["base"] != fmt.base:
-        raise PublishError(f"eval results {str(source)!r} are for {report['task']} in base {report['base']}, "
+        raise PublishError(f"{where} are for {report['task']} in base {report['base']}, "
                            f"but this model does {fmt.task} in base {fmt.base}")
+    again = f"evaluate {label} itself (`hf-arith eval {label} --json FILE`)"
+    saved = report.get("number_format_fingerprint")
+    if saved is not None and saved != fmt.fingerprint():
+        raise PublishError(f"{where} were made with another number format (fingerprint {saved!r}; {label} has "
+                           f"{fmt.fingerprint()!r}); {again}")
+    weights = report.get("weights_fingerprint")
+    if weights is not None:
+        own = weights_fingerprint(folder)
+        if own is not None and weights != own:
+            raise PublishError(f"{where} are for other weights ({report.get('model')!r}, weights fingerprint {weights!r}; "
+                               f"{label} has {own!r}); {again}")
+    else:
+        other = _local_checkpoint(report.get("model"))  # a copy of the same weights elsewhere is the same model
+        if (other is not None and other.resolve() != folder.resolve()
+                and weights_fingerprint(other) != weights_fingerprint(folder)):
+            raise PublishError(f"{where} are for model {report.get('model')!r}, not {label}; {again}")
+    longest = model_limits(model, tokenizer).max_digits
+    if report["max_digits"] > longest:
+        raise PublishError(f"{where} cover operands of up to {report['max_digits']} digits, but {label} takes at most "
+                           f"{longest}: they are another model's; {again}")
 
 
 def hub_token() -> str:
@@ -190,8 +232,9 @@ def check_request(model: str | os.PathLike, repo_id: str, *, eval_json: str | os
     nothing more than the request.
     """
     repo_id = check_repo_id(repo_id)
-    if isinstance(grid_samples, bool) or not isinstance(grid_samples, int) or grid_samples < 0:
-        raise PublishError(f"grid samples must be a whole number >= 0 (0: no grid), got {grid_samples!r}")
+    if isinstance(grid_samples, bool) or not isinstance(grid_samples, int) or not 0 <= grid_samples <= MAX_GRID_SAMPLES:
+        raise PublishError(f"grid samples must be a whole number >= 0 and at most {MAX_GRID_SAMPLES:,} problems per "
+                           f"cell (0: no grid), got {grid_samples!r}")
     if dataset_id is not None:
         dataset_id = check_repo_id(dataset_id)
     # CheckpointError when it is not an hf_arith model; a Hub repo id resolves to its cached snapshot.
@@ -200,7 +243,7 @@ def check_request(model: str | os.PathLike, repo_id: str, *, eval_json: str | os
     if heatmap is not None:
         heatmap = _check_png(Path(heatmap))
     model_obj, tokenizer = load_checkpoint(model, revision=revision, trust_remote_code=trust_remote_code)
-    check_eval_matches(report, tokenizer.arith_format, report_path)
+    check_eval_matches(report, model_obj, tokenizer, source, report_path, str(model))
     return PushRequest(label=str(model), source=source, repo_id=repo_id, model=model_obj, tokenizer=tokenizer,
                        report=report, heatmap=heatmap, license=license, dataset_id=dataset_id,
                        grid_samples=grid_samples)

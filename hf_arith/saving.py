@@ -7,7 +7,7 @@ from pathlib import Path
 from transformers import PreTrainedModel
 from transformers.dynamic_module_utils import custom_object_save
 
-from .limits import model_limits
+from .limits import FINGERPRINT_KEY, model_limits
 from .pipeline_arithmetic import TASK, ArithmeticPipeline
 
 
@@ -32,7 +32,9 @@ def set_generation_defaults(model: PreTrainedModel, tokenizer) -> None:
 def save_checkpoint(model: PreTrainedModel, tokenizer, folder: str | Path) -> Path:
     """Save `model` and `tokenizer` so that the folder loads with or without hf_arith installed.
 
-    Beyond save_pretrained: the config's auto_map also names the family's base model for
+    Beyond save_pretrained: the config records the fingerprint of the tokenizer's number format
+    (`number_format_fingerprint`, also in tokenizer_config.json), so a mismatched tokenizer is refused
+    at load; the config's auto_map also names the family's base model for
     AutoModel (save_pretrained lists only the saved class); generation caching is switched
     back on (the Trainer turns `use_cache` off while training); the generation config gets
     `max_new_tokens` for the model's longest answer; and the `arithmetic` pipeline is written
@@ -47,7 +49,9 @@ def save_checkpoint(model: PreTrainedModel, tokenizer, folder: str | Path) -> Pa
         auto_map["AutoModel"] = f"{base_cls.__module__.rsplit('.', 1)[-1]}.{base_cls.__name__}"
         model.config.auto_map = auto_map
     model.config.use_cache = True
-    set_generation_defaults(model, tokenizer)
+    set_generation_defaults(model, tokenizer)  # refuses a tokenizer that does not belong to the model (check_pair)
+    # The format the model was trained on, beside its weights; loading compares the tokenizer's with it.
+    setattr(model.config, FINGERPRINT_KEY, tokenizer.arith_format.fingerprint())
     # Only the saved config names the pipeline: an in-memory model that did would make
     # `pipeline(model=model)` look for remote code it does not have.
     previous = model.config.__dict__.get("custom_pipelines")

@@ -2,35 +2,70 @@
 
 from __future__ import annotations
 
+import warnings
+
+import numpy as np
+
 from .decoding import default_batch_size, greedy_decode
-from .formatting import parse_problems
-from .limits import answer_budget, model_limits
+from .formatting import FormatError, parse_problems, quote
+from .limits import BeyondTrainingWarning, answer_budget, check_model_kwargs, model_limits
+from .loading import checkpoint_folder
+
+
+def _problem_list(problems) -> list:
+    """`problems` as a list: one problem (a string) or an iterable of them; anything else is one line."""
+    if isinstance(problems, str):
+        return [problems]
+    if isinstance(problems, (bytes, bytearray, dict)):
+        raise FormatError(f"problems must be a problem (a string) or a list of problems, got {type(problems).__name__}")
+    try:
+        return list(problems)
+    except TypeError:
+        raise FormatError(f"problems must be a problem (a string) or a list of problems, "
+                          f"got {type(problems).__name__}") from None
 
 
 def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = None, use_cache: bool = True,
-          tokens_per_step: int = 1, model_kwargs: dict | None = None, *, checked: bool = False):
+          tokens_per_step: int = 1, model_kwargs: dict | None = None, *, checked: bool = False,
+          warn_beyond_training: bool = True):
     """Answer plain problems ('123+456') with greedy decoding; None where the output is malformed.
 
     The tokenizer writes each problem in the model's format and reads the answer back; the
     model generates every answer token. No arithmetic happens here. `tokens_per_step` > 1 uses
     a multi-token model's extra heads; `model_kwargs` reach every forward pass (for example
-    `{"num_recurrences": 8}` for a looped model). `batch_size` defaults to `default_batch_size(model)`.
+    `{"num_recurrences": 8}` for a looped model; a name the model's forward does not take is refused).
+    `batch_size` (a positive integer) defaults to `default_batch_size(model)`.
 
-    Every problem is checked against the model's limits (`hf_arith.limits`) before the first
-    batch runs. `checked=True` skips that: for callers that have checked the problems already
+    Every argument and problem is checked against the model's limits (`hf_arith.limits`) before the
+    first batch runs, each bad one a one-line FormatError (a ValueError). Operands longer than the
+    checkpoint was trained on are answered with one BeyondTrainingWarning per call (unless
+    `warn_beyond_training=False`: evaluations that measure those lengths on purpose). `checked=True`
+    skips the checks and the warning: for callers that have checked the problems already
     (`length_grid`, `loops_curve`, `stress_test`).
     """
     single = isinstance(problems, str)
-    problems = [problems] if single else list(problems)
+    problems = _problem_list(problems)
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
+                                   or batch_size < 1):
+        raise FormatError(f"batch_size must be a positive integer (or None: the model's default), got {batch_size!r}")
     if not problems:
         return []
-    batch_size = batch_size or default_batch_size(model)
-    limits = model_limits(model, tokenizer)
+    batch_size = int(batch_size or default_batch_size(model))
     if checked:
+        limits = model_limits(model, tokenizer)
         parsed = parse_problems(problems, limits.fmt)
     else:
+        limits = model_limits(model, tokenizer, checkpoint_folder(model))
         limits.check_tokens_per_step(tokens_per_step)
+        model_kwargs = check_model_kwargs(model, model_kwargs, limits)
         parsed = limits.check_problems(problems, batch_size=batch_size)
+        beyond = limits.beyond_training(parsed) if warn_beyond_training else np.zeros(1, dtype=bool)
+        if beyond.any():
+            low, high = limits.training_range
+            warnings.warn(f"{int(beyond.sum())} of {len(problems)} problem(s) have operands longer than the {low}-{high} "
+                          f"digits this model was trained on (first: {quote(problems[int(np.argmax(beyond))])}); "
+                          "their answers are less reliable (its length grid says how far to trust them)",
+                          BeyondTrainingWarning, stacklevel=2)
     answers = []
     model_device = next(model.parameters()).device
     end = tokenizer.eos_token_id if limits.fmt.end_token else None
@@ -47,4 +82,4 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     return answers[0] if single else answers
 
 
-__all__ = ["answer_budget", "solve"]
+__all__ = ["BeyondTrainingWarning", "answer_budget", "solve"]

@@ -31,6 +31,7 @@ class ArithTokenizer(TokenizersBackend):
     padding_side = "left"  # prompts are left-padded so every row's answer starts at the same step
 
     def __init__(self, number_format: dict | NumberFormat | None = None, tokenizer_object=None, **kwargs):
+        kwargs.pop("number_format_fingerprint", None)  # always recomputed from the format (loading compares them)
         if isinstance(number_format, NumberFormat):
             fmt = number_format
         elif number_format is None and kwargs.get("name_or_path"):
@@ -50,6 +51,8 @@ class ArithTokenizer(TokenizersBackend):
         super().__init__(tokenizer_object=tokenizer_object, **kwargs)
         self.arith_format = fmt  # not "number_format": save_pretrained would serialize the attribute
         self.init_kwargs["number_format"] = fmt.to_dict()
+        # Saved beside the format; the model's config.json holds the same, and loading compares the two.
+        self.init_kwargs["number_format_fingerprint"] = fmt.fingerprint()
         # from_pretrained passes these along; saved back they would bloat tokenizer_config.json
         # (the vocabulary lives in tokenizer.json) and record where the files were read from.
         for key in ("vocab", "is_local", "local_files_only"):
@@ -73,7 +76,7 @@ class ArithTokenizer(TokenizersBackend):
     def decode_answers(self, generated) -> list[str | None]:
         """Generated answer ids ([n, T] tensor or lists) to plain decimal; None where malformed
         (in a format with an end token, also where no <eos> follows the answer)."""
-        rows = generated.tolist() if hasattr(generated, "tolist") else generated
+        rows = _answer_rows(generated)
         out = []
         for row in rows:
             tokens = [self._vocab_list[i] if 0 <= i < len(self._vocab_list) else "?" for i in row]
@@ -95,6 +98,8 @@ class ArithTokenizer(TokenizersBackend):
         if text_pair is not None:
             raise FormatError("arithmetic tokenizers take single problems, not text pairs")
         if not kwargs.get("is_split_into_words"):
+            if not isinstance(text, (str, list, tuple)):
+                raise FormatError(f"text must be a problem (a string) or a list of problems, got {type(text).__name__}")
             single = isinstance(text, str)
             texts = [text] if single else list(text)
             if format_problems and self._can_encode_directly(kwargs):
@@ -146,3 +151,24 @@ class ArithTokenizer(TokenizersBackend):
             if single:
                 data = {k: v[0] for k, v in data.items()}
         return BatchEncoding(data)
+
+
+def _answer_rows(generated) -> list[list[int]]:
+    """`decode_answers`' input as rows of token ids: a 2-D integer tensor or array ([n, T]), or a list of
+    lists of ints; anything else is a one-line FormatError naming the argument."""
+    if hasattr(generated, "ndim") and hasattr(generated, "dtype"):  # a torch tensor or a numpy array
+        dtype = str(generated.dtype)
+        if generated.ndim != 2:
+            raise FormatError(f"generated must be a 2-D [rows, tokens] array of token ids, got {generated.ndim} "
+                              f"dimension(s) of shape {tuple(generated.shape)}")
+        if "int" not in dtype:
+            raise FormatError(f"generated must hold integer token ids, got dtype {dtype}")
+        return generated.tolist()
+    if not isinstance(generated, (list, tuple)):
+        raise FormatError(f"generated must be a 2-D tensor or a list of lists of token ids, "
+                          f"got {type(generated).__name__}")
+    for row in generated:
+        if not isinstance(row, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in row):
+            shown = type(row).__name__ if not isinstance(row, (list, tuple)) else "a row with non-integer ids"
+            raise FormatError(f"generated must be a list of lists of integer token ids, got {shown}")
+    return [list(row) for row in generated]

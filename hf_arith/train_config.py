@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import inspect
+import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -115,6 +116,10 @@ class Recipe:
 
 
 _SECTIONS = {"data": DataRecipe, "optim": OptimRecipe, "eval": EvalRecipe}
+# Upper bounds that keep a run within memory (each value is held at once); typos beyond them are refused.
+MAX_BATCH_SIZE = 1_000_000
+MAX_CHUNK_SIZE = 1_000_000
+MAX_EVAL_SAMPLES = 1_000_000  # as `hf-arith eval --samples`
 
 
 def _check_keys(data, cls, where: str = "") -> None:
@@ -156,6 +161,8 @@ def _check_like(name: str, value, default) -> None:
         if (isinstance(value, bool) or not isinstance(value, (int, float))
                 or (type(default) is int and not float(value).is_integer())):
             raise RecipeError(f"{name} must be {'an integer' if type(default) is int else 'a number'}, got {value!r}")
+        if not math.isfinite(value):
+            raise RecipeError(f"{name} must be a finite number, got {value!r}")
 
 
 def recipe_from_dict(data: dict) -> Recipe:
@@ -185,6 +192,8 @@ def recipe_from_dict(data: dict) -> Recipe:
 
 
 def _check_values(recipe: Recipe) -> None:
+    from .hardware import THREADS_PER_CORE, max_threads
+
     d, o = recipe.data, recipe.optim
     if not 1 <= d.min_digits <= d.max_digits:
         raise RecipeError(f"data: need 1 <= min_digits <= max_digits, got {d.min_digits}..{d.max_digits}")
@@ -201,10 +210,31 @@ def _check_values(recipe: Recipe) -> None:
         last = phase.until_step
     if o.steps < 1 or o.batch_size < 1 or o.learning_rate <= 0:
         raise RecipeError("optim: steps, batch_size and learning_rate must be positive")
+    # Each value within what the optimizer, the schedule and memory take (not found after the model is built).
+    bounds = [  # (key, value, the lowest, the highest, what the range means)
+        ("optim.batch_size", o.batch_size, 1, MAX_BATCH_SIZE, "every batch is held in memory at once"),
+        ("optim.save_steps", o.save_steps, 1, None, "steps between checkpoints"),
+        ("optim.logging_steps", o.logging_steps, 1, None, "steps between loss logs"),
+        ("optim.warmup_steps", o.warmup_steps, 0, None, "< 1 is a fraction of the steps"),
+        ("optim.weight_decay", o.weight_decay, 0, None, ""),
+        ("optim.max_grad_norm", o.max_grad_norm, 0, None, "0 turns clipping off"),
+        ("optim.restart_lr_scale", o.restart_lr_scale, 0, None, ""),
+        ("data.chunk_size", d.chunk_size, 1, MAX_CHUNK_SIZE, "problems generated at once"),
+        ("eval.samples", recipe.eval.samples, 1, MAX_EVAL_SAMPLES, "held-out problems scored after training"),
+        ("eval.during_training_samples", recipe.eval.during_training_samples, 1, MAX_EVAL_SAMPLES,
+         "held-out problems scored during training"),
+    ]
+    for key, value, low, high, meaning in bounds:
+        if value < low or (high is not None and value > high):
+            limit = f"from {low} to {high:,}" if high is not None else f">= {low}"
+            raise RecipeError(f"{key} must be {limit}{f' ({meaning})' if meaning else ''}, got {value!r}")
+    if not 0 <= o.adam_beta2 < 1:
+        raise RecipeError(f"optim.adam_beta2 must be in [0, 1), got {o.adam_beta2!r}")
+    if not 1 <= o.threads <= max_threads():
+        raise RecipeError(f"optim.threads must be from 1 to {max_threads()} ({THREADS_PER_CORE} per CPU core of this "
+                          f"machine), got {o.threads}")
     if recipe.eval.batch_size < 0:
         raise RecipeError(f"eval.batch_size must be >= 0 (0 chooses from the model's width), got {recipe.eval.batch_size}")
-    if recipe.eval.during_training_samples < 1:
-        raise RecipeError(f"eval.during_training_samples must be >= 1, got {recipe.eval.during_training_samples}")
     if o.abacus_separation < 0 or o.abacus_separation_margin <= 0 or o.abacus_separation_gap < 0:
         raise RecipeError(f"optim.abacus_separation and abacus_separation_gap must be >= 0 and "
                           f"abacus_separation_margin > 0, got {o.abacus_separation}, {o.abacus_separation_gap} and "
@@ -225,6 +255,7 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     """
     from .evaluation import is_tiny_adder_format
     from .families import family_classes
+    from .problems import ProblemSpec
 
     try:
         fmt = NumberFormat.from_dict(recipe.format)
@@ -232,6 +263,14 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
         raise RecipeError(f"format: {err}") from None
     if fmt.operand_width and recipe.data.max_digits > fmt.operand_width:
         raise RecipeError(f"data.max_digits {recipe.data.max_digits} exceeds format.operand_width {fmt.operand_width}")
+    d = recipe.data
+    try:  # the problems the run draws (training.problem_spec)
+        ProblemSpec(task=fmt.task, base=fmt.base, min_digits=d.min_digits, max_digits=d.max_digits,
+                    min_items=d.min_items, max_items=d.max_items)
+    except ValueError as err:
+        raise RecipeError(f"data: {err}") from None
+    if fmt.task == "sort" and d.max_items > fmt.max_items:
+        raise RecipeError(f"data.max_items {d.max_items} exceeds format.max_items {fmt.max_items} (the items a prompt holds)")
     if recipe.eval.verify and not is_tiny_adder_format(fmt):
         raise RecipeError(f"eval.verify: the tiny-adder protocol needs 10-digit decimal addition, but this recipe "
                           f"trains {TASK_NAMES[fmt.task]} in base {fmt.base}; set eval.verify=false")
@@ -494,6 +533,8 @@ def load_recipe(name_or_path: str | None = None, overrides: list[str] | None = N
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise RecipeError(f"{path}: malformed YAML{where}: {getattr(err, 'problem', err)}") from None
+    if data is not None and not isinstance(data, dict):
+        raise RecipeError(f"{path}: a recipe must be a YAML mapping (section: key: value), got a {type(data).__name__}")
     # TrainingArguments names are read as recipe keys in the file, then on the command line, whose
     # overrides win over the file (a conflict is only one within the file or within the overrides).
     data, notes = _map_argument_names(data or {})

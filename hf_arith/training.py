@@ -36,6 +36,7 @@ from .families import family_classes
 from .formatting import FormatError, NumberFormat, Problems
 from .hardware import available_cpu_cores, machine_info
 from .index_separation import abacus_separation_penalty, has_abacus_table
+from .limits import FINGERPRINT_KEY
 from .metrics import compute_metrics, preprocess_logits_for_metrics
 from .problems import ProblemSpec, sample
 from .saving import save_checkpoint
@@ -101,8 +102,72 @@ def build_model(recipe: Recipe, tokenizer: ArithTokenizer, context: int):
         config = config_cls(**kwargs)
     except (TypeError, ValueError) as err:
         raise RecipeError(f"model: {err}") from None
+    # Every checkpoint of the run records the number format it was trained on (see limits.check_pair).
+    setattr(config, FINGERPRINT_KEY, tokenizer.arith_format.fingerprint())
     set_seed(recipe.optim.seed)  # the init is seeded explicitly, before the weights exist
     return model_cls(config)
+
+
+BYTES_PER_PARAMETER = 16  # float32 weights, gradients and Adam's two moments
+
+
+def memory_bytes() -> int | None:
+    """Memory a run's weights and optimizer state may use: the GPU's when there is one, else the machine's."""
+    if torch.cuda.is_available():
+        try:
+            return torch.cuda.get_device_properties(0).total_memory
+        except (AssertionError, RuntimeError):  # a CUDA build it cannot query
+            return None
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_model(recipe: Recipe, fmt: NumberFormat, checkpoint: str | None = None) -> None:
+    """The recipe's model, checked before any weights exist (built on the meta device as `build_model`
+    builds it): its config; to resume, the checkpoint's config and recipe against it and the recipe
+    (`check_resume`); a context that holds the longest training example (with data.random_prefix filler),
+    an abacus range that places its longest number, and memory for its weights and optimizer state."""
+    from transformers.utils import logging as hf_logging
+
+    from .limits import MAX_CONTEXT, ModelLimits
+
+    spec = problem_spec(recipe, fmt)
+    context = worst_case_length(spec, fmt)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # build_model's own warnings come when the run builds it
+    try:
+        with torch.device("meta"):
+            model = build_model(recipe, build_tokenizer(fmt, context), context)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    if checkpoint is not None:
+        check_resume(recipe, model, checkpoint)
+    config, d = model.config, recipe.data
+    rows = context + d.random_prefix
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions and positions > MAX_CONTEXT:
+        raise RecipeError(f"model.max_position_embeddings must be at most {MAX_CONTEXT:,}, got {positions:,}")
+    if positions and rows > positions:
+        given = "max_position_embeddings" in recipe.model
+        raise RecipeError(f"model.max_position_embeddings {positions}{'' if given else ' (by default the longest problem)'} "
+                          f"is shorter than the longest training example: {context} tokens for {d.max_digits}-digit "
+                          f"operands + data.random_prefix {d.random_prefix}; set it to at least {rows}, or lower "
+                          f"data.max_digits or data.random_prefix")
+    limits = ModelLimits(fmt=fmt, context=None, abacus_max_digits=getattr(config, "abacus_max_digits", None),
+                         abacus_answer_offset=int(bool(getattr(config, "abacus_align_answer", False))),
+                         loops=None, tokens_per_step=(1, 1))
+    try:
+        limits.check_digit_range(d.min_digits, d.max_digits, names=("data.min_digits", "data.max_digits"))
+    except FormatError as err:
+        raise RecipeError(f"{err}; raise model.abacus_max_digits or lower data.max_digits") from None
+    params = sum(p.numel() for p in model.parameters())
+    have = memory_bytes()
+    if have and params * BYTES_PER_PARAMETER > have:
+        raise RecipeError(f"model: {params:,} parameters need {params * BYTES_PER_PARAMETER / 2**30:,.1f} GiB for "
+                          f"weights, gradients and Adam state, more than the {have / 2**30:,.1f} GiB of memory here; "
+                          f"make it smaller (hidden_size, intermediate_size, num_hidden_layers)")
 
 
 def cosine_with_restart(optimizer, total: int, warmup: int, restart_at: float, restart_scale: float):
@@ -123,11 +188,38 @@ def cosine_with_restart(optimizer, total: int, warmup: int, restart_at: float, r
 
 class ArithTrainer(Trainer):
     def __init__(self, *args, restart_at: float = 0.0, restart_lr_scale: float = 0.3,
-                 abacus_separation: float = 0.0, separation_gap: int = 0, separation_margin: float = 4.0, **kwargs):
+                 abacus_separation: float = 0.0, separation_gap: int = 0, separation_margin: float = 4.0,
+                 loss_before: dict | None = None, **kwargs):
         self.restart_at, self.restart_lr_scale = restart_at, restart_lr_scale
         self.abacus_separation, self.separation_gap = abacus_separation, separation_gap
         self.separation_margin = separation_margin
+        self.loss_before = loss_before  # the loss record of the checkpoint this run resumes from, if it has one
         super().__init__(*args, **kwargs)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        super()._save_checkpoint(model, trial)
+        # Before the recipe file (written by RecipeRecorder.on_save, the last file of a checkpoint).
+        record = self.loss_record()
+        if record is not None and self.args.should_save:
+            folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+            (folder / LOSS_FILE).write_text(json.dumps(record) + "\n")
+
+    def loss_record(self, session_mean: float | None = None) -> dict | None:
+        """The training loss summed over the steps run so far: {first_step, last_step, loss_sum}. It spans
+        the whole run when the checkpoint this run resumed from had a record (or there was none), else
+        the steps of this session only. `session_mean`: this session's mean (the Trainer's train_loss)."""
+        start = getattr(self, "_initial_global_step", None)
+        if session_mean is not None and start is not None:
+            session = session_mean * (self.state.global_step - start)
+        elif start is not None and hasattr(self, "_total_loss_scalar") and hasattr(self, "_tr_loss"):
+            session = self._total_loss_scalar + float(self._tr_loss.item())  # logged so far + not yet logged
+        else:
+            return None
+        before = self.loss_before
+        if before is not None and before.get("last_step") == start:
+            return {"first_step": before["first_step"], "last_step": self.state.global_step,
+                    "loss_sum": before["loss_sum"] + session}
+        return {"first_step": start + 1, "last_step": self.state.global_step, "loss_sum": session}
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         out = super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
@@ -198,22 +290,58 @@ def _checkpoint_step(path: Path) -> int | None:
     return int(match.group(1)) if match and path.is_dir() else None
 
 
-def is_complete_checkpoint(path: Path) -> bool:
-    """trainer_state.json is the last file the Trainer writes: a run killed while saving has none, or a cut one."""
+LOSS_FILE = "hf_arith_loss.json"  # the training loss summed over the run so far (ArithTrainer.loss_record)
+# What a resume reads from a checkpoint, each as (what, file names any one of which will do). The Trainer
+# writes the weights, optimizer, scheduler, RNG state and trainer_state.json in that order, and
+# RecipeRecorder the recipe after them all: a run killed while saving lacks one of them or has a cut one.
+RESUME_FILES = (
+    ("model config", ("config.json",)),
+    ("weights", ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")),
+    ("optimizer state", ("optimizer.pt", "optimizer.bin", "optimizer_0", "global_step*", "rank*-of-*-optimizer.pt")),
+    ("learning-rate scheduler state", ("scheduler.pt",)),
+    ("random number generator state", ("rng_state.pth", "rng_state_*.pth")),
+)
+
+
+def checkpoint_problem(path: str | Path) -> str | None:
+    """Why a checkpoint-* folder cannot be resumed from (a file missing or unreadable), or None if it can."""
+    path = Path(path)
     try:
-        state = json.loads((Path(path) / "trainer_state.json").read_text())
+        state = json.loads((path / "trainer_state.json").read_text())
     except (OSError, ValueError):
-        return False
-    return isinstance(state, dict) and state.get("global_step") == _checkpoint_step(Path(path))
+        return "no readable trainer_state.json"
+    if not isinstance(state, dict) or state.get("global_step") != _checkpoint_step(path):
+        return f"trainer_state.json is not the state of step {_checkpoint_step(path)}"
+    for what, patterns in RESUME_FILES:
+        if not any(any(path.glob(pattern)) for pattern in patterns):
+            return f"no {what} ({' or '.join(patterns[:2])})"
+    try:
+        recipe = json.loads((path / RECIPE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"no readable {RECIPE_FILE} (the recipe a resume is checked against)"
+    if not isinstance(recipe, dict):
+        return f"{RECIPE_FILE} is not a recipe (a JSON object)"
+    return None
+
+
+def is_complete_checkpoint(path: str | Path) -> bool:
+    """Every file a resume needs is there and readable (see `checkpoint_problem`)."""
+    return checkpoint_problem(path) is None
+
+
+def checkpoints(output_dir: str | Path) -> list[Path]:
+    """The checkpoint-* folders in `output_dir`, newest (highest step) first."""
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return []
+    steps = sorted(((step, p) for p in folder.iterdir() if (step := _checkpoint_step(p)) is not None), reverse=True)
+    return [p for _, p in steps]
 
 
 def last_checkpoint(output_dir: str | Path) -> str | None:
     """The newest complete checkpoint-* folder (skipping one a killed run left half-written)."""
-    folder = Path(output_dir)
-    if not folder.is_dir():
-        return None
-    steps = sorted(((step, p) for p in folder.iterdir() if (step := _checkpoint_step(p)) is not None), reverse=True)
-    return next((str(p) for _, p in steps if is_complete_checkpoint(p)), None)
+    return next((str(p) for p in checkpoints(output_dir) if is_complete_checkpoint(p)), None)
 
 
 def _flatten(data: dict, prefix: str = "") -> dict:
@@ -234,12 +362,19 @@ def _differences(old: dict, new: dict, skip=()) -> list[str]:
 
 
 # Config entries that describe a saved file rather than the model.
+# The format fingerprint is not compared: checkpoints from before it have none, and the recipe check compares the format.
 _CONFIG_BOOKKEEPING = {"transformers_version", "architectures", "auto_map", "use_cache", "_name_or_path", "dtype",
-                       "torch_dtype", "output_attentions", "output_hidden_states", "return_dict"}
+                       "torch_dtype", "output_attentions", "output_hidden_states", "return_dict", FINGERPRINT_KEY}
 
 
 def check_resume(recipe: Recipe, model, checkpoint: str) -> None:
     """Refuse to resume from a checkpoint of another model, format or training recipe."""
+    check_resume_model(model, checkpoint)
+    check_resume_recipe(recipe, checkpoint)
+
+
+def check_resume_model(model, checkpoint: str) -> None:
+    """Refuse to resume from a checkpoint whose config.json is not the config of `model`."""
     where = Path(checkpoint)
     try:
         saved = json.loads((where / "config.json").read_text())
@@ -252,20 +387,27 @@ def check_resume(recipe: Recipe, model, checkpoint: str) -> None:
         raise RecipeError(f"--resume: {checkpoint} holds a different model ({'; '.join(diff[:4])}"
                           f"{'; ...' if len(diff) > 4 else ''}); resume with the recipe it was trained with, "
                           f"or train into another --output-dir")
-    recipe_file = where / RECIPE_FILE
-    if recipe_file.is_file():
-        try:
-            old = json.loads(recipe_file.read_text())
-        except ValueError:
-            return
-        # A key the saved recipe lacks is an option added since that run; the run behaved as its default.
-        defaults = {k: v for k, v in _flatten(dataclasses.asdict(Recipe())).items() if v != {}}  # not sections
-        old = {**defaults, **_flatten(old)}
-        diff = _differences(old, _flatten(dataclasses.asdict(recipe)), skip=RESUMABLE_CHANGES)
-        if diff:
-            raise RecipeError(f"--resume: {checkpoint} was trained with a different recipe ({'; '.join(diff[:4])}"
-                              f"{'; ...' if len(diff) > 4 else ''}); only optim.steps, save_steps, logging_steps, "
-                              f"threads, compile, eval and trainer may change on resume")
+
+
+def check_resume_recipe(recipe: Recipe, checkpoint: str) -> None:
+    """Refuse to resume from a checkpoint trained with another recipe, or whose recipe cannot be read
+    (only RESUMABLE_CHANGES may differ)."""
+    recipe_file = Path(checkpoint) / RECIPE_FILE
+    try:
+        old = json.loads(recipe_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        old = None
+    if not isinstance(old, dict):
+        raise RecipeError(f"--resume: {checkpoint} has no readable {RECIPE_FILE}, so the recipe cannot be checked "
+                          f"against the one it was trained with; resume from a complete checkpoint")
+    # A key the saved recipe lacks is an option added since that run; the run behaved as its default.
+    defaults = {k: v for k, v in _flatten(dataclasses.asdict(Recipe())).items() if v != {}}  # not sections
+    old = {**defaults, **_flatten(old)}
+    diff = _differences(old, _flatten(dataclasses.asdict(recipe)), skip=RESUMABLE_CHANGES)
+    if diff:
+        raise RecipeError(f"--resume: {checkpoint} was trained with a different recipe ({'; '.join(diff[:4])}"
+                          f"{'; ...' if len(diff) > 4 else ''}); only optim.steps, save_steps, logging_steps, "
+                          f"threads, compile, eval and trainer may change on resume")
 
 
 def can_compile() -> bool:
@@ -375,42 +517,94 @@ class TrainingRun:
     output_dir: str
     checkpoint: str | None = None
     eval_problems: Problems | None = None
+    overwrite: bool = False  # clear the output folder's checkpoint-* and final/ before training
 
 
-def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = False) -> TrainingRun:
+def _output_entries(output_dir: str) -> list[str]:
+    """What the output folder holds already (names; empty when it is missing or empty)."""
+    folder = Path(output_dir)
+    try:
+        return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    except OSError:
+        return []
+
+
+def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = False,
+                overwrite: bool = False) -> TrainingRun:
     """Everything that can refuse a run before training, once: the recipe (`train_config.check_recipe`),
-    the launch (`check_launch`), the held-out problems of an evaluation during training and, to resume,
-    the newest complete checkpoint in the output folder. Prints the recipe's notes (TrainingArguments
+    the launch (`check_launch`), the output folder (a non-empty one only with `resume` or `overwrite`,
+    never both) and, to resume, the newest complete checkpoint in it (newer incomplete ones are named on
+    stderr and skipped), the model it builds and the checkpoint against it (`check_model`), and the
+    held-out problems of an evaluation during training. Prints the recipe's notes (TrainingArguments
     names read as recipe keys) once, on the main process."""
     output_dir = str(output_dir or recipe.output_dir)
+    if resume and overwrite:
+        raise RecipeError("--resume continues the run in the output folder and --overwrite replaces it; give one of them")
     fmt = check_recipe(recipe)
     check_launch(recipe)
-    eval_problems = during_training_problems(recipe, fmt) if evaluates_during_training(recipe.trainer) else None
     checkpoint = None
+    notes = list(recipe.notes)
     if resume:
         checkpoint = last_checkpoint(output_dir)
+        newer = [p for p in checkpoints(output_dir)
+                 if checkpoint is None or _checkpoint_step(p) > _checkpoint_step(Path(checkpoint))]
         if checkpoint is None:
-            raise RecipeError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from "
+            why = f" ({newer[0].name}: {checkpoint_problem(newer[0])})" if newer else ""
+            raise RecipeError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from{why} "
                               f"(train without --resume first)")
+        notes += [f"skipping {p.name}, incomplete: {checkpoint_problem(p)}" for p in newer]
+    elif not overwrite:
+        entries = _output_entries(output_dir)
+        if entries:
+            shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+            raise RecipeError(f"output folder {output_dir} is not empty ({shown}): --resume continues the run there, "
+                              f"--overwrite replaces it (its checkpoint-* and final/ are deleted first), or choose "
+                              f"another --output-dir")
+    check_model(recipe, fmt, checkpoint)
+    eval_problems = during_training_problems(recipe, fmt) if evaluates_during_training(recipe.trainer) else None
     if is_main_process():
-        for note in recipe.notes:
+        for note in notes:
             print(f"hf-arith: {note}", file=sys.stderr, flush=True)
-    return TrainingRun(recipe, fmt, output_dir, checkpoint, eval_problems)
+    return TrainingRun(recipe, fmt, output_dir, checkpoint, eval_problems, overwrite=overwrite)
 
 
-def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, evaluate: bool = True) -> dict:
+def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, evaluate: bool = True,
+          overwrite: bool = False) -> dict:
     """Train a model from a recipe; returns a summary with the held-out report.
 
-    The Python entry point: `prepare_run` (every check), then `run_training`. Under torchrun /
-    accelerate launch every process runs this; only rank 0 saves the final checkpoint and
-    evaluates it (the other ranks return the training figures only).
+    The Python entry point: `prepare_run` (every check), then `run_training`. A non-empty output folder
+    needs `resume` (continue from its last complete checkpoint) or `overwrite` (delete its checkpoint-*
+    folders and final/ first). Under torchrun / accelerate launch every process runs this; only rank 0
+    saves the final checkpoint and evaluates it (the other ranks return the training figures only).
     """
-    return run_training(prepare_run(recipe, output_dir, resume), evaluate=evaluate)
+    return run_training(prepare_run(recipe, output_dir, resume, overwrite), evaluate=evaluate)
+
+
+def clear_output(output_dir: str) -> None:
+    """--overwrite: delete the output folder's checkpoint-* folders and final/ (the run's own outputs),
+    so that a later --resume cannot pick a checkpoint of the replaced run. Other files stay."""
+    for path in [*checkpoints(output_dir), Path(output_dir) / "final"]:
+        if path.is_dir():
+            shutil.rmtree(path)
+
+
+def read_loss_record(checkpoint: str) -> dict | None:
+    """The checkpoint's loss record (LOSS_FILE), when it has a well-formed one for its own step."""
+    try:
+        record = json.loads((Path(checkpoint) / LOSS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = (isinstance(record, dict) and all(isinstance(record.get(k), int) for k in ("first_step", "last_step"))
+          and isinstance(record.get("loss_sum"), (int, float))
+          and record["last_step"] == _checkpoint_step(Path(checkpoint)))
+    return record if ok else None
 
 
 def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
     """Train a prepared run (see `prepare_run`, which has checked it); returns the summary `train` does."""
     recipe, fmt, output_dir, checkpoint = run.recipe, run.fmt, run.output_dir, run.checkpoint
+    if run.overwrite and is_main_process():
+        clear_output(output_dir)
     torch.set_num_threads(recipe.optim.threads)
     spec = problem_spec(recipe, fmt)
     context = worst_case_length(spec, fmt)
@@ -426,8 +620,6 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
         if is_main_process():
             print(describe_warm_start(recipe.init_from, fresh), flush=True)
 
-    if checkpoint is not None:
-        check_resume(recipe, model, checkpoint)
     args = training_arguments(recipe, output_dir)
     curriculum = CurriculumCallback(CurriculumState(spec.min_digits, spec.max_digits), recipe.data.curriculum,
                                     (spec.min_digits, spec.max_digits))
@@ -456,11 +648,22 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
         # Indices max_digits apart never share a training operand; closer pairs may be rare in training.
         separation_gap=recipe.optim.abacus_separation_gap or recipe.data.max_digits,
         separation_margin=recipe.optim.abacus_separation_margin,
+        loss_before=read_loss_record(checkpoint) if checkpoint is not None else None,
     )
     result = trainer.train(resume_from_checkpoint=checkpoint)
+    # The Trainer's train_loss is the mean over this session's steps only; after a resume the run's mean
+    # also needs the loss of the steps before it, which the checkpoint's loss record holds. Without one
+    # (a checkpoint from an older version), the mean covers the steps this session ran, and says so.
+    record = trainer.loss_record(session_mean=result.training_loss)
+    if record is not None and record["last_step"] >= record["first_step"]:
+        loss = record["loss_sum"] / (record["last_step"] - record["first_step"] + 1)
+        loss_steps = [record["first_step"], record["last_step"]]
+    else:
+        loss, loss_steps = result.training_loss, None
     summary = {
         "name": recipe.name, "steps": result.global_step, "world_size": world_size(),
-        "train_seconds": result.metrics.get("train_runtime"), "train_loss": result.training_loss,
+        "train_seconds": result.metrics.get("train_runtime"), "train_loss": loss,
+        **({"train_loss_steps": loss_steps} if loss_steps is not None else {}),
         "unique_params": model.num_parameters(),
         # What the model card needs to say how the model was made.
         "recipe": dataclasses.asdict(recipe), "machine": machine_info(),

@@ -37,7 +37,7 @@ BAD_PROBLEMS = [
     ("", ["empty"]),
     ("   ", ["empty"]),
     ("12345678901+1", ["'12345678901+1'", "more than 10"]),
-    (f"{LONG}+1", [f"'{LONG}+1'", "more than 10"]),
+    (f"{LONG}+1", [f"'{LONG}'... (42 characters)", "more than 10"]),  # problems are quoted up to 40 characters
     ("12+", ["'12+'", "missing operand"]),
     ("7-2", ["'7-2'", "subtraction", "addition"]),
 ]

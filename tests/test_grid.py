@@ -122,8 +122,11 @@ def test_grid_rejects_formats_it_cannot_draw(tiny):
     with pytest.raises(FormatError, match="fixed width of 10"):
         length_grid(model, tok, (1, 11))
     sort_tok = types.SimpleNamespace(arith_format=NumberFormat(task="sort"))
-    with pytest.raises(FormatError, match="two operands"):
+    with pytest.raises(FormatError, match="another number format"):  # not this model's tokenizer
         length_grid(model, sort_tok, (1, 3))
+    sort_model = types.SimpleNamespace(config=types.SimpleNamespace(max_position_embeddings=64))  # no fingerprint
+    with pytest.raises(FormatError, match="two operands"):
+        length_grid(sort_model, sort_tok, (1, 3))
 
 
 def test_training_range_from_summary_or_width(tmp_path):

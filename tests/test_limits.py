@@ -10,7 +10,7 @@ import torch
 
 import hf_arith
 from hf_arith import solve
-from hf_arith.formatting import OPERATORS, FormatError, NumberFormat
+from hf_arith.formatting import OPERATORS, FormatError, NumberFormat, quote
 from hf_arith.limits import ModelLimits, model_limits, problem_spec
 from hf_arith.loading import load_checkpoint
 from hf_arith.models import MAX_RECURRENCES
@@ -51,7 +51,7 @@ def test_max_digits_is_the_longest_operand_solve_takes(bundled):
     with pytest.raises(FormatError) as info:
         solve(model, tok, [too_long])
     message = str(info.value)
-    assert "\n" not in message and repr(too_long) in message and limit_phrase(model, fmt) in message, message
+    assert "\n" not in message and quote(too_long) in message and limit_phrase(model, fmt) in message, message
 
 
 @pytest.mark.parametrize("task", ["add", "sub", "mul", "sort"])
@@ -85,7 +85,7 @@ def test_problems_that_fit_alone_but_not_decoded_together():
     with pytest.raises(FormatError) as info:
         limits.check_problems(texts)
     message = str(info.value)
-    assert repr(long_prompt) in message and repr(long_answer) in message and "context of 70" in message
+    assert quote(long_prompt) in message and quote(long_answer) in message and "context of 70" in message
 
 
 def test_training_range_read_from_a_bundled_checkpoint():

@@ -1,5 +1,6 @@
-"""The Space in a real browser: headless Chromium types a problem, clicks Solve, and a screenshot
-shows the answer.
+"""The Space in a real browser: headless Chromium types problems, clicks examples and tabs, and
+screenshots show the answers, on a desktop window and on a 400-pixel-wide screen; and a built Space
+folder (tests/test_space_build.py) answers in the browser without hf_arith.
 
 Needs Debian's `chromium` and `chromium-driver` and the `selenium` package (`pip install -e
 ".[browser]"`); `.ci/run` installs them and runs this file as its own step (`-m browser`).
@@ -14,27 +15,27 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_space import free_port, load_app
+from space_helpers import BuiltSpace, free_port, load_app, published_cache
 
 pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
+WAIT_SECONDS = 60  # for the page and each answer to appear (they take well under a second when idle)
 
 
 @pytest.fixture(scope="module")
 def page_url():
     app = load_app()
     port = free_port()
-    app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
         app.demo.close()
 
 
-@pytest.fixture
-def browser():
+def chromium(width: int = 1280):
     # CI sets HF_ARITH_REQUIRE_BROWSER=1 after installing everything: there a missing piece fails.
     missing = pytest.fail if os.environ.get("HF_ARITH_REQUIRE_BROWSER") == "1" else pytest.skip
     try:
@@ -54,11 +55,58 @@ def browser():
                  "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1280,1000"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    if width != 1280:  # a phone's screen: headless windows are never narrower than 500 pixels
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                               {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": True})
+    return driver, profile
+
+
+@pytest.fixture
+def browser():
+    driver, profile = chromium()
     try:
         yield driver
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def phone():
+    driver, profile = chromium(400)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def shots(tmp_path) -> Path:
+    out = Path(os.environ.get("HF_ARITH_SCREENSHOTS") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def wait(driver):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT_SECONDS)
+
+
+def css(driver, selector):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, selector)
+
+
+def all_css(driver, selector):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_elements(By.CSS_SELECTOR, selector)
+
+
+BOX = ("const r = arguments[0].getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom, "
+       "window.innerWidth, window.innerHeight, window.devicePixelRatio];")
 
 
 def assert_text_drawn(png: Path, box) -> None:
@@ -74,58 +122,159 @@ def assert_text_drawn(png: Path, box) -> None:
     assert 0.002 < dark / len(pixels) < 0.6, f"{dark} dark pixels of {len(pixels)}: no text drawn there"
 
 
+def solve(driver, problem: str) -> str:
+    """Type `problem`, click Solve, wait for the verdict of this problem; returns the verdict's kind."""
+    box = wait(driver).until(lambda d: css(d, "#problem textarea, #problem input"))
+    box.clear()
+    box.send_keys(problem)
+    wait(driver).until(lambda d: idle(d))  # (typing and leaving a field may start an answer too)
+    before = verdict_html(driver)
+    css(driver, "#solve").click()
+    wait(driver).until(lambda d: idle(d) and all_css(d, "#verdict [data-verdict]") and verdict_html(d) != before)
+    return css(driver, "#verdict [data-verdict]").get_attribute("data-verdict")
+
+
+def verdict_html(driver) -> str:
+    found = all_css(driver, "#verdict [data-verdict]")
+    return found[0].get_attribute("outerHTML") if found else ""
+
+
+def idle(driver) -> bool:
+    return not any(word in css(driver, "#verdict").text for word in ("processing", "pending"))
+
+
+def open_tab(driver, name: str) -> None:
+    next(t for t in all_css(driver, "button[role=tab]") if t.text == name).click()
+
+
 def test_solve_in_the_browser_and_screenshot(page_url, browser, tmp_path):
-    from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
 
     import hf_arith
     from hf_arith.problems import example_problem, reference_answer
 
-    # The page opens on the first bundled model, whatever is bundled: give it a problem it takes.
+    # The page opens on the first model, whatever is bundled: give it a problem it takes.
     app = load_app()
-    name = app.MODELS[0]
-    model, tok = app.load(name)
-    problem = example_problem(tok.arith_format, min(10, app.max_digits(model, tok, name)))
-    expected = reference_answer(problem, tok.arith_format)
-    assert hf_arith.solve(model, tok, [problem])[0] == expected  # (else the page would say wrong)
+    entry = app.load(app.MODELS[0])
+    problem = example_problem(entry.fmt, min(10, entry.max_digits))
+    expected = reference_answer(problem, entry.fmt)
+    assert hf_arith.solve(entry.model, entry.tokenizer, [problem])[0] == expected  # (else the page would say wrong)
 
-    wait = WebDriverWait(browser, 60)
     browser.get(page_url)
-    box = wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "#problem textarea, #problem input")))
-    box.clear()
-    box.send_keys(problem)
-    browser.find_element(By.CSS_SELECTOR, "#solve").click()
-
-    def answer_shown(driver):
-        field = driver.find_element(By.CSS_SELECTOR, "#answer textarea, #answer input")
-        return field.get_attribute("value") or False
-
-    assert wait.until(answer_shown) == expected
-    verdict = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#verdict")))
-    wait.until(lambda d: "correct" in verdict.text)
-    assert "✅ correct" in verdict.text
+    wait(browser).until(ec.element_to_be_clickable(("css selector", "#problem textarea, #problem input")))
+    assert solve(browser, problem) == "correct"
+    field = css(browser, "#answer textarea, #answer input")
+    assert field.get_attribute("value") == expected
+    verdict = css(browser, "#verdict")
+    assert "Correct" in verdict.text and expected in verdict.text
+    strip = "".join(c.text.split("\n")[0] for c in all_css(browser, "#verdict .strip .cell.ok"))
+    assert strip == expected  # the digit strip, in normal order
 
     # The answer must be in the picture: scrolled into view, inside the viewport, and its box not blank.
-    field = browser.find_element(By.CSS_SELECTOR, "#answer textarea, #answer input")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", field)
-    assert field.is_displayed()
-    box_of = "const r = arguments[0].getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom, " \
-             "window.innerWidth, window.innerHeight, window.devicePixelRatio];"
-    left, top, right, bottom, width, height, scale = browser.execute_script(box_of, field)
+    left, top, right, bottom, width, height, scale = browser.execute_script(BOX, field)
     assert 0 <= left < right <= width and 0 <= top < bottom <= height, (left, top, right, bottom, width, height)
-    verdict_box = browser.execute_script(box_of, browser.find_element(By.CSS_SELECTOR, "#verdict"))
-    assert 0 <= verdict_box[1] < verdict_box[3] <= height  # the verdict too
-
-    out = Path(os.environ.get("HF_ARITH_SCREENSHOTS") or tmp_path)
-    out.mkdir(parents=True, exist_ok=True)
-    shot = out / "space_solve.png"
+    shot = shots(tmp_path) / "space_solve.png"
     assert browser.save_screenshot(str(shot))
     assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert_text_drawn(shot, [v * scale for v in (left, top, right, bottom)])
 
     # A bad problem shows the friendly message in the page, not an error page.
-    box.clear()
-    box.send_keys("-5+3")
-    browser.find_element(By.CSS_SELECTOR, "#solve").click()
-    wait.until(lambda d: "negative numbers are not supported" in d.find_element(By.CSS_SELECTOR, "#verdict").text)
+    assert solve(browser, "-5+3") == "refused"
+    assert "negative numbers are not supported" in css(browser, "#verdict").text
+
+
+def test_the_loops_example_keeps_its_loop_count_and_marks_wrong_digits(page_url, browser, tmp_path):
+    app = load_app()
+    browser.get(page_url)
+    examples = wait(browser).until(lambda d: all_css(d, "#examples button"))
+    loops = next(e for e in examples if "more loops break long sums" in e.text)
+    loops.click()
+    wait(browser).until(lambda d: css(d, "#answer textarea, #answer input").get_attribute("value"))
+    wait(browser).until(lambda d: css(d, "#verdict [data-verdict]").get_attribute("data-verdict") == "wrong")
+    assert css(browser, "#problem textarea, #problem input").get_attribute("value") == app.LONG_SUM
+    assert css(browser, "#recurrences input[type=number]").get_attribute("value") == "16"  # not reset to 2
+    assert css(browser, "#model input").get_attribute("value") == "looped-add"
+    bad = all_css(browser, "#verdict .strip .cell.bad")
+    assert bad and all(c.value_of_css_property("background-color") != "rgba(0, 0, 0, 0)" for c in bad)
+    assert "16 recurrences (trained with 2)" in css(browser, "#verdict").text
+    # The Models tab follows the main selector.
+    open_tab(browser, "Models")
+    wait(browser).until(lambda d: css(d, "#overview_model input").get_attribute("value") == "looped-add")
+    wait(browser).until(lambda d: "### looped-add" in d.page_source or "looped-add" in css(d, "#overview_text").text)
+    wait(browser).until(lambda d: all_css(d, "#overview_figures figure img"))
+    assert "red square" in css(browser, "#overview_figures").text
+    assert browser.save_screenshot(str(shots(tmp_path) / "space_models.png"))
+
+
+def test_a_typed_loop_count_is_kept(page_url, browser):
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(page_url)
+    model = wait(browser).until(lambda d: css(d, "#model input"))
+    model.click()
+    option = wait(browser).until(lambda d: next((o for o in all_css(d, "ul[role=listbox] li, [role=option]")
+                                                  if o.text.strip() == "looped-add"), None))
+    option.click()
+    number = wait(browser).until(lambda d: css(d, "#recurrences input[type=number]") if
+                                 css(d, "#recurrences").is_displayed() else None)
+    wait(browser).until(lambda d: number.get_attribute("value") == "2")  # the model's own count
+    number.send_keys(Keys.CONTROL, "a")
+    number.send_keys("16")
+    number.send_keys(Keys.TAB)
+    app = load_app()
+    kind = solve(browser, app.LONG_SUM)
+    assert kind == "wrong", css(browser, "#verdict").text
+    assert "16 recurrences" in css(browser, "#verdict").text
+    assert number.get_attribute("value") == "16"
+
+
+def test_a_400_pixel_screen(page_url, phone, tmp_path):
+    """Nothing is cut off at 400 pixels: the page never scrolls sideways, the digit strip wraps inside
+    the screen, the token table fits, and the pictures scroll inside their own boxes."""
+    app = load_app()
+    phone.get(page_url)
+    examples = wait(phone).until(lambda d: all_css(d, "#examples button"))
+    next(e for e in examples if "more loops" in e.text).click()
+    wait(phone).until(lambda d: css(d, "#verdict [data-verdict]").get_attribute("data-verdict") == "wrong")
+    page_width = "return [document.documentElement.scrollWidth, window.innerWidth];"
+    scroll, inner = phone.execute_script(page_width)
+    assert inner == 400 and scroll <= inner
+    for cell in all_css(phone, "#verdict .strip .cell"):
+        left, _, right, *_ = phone.execute_script(BOX, cell)
+        assert 0 <= left < right <= 400
+    css(phone, "#tokens_box").click()
+    table = wait(phone).until(lambda d: css(d, "#confidence table") if css(d, "#confidence").is_displayed() else None)
+    phone.execute_script("arguments[0].scrollIntoView({block: 'center'});", table)
+    for header in all_css(phone, "#confidence th"):
+        left, _, right, *_ = phone.execute_script(BOX, header)
+        assert 0 <= left < right <= 400, header.text
+    assert phone.save_screenshot(str(shots(tmp_path) / "space_phone_solve.png"))
+    open_tab(phone, "Models")
+    image = wait(phone).until(lambda d: next(iter(all_css(d, "#overview_figures figure.wide img")), None))
+    assert image.size["width"] >= 800  # readable: drawn wide, in a box that scrolls sideways
+    assert phone.execute_script(page_width)[0] <= 400
+    assert phone.save_screenshot(str(shots(tmp_path) / "space_phone_models.png"))
+    assert app.LONG_SUM  # (the example's problem)
+
+
+# -- a built Space, without hf_arith ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def built_url(tmp_path_factory):
+    from hf_arith.space_build import build_space
+
+    folder = build_space(tmp_path_factory.mktemp("space") / "space", ["org/minimal-add10"])
+    hf_home = published_cache(tmp_path_factory.mktemp("published"), {"org/minimal-add10": "minimal-add10"})
+    space = BuiltSpace(folder, hf_home, tmp_path_factory.mktemp("log") / "app.log")
+    try:
+        yield space.wait().url
+    finally:
+        space.stop()
+
+
+def test_a_built_space_in_the_browser(built_url, browser, tmp_path):
+    browser.get(built_url)
+    assert solve(browser, "1234567890+9876543210") == "correct"
+    assert css(browser, "#answer textarea, #answer input").get_attribute("value") == "11111111100"
+    assert "https://huggingface.co/org/minimal-add10" in css(browser, "#model_info").get_attribute("innerHTML")
+    assert browser.save_screenshot(str(shots(tmp_path) / "built_space_solve.png"))

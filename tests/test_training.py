@@ -1,5 +1,6 @@
 """Training: the Trainer learns on the stream, the curriculum and schedule behave, runs resume."""
 
+import dataclasses
 import json
 
 import pytest
@@ -146,6 +147,15 @@ def test_each_entry_point_checks_the_recipe_and_finds_the_checkpoint_once(tmp_pa
     checkpoint = tmp_path / "checkpoint-3"
     checkpoint.mkdir()
     (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 3}))
+    for name in ("model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth"):  # what a resume reads
+        (checkpoint / name).write_bytes(b"")
+    # The config and recipe are compared with the run's before it starts: the preset's own.
+    recipe = load_recipe("minimal-add10")
+    fmt = training.check_recipe(recipe)
+    context = training.worst_case_length(training.problem_spec(recipe, fmt), fmt)
+    training.build_model(recipe, training.build_tokenizer(fmt, context), context).config.save_pretrained(checkpoint)
+    (checkpoint / training.RECIPE_FILE).write_text(json.dumps(dataclasses.asdict(recipe)))
+    calls.clear()
 
     assert main(["train", "--output-dir", str(tmp_path), "--resume", "--set", "optim.steps=5"]) == 0, capsys.readouterr()
     assert sorted(calls) == ["check_launch", "check_recipe", "last_checkpoint"]

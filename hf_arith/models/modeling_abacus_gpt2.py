@@ -141,12 +141,6 @@ class AbacusGPT2PreTrainedModel(PreTrainedModel):
             if c.abacus_num_segments else None
         return pack_positions(index, segment, c.abacus_max_digits)
 
-    def prepare_inputs_for_generation(self, input_ids, **kwargs):
-        # Abacus ids depend on the whole sequence: compute them from the full input_ids; the
-        # generation mixin then slices them to the tokens the cache has not seen.
-        kwargs["position_ids"] = self.position_ids_from_input_ids(input_ids)
-        return super().prepare_inputs_for_generation(input_ids, **kwargs)
-
 
 @dataclass
 class AbacusModelOutputWithPast(BaseModelOutputWithPast):
@@ -259,6 +253,12 @@ class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
         self.transformer = self.trunk_class(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.post_init()
+
+    def prepare_inputs_for_generation(self, input_ids, **kwargs):
+        # Abacus ids depend on the whole sequence: compute them from the full input_ids; the
+        # generation mixin then slices them to the tokens the cache has not seen.
+        kwargs["position_ids"] = self.position_ids_from_input_ids(input_ids)
+        return super().prepare_inputs_for_generation(input_ids, **kwargs)
 
     def get_input_embeddings(self):
         return self.transformer.wte

@@ -1,86 +1,139 @@
-"""hf_arith playground: try every bundled arithmetic transformer in the browser.
+"""hf_arith playground: tiny transformers that do exact integer arithmetic, in the browser.
 
-    python spaces/arith-playground/app.py          # http://127.0.0.1:7860, offline, bundled models
-    HF_ARITH_SPACE_MODELS="org/a,org/b" python spaces/arith-playground/app.py   # plus these Hub models
+    python spaces/arith-playground/app.py          # http://127.0.0.1:7860: the bundled models, offline
+    hf-arith space build DIR --model ORG/NAME      # a Space folder holding this file, deployable as is
 
-Pick a model, type a problem, and see the model's answer, whether it is right, and how sure it
-was of every token it wrote; move the recurrences slider of a looped model; look at the
-attention maps; and compare the models' length-generalization grids and cards.
+Pick a model, type a problem or click an example, and see the model's answer digit by digit (green
+right, red wrong), how sure it was of each token, what the recurrences slider of a looped model
+changes, its attention maps, and what each model is and how far it generalizes.
 
-Safety: the model name must be one of a fixed list, the bundled names plus the Hub repo ids the
-Space's operator lists (HUB_MODELS below, or the HF_ARITH_SPACE_MODELS environment variable), never
-a path and never text a visitor typed; the problem text is only ever parsed by the tokenizer's
-number format after a length and character check. Nothing a user types reaches the filesystem, the
-Hub or a shell.
+One app, two ways of finding models; everything else is the same code:
+- with hf_arith importable (a checkout, or the package installed): the bundled checkpoints plus the
+  listed repo ids, loaded with hf_arith's own classes (`hf_arith.load`);
+- without hf_arith (a Space built by `hf-arith space build`): the listed repo ids, each loaded from
+  its own files with transformers: the repo's remote code (`trust_remote_code=True`) and its
+  `arithmetic` pipeline.
+Answers come from the model's `arithmetic` pipeline (`return_confidence=True`); the longest operands
+are those the pipeline accepts, the loop range comes from the config; the Models tab shows the
+repo's own files (config, eval_results.json, length_grid.json, training_summary.json, loops.json,
+images/). Attention maps are drawn by hf_arith's plots module (copied next to this file as
+hf_arith_plots.py in a built Space).
+
+Listed repo ids: `models:` in the README.md next to this file (the Space card, which `hf-arith
+space build` writes) and the HF_ARITH_SPACE_MODELS environment variable ("org/a,org/b").
+
+Safety: the model name must be one of that fixed list, never a path and never text a visitor
+typed; the listed repos' code runs in the Space (list only repos you trust). The problem text is
+only parsed by the model's number format after a length and character check; nothing a visitor
+types reaches the filesystem, the Hub or a shell, and every page text built from it is escaped.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
+import html
+import importlib
+import json
 import os
 import re
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-
-# Run from a source checkout without installing: the package is two folders up. On a Hub Space,
-# the hf_arith/ package folder is uploaded next to this file instead.
-try:
-    import hf_arith  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import gradio as gr
 import torch
+from huggingface_hub import SpaceCard
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 
-import hf_arith
-from hf_arith.decoding import greedy_decode
-from hf_arith.formatting import EOS_TOKEN, PAD_TOKEN, TASK_NAMES, FormatError
-from hf_arith.limits import answer_budget, model_limits
-from hf_arith.loading import CheckpointError, check_repo_id, checkpoint_folder, load_checkpoint, one_line
-from hf_arith.model_card import EVAL_FILE, GRID_FILE, length_heatmap, load_grid
-from hf_arith.problems import example_problem, reference_answer
-from hf_arith.publishing import PublishError, load_eval_results
-
-# Hub models offered next to the bundled ones: repo ids (ORG/NAME) chosen by the Space's operator,
-# here or in the HF_ARITH_SPACE_MODELS environment variable (comma-separated). Visitors only pick
-# from the list. Each loads through hf_arith's own classes (no remote code runs).
-HUB_MODELS: list[str] = []
-MODELS_ENV = "HF_ARITH_SPACE_MODELS"
-
-
-def hub_models(text: str | None = None) -> list[str]:
-    """HUB_MODELS plus the repo ids in HF_ARITH_SPACE_MODELS (or `text`), each a valid repo id."""
-    listed = os.environ.get(MODELS_ENV, "") if text is None else text
-    ids = [*HUB_MODELS, *(part.strip() for part in listed.split(",") if part.strip())]
-    for repo_id in ids:
-        if "/" not in repo_id:
-            raise CheckpointError(f"{MODELS_ENV}: {repo_id!r} is not a Hub repo id (ORG/NAME)")
-        check_repo_id(repo_id)
-    return list(dict.fromkeys(ids))
-
-
+HERE = Path(__file__).resolve().parent
 try:
-    MODELS = [*hf_arith.bundled_models(), *(m for m in hub_models() if m not in hf_arith.bundled_models())]
-except CheckpointError as err:  # the operator's list: the Space does not start, and says why in one line
-    raise SystemExit(f"arith-playground: {one_line(err)}") from None
-MAX_CHARS = 200  # far above any problem a bundled model can take; longer text is refused unread
-ALLOWED = re.compile(r"[0-9a-z+\-*:, ]*")
-GRID_SAMPLES = 10  # problems per cell of the Models tab's grid: quick on a CPU Space
-GRID_MAX_DIGITS = 12  # a grid drawn here (no length_grid.json shipped) stops there: 144 cells at most
-SLIDER_MAX_RECURRENCES = 64  # the slider's ceiling (a UI choice), below the models' own limit
+    import hf_arith
+except ImportError:
+    hf_arith = None
+    _checkout = HERE.parents[1] if len(HERE.parents) > 1 else HERE
+    if (_checkout / "hf_arith" / "__init__.py").is_file():  # a source checkout, not installed
+        sys.path.insert(0, str(_checkout))
+        try:
+            import hf_arith
+        except ImportError:
+            hf_arith = None
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+if hf_arith is not None:
+    from hf_arith import plots
+    from hf_arith.loading import checkpoint_folder
+else:
+    try:
+        import hf_arith_plots as plots  # hf_arith/plots.py, copied here by `hf-arith space build`
+    except ImportError:
+        raise SystemExit("arith-playground: neither hf_arith nor hf_arith_plots.py (next to app.py) can be "
+                         "imported; build the Space folder with `hf-arith space build`") from None
+
+MODELS_ENV = "HF_ARITH_SPACE_MODELS"
+CARD_FILE = HERE / "README.md"
+MAX_CHARS = 200  # far above any problem a model here takes; longer text is refused unread
+ALLOWED = re.compile(r"[0-9a-z+\-*:, ]*")
+# The slider's ceiling: the models take up to MAX_RECURRENCES (256), but answers must stay well under
+# a second, and the measured loops curves (loops.json) stop at 32.
+SLIDER_MAX_RECURRENCES = 32
+TEN_DIGITS = "1234567890+9876543210"
+LONG_SUM = "3141592653589793238462643+2718281828459045235360287"  # 25 digits of pi plus 25 of e
+ABACUS_PAPER = "https://arxiv.org/abs/2405.17399"  # McLeish et al. 2024, abacus embeddings and looped models
+MULTI_TOKEN_PAPER = "https://arxiv.org/abs/2404.19737"  # Gloeckle et al. 2024, multi-token prediction
+TASK_NAMES = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "sort": "sorting"}
+END_TOKENS = ("<eos>", "<pad>")
+
+# One thread: these models are tiny, so each step is per-op overhead that more threads only slow down.
+torch.set_num_threads(1)
 
 
 class InputError(ValueError):
-    """Something the user typed or picked that the app refuses, with a friendly message."""
+    """Something a visitor typed or picked that the app refuses, with a message in plain words."""
 
 
-# -- models ----------------------------------------------------------------------------------------
-# Gradio runs events in worker threads. Loading one checkpoint in two threads at once fails (the
-# tied lm_head comes out "missing"), and the attention tab switches a model's attention backend
-# while it runs: so models are loaded, and run, one call at a time (they are tiny).
+def count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def one_line(err: BaseException | str) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+# -- the model list ----------------------------------------------------------------------------------
+def listed_models(text: str | None = None, card: Path = CARD_FILE) -> list[str]:
+    """The repo ids under `models:` in the Space card next to this file, then those in
+    HF_ARITH_SPACE_MODELS (or `text`); each must be a valid Hub repo id (ORG/NAME)."""
+    sources = []
+    if card.is_file() and card.read_text(encoding="utf-8").startswith("---"):  # a card with front matter
+        try:
+            sources += [(f"{card.name} models:", str(m)) for m in (SpaceCard.load(card).data.models or [])]
+        except ValueError as err:
+            raise ValueError(f"{card.name}: unreadable front matter ({one_line(err)})") from None
+    listed = os.environ.get(MODELS_ENV, "") if text is None else text
+    sources += [(MODELS_ENV, part.strip()) for part in listed.split(",") if part.strip()]
+    for where, repo_id in sources:
+        if "/" not in repo_id:
+            raise ValueError(f"{where} {repo_id!r} is not a Hub repo id (ORG/NAME)")
+        try:
+            validate_repo_id(repo_id)
+        except HFValidationError as err:
+            raise ValueError(f"{where} {repo_id!r} is not a valid Hub repo id (ORG/NAME): {one_line(err)}") from None
+    return list(dict.fromkeys(repo_id for _, repo_id in sources))
+
+
+try:
+    _bundled = list(hf_arith.bundled_models()) if hf_arith is not None else []
+    MODELS = [*_bundled, *(m for m in listed_models() if m not in _bundled)]
+except ValueError as err:  # the operator's list: the Space does not start, and says why in one line
+    raise SystemExit(f"arith-playground: {one_line(err)}") from None
+if not MODELS:
+    raise SystemExit(f"arith-playground: no models to show: list Hub repo ids under models: in {CARD_FILE.name} "
+                     f"or in {MODELS_ENV}")
+
+# Gradio runs events in worker threads. Loading one checkpoint in two threads at once fails, and the
+# attention maps switch a model's attention backend while they run: so models are loaded, and run,
+# one call at a time (they are tiny).
 MODEL_LOCK = threading.RLock()
 
 
@@ -92,63 +145,179 @@ def serialized(fn):
     return wrapper
 
 
+# -- a loaded model and what it can take ------------------------------------------------------------
+@dataclass(eq=False)
+class Entry:
+    """A listed model: its `arithmetic` pipeline, its files and its limits."""
+
+    name: str
+    pipe: object  # the arithmetic pipeline (its .model and .tokenizer)
+    folder: Path | None  # the checkpoint's files (a bundled folder, or the repo's snapshot)
+    max_digits: int  # the longest operands the pipeline accepts (in the model's base)
+    loops: tuple[int, int] | None  # the slider's range, for a looped model
+    trained: tuple[int, int] | None  # operand lengths it was trained on, where known
+
+    @property
+    def model(self):
+        return self.pipe.model
+
+    @property
+    def tokenizer(self):
+        return self.pipe.tokenizer
+
+    @property
+    def fmt(self):
+        return self.tokenizer.arith_format
+
+    @property
+    def formatting(self):
+        """The number format's module (hf_arith.formatting, or the repo's remote-code copy)."""
+        name = type(self.fmt).__module__
+        return sys.modules.get(name) or importlib.import_module(name)
+
+    @property
+    def default_loops(self) -> int | None:
+        return int(self.model.config.num_recurrences) if self.loops is not None else None
+
+    @property
+    def hub_url(self) -> str | None:
+        return None if hf_arith is not None and self.name in _bundled else f"https://huggingface.co/{self.name}"
+
+
+def open_pipeline(name: str):
+    """(arithmetic pipeline, checkpoint folder) of a listed model."""
+    if hf_arith is not None:  # bundled names and repo ids, with hf_arith's own classes
+        model, tokenizer = hf_arith.load(name)
+        return hf_arith.ArithmeticPipeline(model=model, tokenizer=tokenizer), checkpoint_folder(model)
+    from huggingface_hub import snapshot_download
+    from transformers import pipeline
+
+    folder = Path(snapshot_download(name))  # from the cache when there (offline too), else from the Hub
+    return pipeline("arithmetic", model=name, trust_remote_code=True), folder
+
+
+def worst_problem(fmt, formatting, digits: int) -> str:
+    """The longest problem with operands of `digits` digits: every digit the base's largest."""
+    number = str(fmt.base**digits - 1)
+    if fmt.task == "sort":
+        return ",".join(f"{label}:{number}" for label in formatting.SORT_LABELS[: fmt.max_items])
+    return f"{number}{formatting.OPERATORS[fmt.task]}{number}"
+
+
+def accepted_digits(pipe, fmt, formatting) -> int:
+    """The longest operands the pipeline accepts (its tokenizer's width, its answer budget, its
+    context): found by asking its preprocess step, which refuses longer problems."""
+
+    def fits(digits: int) -> bool:
+        try:
+            pipe.preprocess(worst_problem(fmt, formatting, digits))
+        except ValueError:
+            return False
+        return True
+
+    low, high = 0, MAX_CHARS // 2
+    if fits(high):
+        return high
+    while low < high - 1:  # operands of `low` digits fit (0: none checked yet), of `high` do not
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
+
+
+def loop_range(model) -> tuple[int, int] | None:
+    """1 up to the model's own limit (MAX_RECURRENCES of its config module), capped for speed."""
+    if not hasattr(model.config, "num_recurrences"):
+        return None
+    module = sys.modules.get(type(model.config).__module__)
+    return 1, min(int(getattr(module, "MAX_RECURRENCES", SLIDER_MAX_RECURRENCES)), SLIDER_MAX_RECURRENCES)
+
+
+def read_json(folder: Path | None, name: str):
+    if folder is None or not (folder / name).is_file():
+        return None
+    try:
+        return json.loads((folder / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def trained_range(folder: Path | None, fmt) -> tuple[int, int] | None:
+    """`train_digits` of training_summary.json, else a fixed-width format's 1..width."""
+    digits = (read_json(folder, "training_summary.json") or {}).get("train_digits")
+    if isinstance(digits, list) and len(digits) == 2 and all(isinstance(d, int) for d in digits):
+        return digits[0], digits[1]
+    return (1, fmt.operand_width) if fmt.operand_width else None
+
+
 @serialized
 @functools.cache
-def load(name: str):
-    """(model, tokenizer) of a listed model (bundled, or a repo id from the operator's list, from the
-    Hugging Face cache or the Hub); names outside MODELS are refused, never opened."""
-    if name not in MODELS:
-        raise InputError(f"unknown model {name!r}; pick one of: {', '.join(MODELS)}")
+def _open(name: str) -> Entry:
     try:
-        return load_checkpoint(name)
-    except CheckpointError as err:
+        pipe, folder = open_pipeline(name)
+        fmt = pipe.tokenizer.arith_format
+        formatting = sys.modules.get(type(fmt).__module__) or importlib.import_module(type(fmt).__module__)
+        return Entry(name, pipe, folder, accepted_digits(pipe, fmt, formatting), loop_range(pipe.model),
+                     trained_range(folder, fmt))
+    except Exception as err:  # whatever a listed repo holds: a message in the page, not an error page
         raise InputError(f"model {name} cannot be loaded: {one_line(err)}") from None
 
 
-def recurrence_range(model, tokenizer) -> tuple[int, int] | None:
-    """The slider's range for a looped model (None for others): the model's loops range
-    (hf_arith.limits), narrowed to twice its default (at least 8) and SLIDER_MAX_RECURRENCES."""
-    loops = model_limits(model, tokenizer).loops
-    if loops is None:
-        return None
-    lo, hi = loops
-    return lo, min(hi, SLIDER_MAX_RECURRENCES, max(2 * int(model.config.num_recurrences), 8))
+def load(name: str) -> Entry:
+    """A listed model; names outside MODELS are refused, never opened."""
+    if name not in MODELS:
+        raise InputError(f"unknown model {name!r}; pick one of: {', '.join(MODELS)}")
+    return _open(name)
 
 
-def model_kwargs(model, tokenizer, recurrences) -> dict | None:
-    """{"num_recurrences": n} for a looped model; an InputError for a value outside the slider."""
-    span = recurrence_range(model, tokenizer)
-    if span is None or recurrences is None:
-        return None
-    lo, hi = span
-    try:
-        value = float(recurrences)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if not (lo <= value <= hi) or value != int(value):
-        raise InputError(f"recurrences must be a whole number from {lo} to {hi}, got {recurrences!r}")
-    return {"num_recurrences": int(value)}
+def available() -> list[Entry]:
+    """The listed models that load (each one that does not is named on stderr, once)."""
+    entries = []
+    for name in MODELS:
+        try:
+            entries.append(load(name))
+        except InputError as err:
+            if name not in _REPORTED:
+                _REPORTED.add(name)
+                print(f"arith-playground: {err}", file=sys.stderr)
+    return entries
 
 
-_DIGITS: dict[str, int] = {}
+_REPORTED: set[str] = set()
 
 
-def max_digits(model, tokenizer, name: str | None = None) -> int:
-    """The longest operands the model takes (hf_arith.limits), at most what MAX_CHARS holds;
-    remembered per bundled model."""
-    if name in _DIGITS:
-        return _DIGITS[name]
-    best = min(model_limits(model, tokenizer).max_digits, MAX_CHARS // 2)
-    if name in MODELS:
-        _DIGITS[name] = best
-    return best
+# -- checking and answering one problem ---------------------------------------------------------------
+def sample_problem(entry: Entry, digits: int) -> str:
+    """A fixed problem with operands of `digits` digits (at most what the model takes)."""
+    fmt, n = entry.fmt, max(1, min(digits, entry.max_digits))
+    if fmt.base == 10:
+        a, b = int(("1234567890" * 10)[:n]), int(("9876543210" * 10)[:n])
+    else:  # two n-digit numbers in the model's base, written in decimal as visitors type them
+        low, high = fmt.base ** (n - 1) if n > 1 else 0, fmt.base**n - 1
+        a, b = low + (high - low) // 3, max(low, high - high // 7)
+    if fmt.task == "sort":
+        values = [b, a, (a + b) // 2][: min(3, fmt.max_items)]
+        return ",".join(f"{label}:{v}" for label, v in zip("abc", values))
+    op = entry.formatting.OPERATORS[fmt.task]
+    return f"{b}{op}{a}" if fmt.task == "sub" else f"{a}{op}{b}"
 
 
-# -- solving one problem -----------------------------------------------------------------------------
-def check_problem(text, tokenizer, model) -> str:
+def operator_help(fmt) -> str:
+    if fmt.task == "sort":
+        return "labelled items such as a:31,b:7,c:120"
+    return {"add": "'+'", "sub": "'-'", "mul": "'*'"}[fmt.task] + " between two numbers"
+
+
+def digits_of(entry: Entry, decimal: str) -> int:
+    """How many digits a typed (decimal) operand has in the model's base."""
+    if entry.fmt.base == 10:
+        return len(decimal)
+    return len(entry.formatting.int_to_digits(int(decimal), entry.fmt.base))
+
+
+def check_problem(entry: Entry, text) -> str:
     """The problem as the tokenizer will read it, or an InputError that says what is wrong."""
     if not isinstance(text, str) or not text.strip():
-        raise InputError("type a problem, for example " + example_problem(tokenizer.arith_format, 3))
+        raise InputError("type a problem, for example " + sample_problem(entry, 3))
     if len(text) > MAX_CHARS:
         raise InputError(f"that is {len(text)} characters; problems are at most {MAX_CHARS}")
     problem = text.strip().replace(" ", "")
@@ -156,208 +325,544 @@ def check_problem(text, tokenizer, model) -> str:
         raise InputError("negative numbers are not supported: operands are whole numbers from 0 up")
     if not ALLOWED.fullmatch(problem):
         bad = next(c for c in problem if not ALLOWED.fullmatch(c))
-        raise InputError(f"{bad!r} is not allowed: use digits 0-9 and {operator_help(tokenizer)}")
-    try:  # the number format, then the model's limits (context, abacus range)
-        model_limits(model, tokenizer).check_problems([problem])
-    except FormatError as err:
-        raise InputError(str(err)) from None
+        raise InputError(f"{bad!r} is not allowed: use digits 0-9 and {operator_help(entry.fmt)}")
+    try:
+        operands = entry.formatting.parse_problem(problem, entry.fmt)
+    except ValueError as err:
+        raise InputError(one_line(err)) from None
+    longest = max(digits_of(entry, v) for v in operands)
+    if longest > entry.max_digits:
+        raise InputError(too_long(entry, longest))
     return problem
 
 
-def operator_help(tokenizer) -> str:
-    fmt = tokenizer.arith_format
-    if fmt.task == "sort":
-        return "labelled items such as a:31,b:7,c:120"
-    return {"add": "'+'", "sub": "'-'", "mul": "'*'"}[fmt.task] + " between two numbers"
+def too_long(entry: Entry, typed: int | None = None) -> str:
+    base = "" if entry.fmt.base == 10 else f" (in base {entry.fmt.base})"
+    said = f"the longest number you typed has {typed} digits{base}; " if typed else "that problem is too long: "
+    return f"{said}{entry.name} takes numbers of up to {entry.max_digits} digits"
 
 
-@torch.inference_mode()
-def answer_with_confidence(model, tokenizer, problem: str, kwargs: dict | None):
-    """The model's answer and, for every token it wrote, the probability it gave that token."""
-    fmt = tokenizer.arith_format
-    enc = tokenizer([problem], return_tensors="pt")
-    ids, mask = enc["input_ids"], enc["attention_mask"]
-    new = greedy_decode(model, ids, mask, answer_budget(tokenizer, [problem]),
-                        eos_token_id=tokenizer.eos_token_id if fmt.end_token else None,
-                        pad_token_id=tokenizer.pad_token_id, model_kwargs=kwargs)
-    answer = tokenizer.decode_answers(new)[0]
-    # One teacher-forced pass gives the distribution behind each token. The last written token is
-    # not fed back (as in decoding), so an answer that ran to the budget without an end token still
-    # fits the model's context and position range.
-    full = torch.cat([ids, new[:, :-1]], dim=1)
-    logits = model(input_ids=full, attention_mask=torch.ones_like(full), **(kwargs or {})).logits
-    steps = logits[0, ids.shape[1] - 1 :].float().softmax(-1)
-    probs = steps.gather(1, new[0][:, None])[:, 0].tolist()
-    vocab = fmt.vocab()
-    rows = []
-    for i, (token_id, p) in enumerate(zip(new[0].tolist(), probs)):
-        token = vocab[token_id] if token_id < len(vocab) else "?"
-        rows.append([i + 1, token, round(p, 6)])
-        if token in (EOS_TOKEN, PAD_TOKEN):
+def recurrences_for(entry: Entry, value) -> int | None:
+    """The loop count for a looped model (None for others); an InputError outside the slider."""
+    if entry.loops is None or value is None:
+        return None
+    lo, hi = entry.loops
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not (lo <= number <= hi) or number != int(number):
+        raise InputError(f"recurrences must be a whole number from {lo} to {hi} here, got {value!r} "
+                         "(more would make the answers slow)")
+    return int(number)
+
+
+def run(entry: Entry, problem: str, loops: int | None) -> dict:
+    """The pipeline's answer, with the probability of every token it wrote."""
+    kwargs = {} if loops is None else {"num_recurrences": loops}
+    try:
+        return entry.pipe(problem, return_confidence=True, **kwargs)
+    except ValueError as err:  # a limit the checks above missed: still words, never config names
+        raise InputError(too_long(entry) if "too long" in str(err) else f"{entry.name} cannot take that problem: "
+                         f"{one_line(err).split(': ', 1)[-1]}") from None
+
+
+def exact_answer(entry: Entry, problem: str) -> str:
+    """The exact answer, from Python integers (to judge the model's answer, never to make one)."""
+    values = [int(v) for v in entry.formatting.parse_problem(problem, entry.fmt)]
+    if entry.fmt.task == "sort":  # labels in ascending order of value; ties keep label order
+        return "".join(entry.formatting.SORT_LABELS[i] for i in sorted(range(len(values)), key=values.__getitem__))
+    a, b = values
+    return str({"add": a + b, "sub": a - b, "mul": a * b}[entry.fmt.task])
+
+
+def in_model_digits(entry: Entry, decimal: str) -> str:
+    """An answer written in the model's base (normal order), to compare digit by digit."""
+    if entry.fmt.task == "sort" or entry.fmt.base == 10:
+        return decimal
+    sign, value = ("-", decimal[1:]) if decimal.startswith("-") else ("", decimal)
+    digits = entry.formatting.int_to_digits(int(value), entry.fmt.base)
+    return sign + "".join(entry.formatting.DIGIT_CHARS[d] for d in reversed(digits))
+
+
+def answer_cells(entry: Entry, tokens: list[dict], truth: str) -> tuple[list[dict], dict | None]:
+    """The digits the model wrote, in normal order, each against the exact answer's digit in the
+    same place: (cells, the end token's cell or None). A cell: the model's digit, the exact one,
+    the probability the model gave its digit, and a status: ok, bad (wrong, missing or extra) or
+    pad (a leading zero of a fixed-width answer)."""
+    written, end = [], None
+    for t in tokens:
+        if t["token"] in END_TOKENS:
+            end = {"model": "end", "exact": "", "p": t["probability"], "status": "end"}
             break
-    return answer, rows
+        written.append((t["token"], t["probability"]))
+    fmt = entry.fmt
+    if fmt.task != "sort" and fmt.reverse_answer:  # written lowest digit first: turn it around
+        sign = written[:1] if fmt.task == "sub" and written[:1] and written[0][0] == "-" else []
+        written = sign + written[len(sign):][::-1]
+    exact = in_model_digits(entry, truth)
+    width = max(len(written), len(exact))
+    if fmt.task == "sort":
+        mine, theirs = written + [None] * (width - len(written)), list(exact.ljust(width))
+    else:
+        mine, theirs = [None] * (width - len(written)) + written, list(exact.rjust(width))
+    cells, leading = [], True
+    for got, want in zip(mine, theirs):
+        want = want.strip()
+        digit, p = got if got is not None else ("", None)
+        leading = leading and digit == "0" and not want
+        status = "ok" if digit == want else ("pad" if leading else "bad")
+        cells.append({"model": digit or "-", "exact": want, "p": p, "status": status})
+    return cells, end
+
+
+def percent(p: float | None) -> str:
+    if p is None:
+        return ""
+    value = 100 * p
+    return f"{value:.0f}" if value >= 99.95 or value < 10 else f"{value:.1f}".rstrip("0").rstrip(".")
+
+
+def strip_html(cells: list[dict], end: dict | None) -> str:
+    """The coloured digit strip: one column per digit (model, exact, confidence %)."""
+    head = ('<div class="cell legend" aria-hidden="true"><span class="d">model</span><span class="x">exact</span>'
+            '<span class="p">sure %</span></div>')
+    parts = [head]
+    for cell in [*cells, *([end] if end else [])]:
+        title = {"ok": "right digit", "bad": "wrong digit", "pad": "padding zero", "end": "end token"}[cell["status"]]
+        parts.append(f'<div class="cell {cell["status"]}" title="{title}"><span class="d">{html.escape(cell["model"])}</span>'
+                     f'<span class="x">{html.escape(cell["exact"])}</span><span class="p">{percent(cell["p"])}</span></div>')
+    return f'<div class="strip" role="img" aria-label="the answer digit by digit">{"".join(parts)}</div>'
+
+
+def notice_html(message: str) -> str:
+    return (f'<div class="verdict refused" data-verdict="refused"><span class="head">Cannot answer</span> '
+            f'{html.escape(message, quote=False)}</div>')
+
+
+def verdict_html(entry: Entry, problem: str, out: dict, truth: str, loops: int | None) -> str:
+    """The verdict in words and colour, then the digit strip, then what is worth knowing about it."""
+    answer = out["answer"]
+    cells, end = answer_cells(entry, out["tokens"], truth)
+    wrong = [c for c in cells if c["status"] == "bad"]
+    if answer == truth:
+        kind, head, text = "correct", "Correct", f"{answer} is the exact answer."
+    elif answer is None:
+        why = ("it kept writing digits and never wrote its end token" if entry.fmt.end_token and end is None
+               else "what it wrote is not a well-formed number")
+        kind, head, text = "malformed", "No answer", f"The model gave no answer: {why}. The exact answer is {truth}."
+    else:
+        kind, head = "wrong", "Wrong"
+        text = (f"{len(wrong)} of {len(cells)} digits differ (red). The exact answer is {truth}." if entry.fmt.task != "sort"
+                else f"The exact answer is {truth}.")
+    notes = []
+    probabilities = [c["p"] for c in [*cells, *([end] if end else [])] if c["p"] is not None]
+    if probabilities:
+        lowest = min(probabilities)
+        notes.append(f"lowest confidence {percent(lowest)} %" + (" (the end token)" if end and end["p"] == lowest else ""))
+    operands = [digits_of(entry, v) for v in entry.formatting.parse_problem(problem, entry.fmt)]
+    if entry.trained and max(operands) > entry.trained[1]:
+        notes.append(f"numbers of {max(operands)} digits: longer than any it was trained on "
+                     f"({entry.trained[0]}-{entry.trained[1]} digits)")
+    if loops is not None:
+        notes.append(f"{loops} recurrences (trained with {entry.default_loops})")
+    return (f'<div class="verdict {kind}" data-verdict="{kind}"><span class="head">{head}</span> '
+            f'{html.escape(text, quote=False)}</div>{strip_html(cells, end)}'
+            f'<p class="notes">{html.escape("; ".join(notes), quote=False)}</p>')
 
 
 @serialized
 def solve_problem(model_name: str, problem: str, recurrences=None):
-    """The Solve button: (answer, verdict markdown, confidence rows)."""
+    """The Solve button: (answer in normal order, verdict HTML, [#, token, probability] rows in the
+    order the model wrote them)."""
     try:
-        model, tokenizer = load(model_name)
-        clean = check_problem(problem, tokenizer, model)
-        loops = model_kwargs(model, tokenizer, recurrences)
+        entry = load(model_name)
+        clean = check_problem(entry, problem)
+        loops = recurrences_for(entry, recurrences)
+        out = run(entry, clean, loops)
     except InputError as err:
-        return "", f"⚠️ {err}", []
+        return "", notice_html(str(err)), []
+    rows = [[i + 1, t["token"], round(t["probability"], 6)] for i, t in enumerate(out["tokens"])]
+    answer = out["answer"] if out["answer"] is not None else "(no answer)"
+    return answer, verdict_html(entry, clean, out, exact_answer(entry, clean), loops), rows
+
+
+# -- how the model writes numbers ----------------------------------------------------------------------
+def format_note(entry: Entry) -> str:
+    """The model's number format in words, with the example the tokenizer itself writes."""
+    fmt, example = entry.fmt, sample_problem(entry, 3)
+    prompt = entry.tokenizer.format_problem(example)
+    order = []
+    if fmt.reverse_operands:
+        order.append("reads each number lowest digit first")
+    if fmt.reverse_answer and fmt.task != "sort":
+        order.append("writes its answer lowest digit first")
+    if fmt.operand_width:
+        order.append(f"pads every number with zeros to {fmt.operand_width} digits")
+    how = (", ".join(order[:-1]) + " and " + order[-1]) if len(order) > 1 else (order[0] if order else "reads "
+                                                                                 "and writes numbers as typed")
+    answer = exact_answer(entry, example)
+    shown = answer.zfill(fmt.answer_width) if fmt.answer_width and fmt.task != "sort" else answer
+    shown = shown[::-1] if fmt.reverse_answer and fmt.task != "sort" else shown
+    end = " then `<eos>`" if fmt.end_token else ""
+    return (f"This model {how}: it sees `{example}` as `{prompt}` and writes {answer} as `{shown}`{end}. "
+            "The answer box and the digit strip show the normal order.")
+
+
+# -- attention ----------------------------------------------------------------------------------------
+@torch.inference_mode()
+def attention_weights(model, ids: list[int], loops: int | None) -> list:
+    """One [heads, T, T] array per layer (per pass and layer for a looped model), with eager
+    attention, the only backend that returns the weights."""
+    before = getattr(model.config, "_attn_implementation", None)
+    switch = before not in (None, "eager")
+    if switch:
+        model.set_attn_implementation("eager")
     try:
-        answer, rows = answer_with_confidence(model, tokenizer, clean, loops)
-    except ValueError as err:  # a limit the checks above missed: still a message, not an error page
-        return "", f"⚠️ this model cannot take that problem: {str(err).splitlines()[0]}", []
-    truth = reference_answer(clean, tokenizer.arith_format)
-    lowest = min((r[2] for r in rows), default=1.0)
-    if answer is None:
-        verdict = f"❌ the model did not write a well-formed answer (the exact answer is {truth})"
-    elif answer == truth:
-        verdict = f"✅ correct (lowest token confidence {100 * lowest:.1f} %)"
-    else:
-        verdict = f"❌ wrong: the exact answer is {truth} (lowest token confidence {100 * lowest:.1f} %)"
-    if loops:
-        verdict += f" · {loops['num_recurrences']} recurrences"
-    return answer if answer is not None else "(malformed)", verdict, rows
+        kwargs = {} if loops is None else {"num_recurrences": loops}
+        out = model(input_ids=torch.tensor([ids]), output_attentions=True, use_cache=False, **kwargs)
+    finally:
+        if switch:
+            model.set_attn_implementation(before)
+    return [a[0].float().cpu().numpy() for a in out.attentions or []]
+
+
+ALL_PASSES = "all passes"
 
 
 @serialized
-def attention_figure(model_name: str, problem: str):
-    """The Attention tab: (figure or None, message)."""
+def attention_figure(model_name: str, problem: str, recurrences=None, which: str | None = None):
+    """The Attention tab: (figure or None, note, pass selector)."""
+    hidden = gr.Dropdown(visible=False)
     try:
-        model, tokenizer = load(model_name)
-        clean = check_problem(problem, tokenizer, model)
+        entry = load(model_name)
+        clean = check_problem(entry, problem)
+        loops = recurrences_for(entry, recurrences)
+        out = run(entry, clean, loops)
     except InputError as err:
-        return None, f"⚠️ {err}"
-    try:  # another part of the package; the Space works without it
-        from hf_arith.attention_maps import attention_maps, plot_attention
-    except ImportError:
-        return None, "Attention maps need hf_arith.attention_maps, which this installation lacks."
+        return None, f"Cannot draw: {err}", hidden
+    tok = entry.tokenizer
+    ids = tok([clean])["input_ids"][0] + tok.convert_tokens_to_ids([t["token"] for t in out["tokens"]])
+    maps = attention_weights(entry.model, ids, loops)
+    if not maps:
+        return None, f"{type(entry.model).__name__} returns no attention weights.", hidden
+    tokens = tok.convert_ids_to_tokens(ids)
+    layers = getattr(entry.model.config, "num_hidden_layers", None) or len(maps)
+    labels = plots.attention_labels(len(maps), layers)
+    passes = len(maps) // layers if len(maps) % layers == 0 else 1
+    selector = hidden
+    if passes > 1:
+        choices = [ALL_PASSES, *(f"pass {p}" for p in range(1, passes + 1))]
+        if which not in choices:
+            which = ALL_PASSES if len(maps) <= 4 else f"pass {passes}"
+        if which != ALL_PASSES:
+            p = int(which.split()[1])
+            maps, labels = maps[(p - 1) * layers: p * layers], labels[(p - 1) * layers: p * layers]
+        selector = gr.Dropdown(choices=choices, value=which, visible=True)
+    title = f"{model_name}: attention for {clean} (the model's tokens: {' '.join(tokens)})"
+    figure = plots.plot_attention(tokens, maps, labels, title=title)
+    what = f"{passes} passes of {count(layers, 'layer')}" if passes > 1 else count(len(maps), "layer")
+    note = (f"{what} × {count(maps[0].shape[0], 'head')}. Each row is a token attending to earlier tokens "
+            f"(columns); darker is more attention (on a small screen, scroll the picture sideways). "
+            f"{format_note(entry)}")
+    return figure, note, selector
+
+
+# -- the models: what they are, and how far they generalize -----------------------------------------------
+def describe(entry: Entry, named: bool = True) -> str:
+    """What the model is, in words a first-time visitor can follow (from its config)."""
+    config, params = entry.model.config, entry.model.num_parameters()
+    parts = []
+    if "minimal" in str(getattr(config, "model_type", "")):
+        parts.append(f"**A {params:,}-parameter model**: the whole network is {params:,} numbers (chat models have "
+                     f"billions), {count(config.num_hidden_layers, 'transformer layer')} whose weights are tied and "
+                     f"shared wherever possible (a \"tiny adder\"). It pads every number to {entry.fmt.operand_width} "
+                     "digits, so that is also the longest it takes.")
+    if hasattr(config, "abacus_max_digits"):
+        parts.append("**Abacus** positions: every digit is told its place inside its own number (units 1, tens 2, "
+                     "...), so digits of the same place line up at any length. That is how a model trained on "
+                     f"short numbers adds much longer ones ([McLeish et al. 2024]({ABACUS_PAPER})).")
+    if entry.loops is not None:
+        parts.append(f"**Looped**: the same {count(config.num_hidden_layers, 'layer')} run again and again for every "
+                     f"token it writes; how many times is the *recurrences* slider (trained with "
+                     f"{entry.default_loops}). Try other counts on a long sum and watch the answer change.")
+    heads = int(getattr(config, "num_future_tokens", 1) or 1)
+    if heads > 1:
+        extra = count(heads - 1, "extra output head")
+        verb = "predicts" if heads == 2 else "predict"
+        parts.append(f"**k{heads}**: {extra} also {verb} what comes after the next token, so it can write {heads} "
+                     f"answer tokens per step ([Gloeckle et al. 2024]({MULTI_TOKEN_PAPER})); this Space writes one "
+                     "token per step, with the first head.")
+    if not parts:
+        parts.append(f"`{type(entry.model).__name__}`, {params:,} parameters.")
+    facts = f"{params:,} parameters"
+    if entry.trained:
+        facts += f"; trained on numbers of {entry.trained[0]}-{entry.trained[1]} digits"
+    facts += f"; takes up to {entry.max_digits} digits"
+    link = f" · [model card]({entry.hub_url})" if entry.hub_url else " · bundled with hf_arith (docs/models.md)"
+    return (f"**{entry.name}** ({facts}{link}). " if named else f"{facts[0].upper()}{facts[1:]}{link}. ") + " ".join(parts)
+
+
+def glossary() -> str:
+    lines = ["Every model here was trained only to write the digits of the answer, one token at a time: no "
+             "calculator runs inside. What the names mean:"]
+    lines += [f"- {describe(entry)}" for entry in available()]
+    return "\n".join(lines)
+
+
+def image_html(path: Path, caption: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (f'<figure class="wide"><div class="scroll"><img src="data:image/png;base64,{data}" '
+            f'alt="{html.escape(caption)}"></div><figcaption>{html.escape(caption, quote=False)}</figcaption></figure>')
+
+
+def grid_caption(grid: dict | None, report: dict | None, trained) -> str:
+    if grid and isinstance(grid.get("summary"), dict):
+        s, (lo, hi) = grid["summary"], grid["lengths"]
+        text = (f"Each cell: problems whose two numbers have the row's and the column's number of digits "
+                f"({lo}-{hi}, {grid['samples_per_cell']} problems per cell). Left: the share answered exactly "
+                f"(yellow = all right); right: how surprised the model is by the right answer (1 = certain).")
+        if trained and "in_training_range_exact_match" in s:
+            text += (f" Inside the red square (trained on {trained[0]}-{trained[1]} digits): "
+                     f"{s['in_training_range_exact_match']:.1%} exact")
+            if "beyond_training_range_exact_match" in s:
+                text += f"; beyond it, lengths it never saw: {s['beyond_training_range_exact_match']:.1%}"
+            text += "."
+        return text + f" Overall {s['exact_match']:.1%} of {s['n']:,} problems."
+    if report:
+        return (f"Exact match by the length of the longer number, on {report['n']:,} held-out problems of "
+                f"{report['min_digits']}-{report['max_digits']} digits.")
+    return "Exact match by operand length."
+
+
+def loops_caption(curve: dict | None, default: int | None) -> str:
+    if not curve or not isinstance(curve.get("loops"), list):
+        return "Exact match against the number of recurrences."
+    points = list(zip(curve["loops"], curve["exact_match"]))
+    best = max(points, key=lambda point: point[1])
+    listed = ", ".join(f"{n}: {v:.1%}" for n, v in points)
+    return (f"Exact match against the number of recurrences (trained with {default}) on {curve.get('n', 0):,} "
+            f"problems: {listed}. Best at {best[0]}; at {points[-1][0]} loops, {points[-1][1]:.1%}.")
+
+
+def length_strip(report: dict | None) -> str:
+    """Held-out exact match per longest-operand length, as coloured cells."""
+    per = (report or {}).get("by_max_operand_length")
+    if not isinstance(per, dict) or not per:
+        return ""
+    cells = []
+    for digits, value in sorted(per.items(), key=lambda kv: int(kv[0])):
+        hue = int(120 * max(0.0, min(1.0, float(value))))  # red (0 %) to green (100 %)
+        cells.append(f'<div class="cell" style="background: hsl({hue} 70% 85%)"><span class="d">{int(digits)}</span>'
+                     f'<span class="p">{percent(float(value))}</span></div>')
+    legend = ('<div class="cell legend" aria-hidden="true"><span class="d">digits</span>'
+              '<span class="p">exact %</span></div>')
+    return (f'<figure><div class="strip">{legend}{"".join(cells)}</div><figcaption>Held-out exact match by the '
+            f'length of the longer number ({report["n"]:,} problems).</figcaption></figure>')
+
+
+@serialized
+def model_overview(model_name: str):
+    """The Models tab: (card summary markdown, figures with captions as HTML), from the model's files."""
     try:
-        tokens, maps = attention_maps(model, tokenizer, clean)
-    except ValueError as err:
-        return None, f"⚠️ this model cannot take that problem: {str(err).splitlines()[0]}"
-    return plot_attention(tokens, maps), f"{len(maps)} layer(s) × {maps[0].shape[0]} head(s) for `{' '.join(tokens)}`"
+        return _overview(load(model_name))
+    except (InputError, KeyError, TypeError, ValueError) as err:  # (a repo file not as hf-arith push writes it)
+        return f"Cannot show {model_name}: {one_line(err)}", ""
+
+
+@functools.cache
+def _overview(entry: Entry):
+    fmt, folder = entry.fmt, entry.folder
+    report = read_json(folder, "eval_results.json")
+    lines = [f"### {entry.name}", describe(entry, named=False), "",
+             f"- **task**: {TASK_NAMES.get(fmt.task, fmt.task)} in base {fmt.base}, numbers of up to "
+             f"{entry.max_digits} digits",
+             f"- **architecture**: `{type(entry.model).__name__}`, {entry.model.num_parameters():,} parameters",
+             f"- **number format**: {format_note(entry)}"]
+    if entry.loops is not None:
+        lines.append(f"- **recurrences**: {entry.default_loops} by default; the slider goes from {entry.loops[0]} "
+                     f"to {entry.loops[1]}")
+    if isinstance(report, dict) and "exact_match" in report:
+        lines.append(f"- **held-out exact match**: {report['exact_match']:.2%} of {report['n']:,} problems "
+                     f"({report['min_digits']}-{report['max_digits']} digits)")
+    figures = [length_strip(report)]
+    images = sorted(folder.glob("images/*.png")) if folder is not None else []
+    for image in images:
+        if image.stem == "length_heatmap":
+            caption = grid_caption(read_json(folder, "length_grid.json"), report, entry.trained)
+        elif image.stem == "loops":
+            caption = loops_caption(read_json(folder, "loops.json"), entry.default_loops)
+        else:
+            caption = image.stem.replace("_", " ")
+        figures.append(image_html(image, caption))
+    return "\n".join(lines), "".join(figures)
+
+
+# -- the page -----------------------------------------------------------------------------------------
+def model_options(entry: Entry, recurrences=None):
+    """The slider (shown only for a looped model, at `recurrences` or its default) and the problem
+    box's placeholder for a model."""
+    if entry.loops is None:
+        slider = gr.Slider(visible=False)
+    else:
+        lo, hi = entry.loops
+        value = entry.default_loops if recurrences is None else recurrences
+        layers = count(entry.model.config.num_hidden_layers, "layer")
+        slider = gr.Slider(minimum=lo, maximum=hi, step=1, value=value, visible=True,
+                           info=f"How many times the model runs its {layers} for each token. Trained with "
+                                f"{entry.default_loops}; try {hi} on a long sum. {lo}-{hi} here.")
+    return slider, gr.Textbox(placeholder=f"e.g. {sample_problem(entry, 10)}")
 
 
 @serialized
 def on_model_change(model_name: str):
-    """Show the recurrences slider only for looped models; suggest a problem the model can take."""
-    model, tokenizer = load(model_name)
-    example = example_problem(tokenizer.arith_format, min(5, max_digits(model, tokenizer, model_name)))
-    span = recurrence_range(model, tokenizer)
-    if span is not None:
-        lo, hi = span
-        default = min(hi, int(model.config.num_recurrences))
-        slider = gr.Slider(minimum=lo, maximum=hi, step=1, value=default, visible=True)
-    else:
-        slider = gr.Slider(visible=False)
-    return slider, gr.Textbox(placeholder=f"e.g. {example}")
+    """Another model picked: its slider (at its default), placeholder and description."""
+    try:
+        entry = load(model_name)
+    except InputError as err:
+        return gr.Slider(visible=False), gr.Textbox(placeholder=""), f"Cannot use {model_name}: {err}"
+    slider, box = model_options(entry)
+    return slider, box, describe(entry)
 
 
-# -- the Models tab ------------------------------------------------------------------------------------
-@functools.cache
 @serialized
-def model_overview(model_name: str):
-    """(card summary markdown, length-generalization figure) of a listed model."""
-    model, tokenizer = load(model_name)
-    fmt = tokenizer.arith_format
-    folder = checkpoint_folder(model)  # the bundled folder, or the repo's snapshot in the cache
+def run_example(model_name: str, problem: str, recurrences):
+    """An example clicked: the model's options at the example's recurrences, then its answer."""
     try:
-        report = load_eval_results(folder / EVAL_FILE) if (folder / EVAL_FILE).is_file() else None
-    except PublishError:
-        report = None
-    digits = max_digits(model, tokenizer, model_name)
-    order = "reversed (least significant digit first)" if fmt.reverse_answer else "most significant digit first"
-    lines = [
-        f"### {model_name}",
-        f"- **task**: {TASK_NAMES[fmt.task]} in base {fmt.base}, operands up to {digits} digits",
-        f"- **architecture**: `{type(model).__name__}`, {model.num_parameters()} unique parameters",
-        f"- **number format**: answers {order}"
-        + (f", operands zero-padded to {fmt.operand_width} digits" if fmt.operand_width else ""),
-    ]
-    if model_limits(model, tokenizer).loops is not None:
-        lines.append(f"- **recurrences**: {model.config.num_recurrences} by default")
-    if report:
-        lines.append(f"- **held-out exact match**: {100 * report['exact_match']:.2f} % of {report['n']} problems "
-                     f"({report['min_digits']}-{report['max_digits']} digits)")
-    return "\n".join(lines), overview_figure(model_name, model, tokenizer, folder, report, digits)
+        entry = load(model_name)
+    except InputError as err:
+        return gr.Slider(visible=False), f"Cannot use {model_name}: {err}", "", notice_html(str(err)), []
+    slider, _ = model_options(entry, recurrences if entry.loops is not None else None)
+    return slider, describe(entry), *solve_problem(model_name, problem, recurrences)
 
 
-def overview_figure(model_name, model, tokenizer, folder: Path, report: dict | None, digits: int):
-    """The checkpoint's own length grid (length_grid.json) when it ships one; else a small grid
-    drawn now, up to the evaluated lengths; else (sorting, no grid module) the report's
-    per-length accuracy; None when there is nothing to show."""
-    title = f"{model_name}: exact match per operand-length pair"
-    try:
-        from hf_arith.grid import length_grid
-        from hf_arith.plots import plot_grid
-    except ImportError:
-        plot_grid = None
-    shipped = load_grid(folder / GRID_FILE, tokenizer.arith_format)
-    if plot_grid is not None and shipped is not None:
-        return plot_grid(shipped, title=title + f" ({shipped['samples_per_cell']} problems per cell)")
-    if plot_grid is not None:
-        top = min(digits, GRID_MAX_DIGITS, report["max_digits"] if report else GRID_MAX_DIGITS)
-        try:
-            result = length_grid(model, tokenizer, (1, top), samples_per_cell=GRID_SAMPLES,
-                                 train_range=model_limits(model, tokenizer, folder).training_range)
-            return plot_grid(result, title=title)
-        except FormatError:  # no grid for this task (sorting) or these lengths
-            pass
-    if report:
-        return length_heatmap(report, title=f"{model_name}: exact match (%) by operand length")
-    return None
+def examples() -> tuple[list[list], list[str]]:
+    """Clickable examples for the models that loaded: a 10-digit sum, a 25-digit sum far past the
+    training length, and the same sum with many more loops than a looped model was trained with."""
+    rows, labels = [], []
+    entries = available()
+    adders = [e for e in entries if e.fmt.task == "add" and e.fmt.base == 10]
+    short = [e for e in adders if 10 <= e.max_digits < 25] or entries[:1]
+    for entry in short:
+        problem = TEN_DIGITS if entry in adders else sample_problem(entry, 10)
+        rows.append([entry.name, problem, entry.default_loops or 1])
+        labels.append(f"{entry.name}: {problem}")
+    for entry in adders:
+        if entry.max_digits >= 25 and entry.trained and entry.trained[1] < 25:
+            rows.append([entry.name, LONG_SUM, entry.default_loops or 1])
+            labels.append(f"{entry.name}: a 25-digit sum (trained on {entry.trained[0]}-{entry.trained[1]} digits)")
+    for entry in adders:
+        if entry.loops is not None and entry.max_digits >= 25:
+            many = min(entry.loops[1], 8 * entry.default_loops)
+            rows.append([entry.name, LONG_SUM, many])
+            truth = exact_answer(entry, LONG_SUM)
+            breaks = (run(entry, LONG_SUM, entry.default_loops)["answer"] == truth
+                      and run(entry, LONG_SUM, many)["answer"] != truth)  # (checked, for whatever model is listed)
+            labels.append(f"{entry.name} at {many} loops" + (": more loops break long sums" if breaks else ""))
+    return rows, labels
 
 
-# -- the page ------------------------------------------------------------------------------------------
+CSS = """
+.verdict { padding: 0.6em 0.8em; border-radius: 8px; font-size: 1.05em; border: 2px solid; }
+.verdict .head { font-weight: 700; font-size: 1.2em; margin-right: 0.3em; }
+.verdict.correct { background: #e3f5e1; border-color: #2e7d32; color: #1b4d1e; }
+.verdict.wrong, .verdict.malformed { background: #fde4e1; border-color: #c62828; color: #6d1111; }
+.verdict.refused { background: #fff4d6; border-color: #b7791f; color: #5c3d06; }
+.strip { display: flex; flex-wrap: wrap; gap: 3px; margin: 0.6em 0; font-family: ui-monospace, monospace; }
+.strip .cell { display: flex; flex-direction: column; align-items: center; min-width: 1.9em; padding: 2px 1px;
+               border-radius: 4px; background: #f0f0f0; color: #111; }
+.strip .cell span { line-height: 1.3; }
+.strip .cell .d { font-size: 1.25em; font-weight: 700; }
+.strip .cell .x { color: #555; min-height: 1.3em; }
+.strip .cell .p { font-size: 0.75em; color: #333; }
+.strip .cell.ok { background: #c8ecc4; }
+.strip .cell.bad { background: #f7b9b2; outline: 2px solid #c62828; }
+.strip .cell.pad { background: #ececec; color: #888; }
+.strip .cell.end { background: #dde6f5; }
+.strip .cell.legend { background: none; align-items: flex-end; color: #555; font-size: 0.8em; }
+.strip .cell.legend .d { font-size: 1em; font-weight: 400; line-height: 1.56; }
+.notes { color: #444; font-size: 0.9em; margin: 0; }
+figure { margin: 0.8em 0; }
+figure .scroll { overflow-x: auto; }
+figure img { width: 100%; height: auto; }
+figcaption { font-size: 0.9em; color: #333; margin-top: 0.3em; }
+#attention_plot { overflow-x: auto; }
+@media (max-width: 700px) {
+  figure.wide img { width: 900px; max-width: none; }
+  #attention_plot img { width: 1400px !important; max-width: none !important; }
+}
+"""
+
+
 def build_demo() -> gr.Blocks:
-    first = MODELS[0] if MODELS else None
+    first = MODELS[0]
+    rows, labels = examples()
     with gr.Blocks(title="hf_arith playground") as demo:
-        gr.Markdown("# hf_arith playground\nTiny transformers that do exact integer arithmetic, digit by digit. "
-                    "Pick a model and type a problem such as `1234567890+9876543210`.")
+        gr.Markdown("# hf_arith playground\nTiny transformers that do exact integer arithmetic: each digit of the "
+                    "answer is written by the model itself, one token at a time. Pick a model, type a problem or "
+                    "click an example, and see every digit checked against the exact answer.")
+        with gr.Accordion("What are these models?", open=False):
+            gr.Markdown(glossary())
         with gr.Row():
-            model_box = gr.Dropdown(choices=MODELS, value=first, label="model", elem_id="model")
-            recurrences = gr.Slider(minimum=1, maximum=16, step=1, value=1, label="recurrences", visible=False,
-                                    elem_id="recurrences")
+            model_box = gr.Dropdown(choices=MODELS, value=first, label="model", elem_id="model", min_width=200)
+            recurrences = gr.Slider(minimum=1, maximum=SLIDER_MAX_RECURRENCES, step=1, value=1, label="recurrences",
+                                    visible=False, elem_id="recurrences", min_width=200)
+        model_info = gr.Markdown(elem_id="model_info")
         with gr.Tabs():
             with gr.Tab("Solve"):
                 problem = gr.Textbox(label="problem", max_length=MAX_CHARS, elem_id="problem",
-                                     placeholder="e.g. 1234567890+9876543210")
+                                     placeholder=f"e.g. {TEN_DIGITS}")
+                answer = gr.Textbox(label="the model's answer", interactive=False, elem_id="answer", render=False)
+                verdict = gr.HTML(elem_id="verdict", render=False)
+                confidence = gr.Dataframe(headers=["#", "token", "probability"], interactive=False,
+                                          elem_id="confidence", wrap=True, render=False)
+                if rows:
+                    gr.Examples(rows, [model_box, problem, recurrences], example_labels=labels, fn=run_example,
+                                outputs=[recurrences, model_info, answer, verdict, confidence], run_on_click=True,
+                                cache_examples=False, label="Examples (click one)", elem_id="examples")
                 solve_button = gr.Button("Solve", variant="primary", elem_id="solve")
-                answer = gr.Textbox(label="answer", interactive=False, elem_id="answer")
-                verdict = gr.Markdown(elem_id="verdict")
-                confidence = gr.Dataframe(headers=["token #", "token (as generated)", "confidence"],
-                                          label="per-token confidence (probability of the token the model wrote)",
-                                          interactive=False, elem_id="confidence")
+                answer.render()
+                verdict.render()
+                with gr.Accordion("Tokens in the order the model wrote them", open=False, elem_id="tokens_box"):
+                    gr.Markdown("Many of these models write the answer lowest digit first (reversed), as a person "
+                                "adding with carries would; the answer box and the strip above turn it around. "
+                                "Probability: how sure the model was of each token.")
+                    confidence.render()
             with gr.Tab("Attention"):
                 attention_button = gr.Button("Show attention maps for this problem", elem_id="attention")
-                attention_note = gr.Markdown()
-                attention_plot = gr.Plot(label="attention (rows: queries, columns: keys)")
+                attention_pass = gr.Dropdown(label="which pass of the loop", visible=False, elem_id="attention_pass")
+                attention_note = gr.Markdown(elem_id="attention_note")
+                attention_plot = gr.Plot(label="attention: rows are queries, columns are keys", elem_id="attention_plot")
             with gr.Tab("Models"):
-                overview_box = gr.Dropdown(choices=MODELS, value=first, label="model card", elem_id="overview_model")
-                overview_text = gr.Markdown()
-                overview_plot = gr.Plot(label="length generalization")
+                overview_box = gr.Dropdown(choices=MODELS, value=first, label="model", elem_id="overview_model")
+                overview_text = gr.Markdown(elem_id="overview_text")
+                overview_figures = gr.HTML(elem_id="overview_figures")
 
         inputs = [model_box, problem, recurrences]
         outputs = [answer, verdict, confidence]
         solve_button.click(solve_problem, inputs, outputs, api_name="solve")
         problem.submit(solve_problem, inputs, outputs, api_name=False)
         recurrences.release(solve_problem, inputs, outputs, api_name=False)  # watch the answer change
-        model_box.change(on_model_change, model_box, [recurrences, problem], api_name="model_options")
-        attention_button.click(attention_figure, [model_box, problem], [attention_plot, attention_note],
-                               api_name="attention")
-        overview_box.change(model_overview, overview_box, [overview_text, overview_plot], api_name="overview")
-        if first is not None:
-            demo.load(model_overview, overview_box, [overview_text, overview_plot], api_name=False)
-            demo.load(on_model_change, model_box, [recurrences, problem], api_name=False)
+        # A model picked by hand starts at its own default loop count; an example sets its own.
+        model_box.input(on_model_change, model_box, [recurrences, problem, model_info], api_name="model_options")
+        model_box.change(lambda name: name, model_box, overview_box, api_name=False)  # the Models tab follows
+        attention_inputs = [model_box, problem, recurrences, attention_pass]
+        attention_outputs = [attention_plot, attention_note, attention_pass]
+        attention_button.click(attention_figure, attention_inputs, attention_outputs, api_name="attention")
+        attention_pass.input(attention_figure, attention_inputs, attention_outputs, api_name=False)
+        overview_box.change(model_overview, overview_box, [overview_text, overview_figures], api_name="overview")
+        demo.load(model_overview, overview_box, [overview_text, overview_figures], api_name=False)
+        demo.load(on_model_change, model_box, [recurrences, problem, model_info], api_name=False)
     return demo
 
 
 demo = build_demo()
 
+
+def launch(**kwargs):
+    """`demo.launch` with the page's stylesheet (Gradio 6 takes css at launch)."""
+    return demo.launch(css=CSS, **kwargs)
+
+
 if __name__ == "__main__":
-    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))

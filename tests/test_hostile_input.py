@@ -1,0 +1,429 @@
+"""Issue 20: what a careless or hostile user tried, each case ending in one clear line (exit status 2),
+a right answer, or a warning; one test per case. Checkpoints are trained for a few steps only."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from cli_contract import fails
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import hf_arith
+from hf_arith import export
+from hf_arith.cli import main
+from hf_arith.formatting import FormatError, NumberFormat
+from hf_arith.limits import FINGERPRINT_KEY, BeyondTrainingWarning
+from hf_arith.loading import CheckpointError, load_checkpoint
+from hf_arith.train_config import RecipeError, load_recipe
+from hf_arith.training import (
+    LOSS_FILE,
+    RECIPE_FILE,
+    check_resume,
+    checkpoint_problem,
+    last_checkpoint,
+    read_loss_record,
+    train,
+)
+
+MINIMAL, ABACUS, ABACUS_K2 = (hf_arith.bundled_path(n) for n in ("minimal-add10", "abacus-gpt2-add", "abacus-gpt2-add-k2"))
+HUGE = "1" * 10_000 + "+1"  # a 10,000-digit operand
+TINY = ["--set", "optim.steps=2", "--set", "optim.compile=false", "--set", "eval.samples=10"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A finished 4-step run with checkpoint-2 and checkpoint-4 (each with every file a resume reads)."""
+    out = tmp_path_factory.mktemp("run")
+    train(load_recipe("minimal-add10", [*RUN, f"output_dir={out}"]), overwrite=True, evaluate=False)
+    return out
+
+
+RUN = ["optim.steps=4", "optim.save_steps=2", "optim.logging_steps=1", "optim.compile=false", "optim.batch_size=16",
+       "eval.verify=false"]
+
+
+def _copy_run(run_dir, tmp_path) -> Path:
+    return Path(shutil.copytree(run_dir, tmp_path / "run"))
+
+
+def _run_args(out) -> list[str]:
+    return ["train", "--output-dir", str(out), *[x for item in RUN for x in ("--set", item)]]
+
+
+# -- 2. a tokenizer that does not belong to its model -------------------------------------------------
+def _mixed(tmp_path, fingerprints: bool = True) -> Path:
+    """minimal-add10's weights and config with abacus-gpt2-add's tokenizer (the same 14 tokens)."""
+    folder = Path(shutil.copytree(MINIMAL, tmp_path / "mixed"))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(Path(ABACUS) / name, folder / name)
+    if not fingerprints:
+        for name in ("config.json", "tokenizer_config.json"):
+            data = json.loads((folder / name).read_text())
+            data.pop(FINGERPRINT_KEY, None)
+            (folder / name).write_text(json.dumps(data))
+    return folder
+
+
+def test_minimal_weights_with_the_abacus_tokenizer_are_refused_in_one_line(tmp_path, capsys):
+    folder = _mixed(tmp_path)
+    message = fails(capsys, "solve", "1+1", "--model", folder)
+    assert str(folder) in message and FINGERPRINT_KEY in message and "tokenizer" in message
+    with pytest.raises(CheckpointError, match=FINGERPRINT_KEY):
+        load_checkpoint(folder)
+
+
+def test_a_mismatched_pair_loaded_by_transformers_itself_is_refused_by_solve(tmp_path):
+    model = AutoModelForCausalLM.from_pretrained(MINIMAL)
+    tokenizer = AutoTokenizer.from_pretrained(ABACUS)
+    with pytest.raises(FormatError, match="another number format"):
+        hf_arith.solve(model, tokenizer, "1+1")
+
+
+def test_checkpoints_without_a_fingerprint_are_checked_on_the_fields_they_have(tmp_path, capsys):
+    folder = _mixed(tmp_path, fingerprints=False)
+    config = json.loads((folder / "config.json").read_text())
+    config["num_digit_tokens"] = 16  # a hexadecimal model's digits
+    (folder / "config.json").write_text(json.dumps(config))
+    message = fails(capsys, "solve", "1+1", "--model", folder)
+    assert "num_digit_tokens is 16" in message and "10" in message
+
+
+@pytest.mark.parametrize("name", hf_arith.bundled_models())
+def test_every_bundled_config_and_tokenizer_config_carry_the_formats_fingerprint(name):
+    folder = Path(hf_arith.bundled_path(name))
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+    own = NumberFormat.from_dict(tokenizer_config["number_format"]).fingerprint()
+    assert json.loads((folder / "config.json").read_text())[FINGERPRINT_KEY] == own
+    assert tokenizer_config[FINGERPRINT_KEY] == own
+
+
+def test_trained_and_saved_checkpoints_record_the_fingerprint_in_both_files(add10):
+    config = json.loads((add10 / "config.json").read_text())
+    tokenizer_config = json.loads((add10 / "tokenizer_config.json").read_text())
+    assert config[FINGERPRINT_KEY] == tokenizer_config[FINGERPRINT_KEY]
+    assert config[FINGERPRINT_KEY] == NumberFormat.from_dict(tokenizer_config["number_format"]).fingerprint()
+
+
+def test_the_fingerprint_changes_with_every_format_field_and_only_with_them():
+    base = NumberFormat()
+    changed = [NumberFormat(task="sub"), NumberFormat(base=16), NumberFormat(reverse_operands=False),
+               NumberFormat(reverse_answer=False), NumberFormat(operand_width=10), NumberFormat(answer_width=11),
+               NumberFormat(end_token=False), NumberFormat(max_items=5)]
+    prints = {f.fingerprint() for f in changed}
+    assert len(prints) == len(changed) and base.fingerprint() not in prints
+    assert NumberFormat().fingerprint() == base.fingerprint()
+
+
+# -- 3. lost work ---------------------------------------------------------------------------------------
+def test_training_into_a_finished_folder_without_resume_is_refused(run_dir, tmp_path, capsys):
+    out = _copy_run(run_dir, tmp_path)
+    before = (out / "final" / "model.safetensors").read_bytes()
+    message = fails(capsys, *_run_args(out))
+    assert str(out) in message and "not empty" in message and "--overwrite" in message and "--resume" in message
+    assert (out / "final" / "model.safetensors").read_bytes() == before
+
+
+def test_overwrite_deletes_the_old_checkpoints_so_resume_cannot_pick_a_stale_one(run_dir, tmp_path, capsys):
+    out = _copy_run(run_dir, tmp_path)
+    stale = out / "checkpoint-2000"
+    shutil.copytree(out / "checkpoint-4", stale)
+    state = json.loads((stale / "trainer_state.json").read_text())
+    (stale / "trainer_state.json").write_text(json.dumps({**state, "global_step": 2000}))
+    (out / "notes.txt").write_text("mine")
+    assert last_checkpoint(out).endswith("checkpoint-2000")
+    argv = [*_run_args(out), "--set", "optim.steps=3", "--set", "optim.save_steps=3", "--set", "eval.samples=10",
+            "--overwrite"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-3", "final", "notes.txt"]
+    assert last_checkpoint(out).endswith("checkpoint-3")
+
+
+@pytest.mark.parametrize("missing", ["model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth",
+                                     "trainer_state.json", RECIPE_FILE])
+def test_a_checkpoint_is_complete_only_with_every_file_resume_reads(run_dir, tmp_path, missing):
+    out = _copy_run(run_dir, tmp_path)
+    (out / "checkpoint-4" / missing).unlink()
+    assert checkpoint_problem(out / "checkpoint-4") is not None
+    assert checkpoint_problem(out / "checkpoint-2") is None
+    assert last_checkpoint(out).endswith("checkpoint-2")
+
+
+# -- 4. --resume never skips its recipe check ----------------------------------------------------------
+@pytest.mark.parametrize("damage", ["missing", "unreadable"])
+def test_resume_refuses_a_checkpoint_whose_recipe_cannot_be_read(run_dir, tmp_path, capsys, damage):
+    out = _copy_run(run_dir, tmp_path)
+    shutil.rmtree(out / "checkpoint-2")
+    recipe = out / "checkpoint-4" / RECIPE_FILE
+    recipe.unlink() if damage == "missing" else recipe.write_text("{not json")
+    message = fails(capsys, *_run_args(out), "--set", "optim.steps=6", "--set", "optim.learning_rate=0.5", "--resume")
+    assert "--resume" in message and "checkpoint-4" in message and RECIPE_FILE in message
+    # Called directly (as a race with the completeness check would), the recipe check refuses as well.
+    recipe_obj = load_recipe("minimal-add10", [*RUN, f"output_dir={out}"])
+    model = AutoModelForCausalLM.from_pretrained(out / "checkpoint-4")
+    with pytest.raises(RecipeError, match=RECIPE_FILE):
+        check_resume(recipe_obj, model, str(out / "checkpoint-4"))
+
+
+# -- 5, 6. crashes and tracebacks ------------------------------------------------------------------------
+@pytest.mark.parametrize("command", [["solve", "1+1"], ["verify", "minimal-add10"], ["models"]])
+def test_threads_is_bounded_at_the_entry(capsys, command):
+    message = fails(capsys, *command, "--threads", "100000")
+    assert "--threads" in message and "100000" in message and "per CPU core" in message
+
+
+@pytest.mark.parametrize("threads", ["0", "-1"])
+def test_train_optim_threads_out_of_range_is_one_line(tmp_path, capsys, threads):
+    message = fails(capsys, "train", *TINY, "--set", f"optim.threads={threads}", "--output-dir", tmp_path / "o")
+    assert "optim.threads" in message and threads in message
+
+
+def test_a_yaml_recipe_that_is_a_list_with_set_is_one_line(tmp_path, capsys):
+    recipe = tmp_path / "list.yaml"
+    recipe.write_text("- 1\n")
+    message = fails(capsys, "train", recipe, *TINY, "--output-dir", tmp_path / "o")
+    assert str(recipe) in message and "mapping" in message and "list" in message
+
+
+# -- 7. exports that do not end or do not say ------------------------------------------------------------
+def test_export_refuses_operands_beyond_its_digit_bound(tmp_path, capsys):
+    message = fails(capsys, "data", "export", tmp_path / "d", "--max-digits", "100000")
+    assert "max_digits" in message and "1,000" in message and "100,000" in message
+    assert not (tmp_path / "d").exists()
+
+
+def test_export_refuses_splits_beyond_its_size_bound(tmp_path, capsys):
+    message = fails(capsys, "data", "export", tmp_path / "d", "--train-size", "1000000000000")
+    assert "train_size" in message and "100,000,000" in message
+
+
+def test_large_exports_show_progress(tmp_path, capfd, monkeypatch):
+    monkeypatch.setattr(export, "PROGRESS_ROWS", 50)
+    export.export_parquet(tmp_path / "big", train_size=100, test_size=10)
+    assert "100%" in capfd.readouterr().err
+    export.export_parquet(tmp_path / "small", train_size=10, test_size=10)
+    assert capfd.readouterr().err == ""
+
+
+def test_an_interrupted_export_leaves_no_truncated_parquet_and_keeps_the_old_one(tmp_path, monkeypatch):
+    out = export.export_parquet(tmp_path / "d", train_size=50, test_size=10)
+    old = {p.name: p.read_bytes() for p in (out / "data").iterdir()}
+    real = export.iter_column_chunks
+
+    def interrupted(*args, **kwargs):
+        for i, chunk in enumerate(real(*args, **kwargs)):
+            if i == 1:
+                raise KeyboardInterrupt
+            yield chunk
+
+    monkeypatch.setattr(export, "iter_column_chunks", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        export.export_parquet(out, train_size=10_000, test_size=10, overwrite=True)
+    assert {p.name: p.read_bytes() for p in (out / "data").iterdir()} == old
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "data"]
+    with pytest.raises(KeyboardInterrupt):
+        export.export_parquet(tmp_path / "fresh", train_size=10_000, test_size=10)
+    assert not list((tmp_path / "fresh").rglob("*.parquet"))
+
+
+# -- 8. errors that name the problem ---------------------------------------------------------------------
+@pytest.mark.parametrize("model", ["add10", "abacus-gpt2-add"])
+def test_a_10000_digit_operand_is_quoted_in_at_most_40_characters(add10, capsys, model):
+    message = fails(capsys, "solve", HUGE, "--model", add10 if model == "add10" else model)
+    assert f"'{'1' * 40}'... (10,002 characters)" in message
+    assert len(message) < 300 and "integer string conversion" not in message
+    assert ("more than 10" if model == "add10" else "context") in message
+
+
+def test_eval_seed_out_of_range_names_the_option(capsys):
+    message = fails(capsys, "eval", "minimal-add10", "--seed", "-1")
+    assert "--seed" in message and "'-1'" in message
+
+
+def test_train_eval_samples_zero_is_refused_before_training(tmp_path, capsys):
+    message = fails(capsys, "train", *TINY, "--set", "eval.samples=0", "--output-dir", tmp_path / "o")
+    assert "eval.samples" in message and "got 0" in message
+    assert not (tmp_path / "o").exists()
+
+
+def test_eval_max_digits_beyond_the_abacus_range_names_the_option(capsys):
+    message = fails(capsys, "eval", "abacus-gpt2-add", "--max-digits", "39")
+    assert message.startswith("--max-digits 39: ") and "abacus range of 40 digits" in message
+
+
+# -- 9. push --eval-json with another model's report ---------------------------------------------------
+@pytest.fixture(scope="module")
+def abacus_report(tmp_path_factory):
+    path = tmp_path_factory.mktemp("report") / "abacus.json"
+    assert main(["eval", "abacus-gpt2-add", "--samples", "20", "--max-digits", "10", "--json", str(path)]) == 0
+    return path
+
+
+@pytest.mark.parametrize("model, expected", [
+    ("minimal-add10", "another number format"),  # another format
+    ("abacus-gpt2-add-k2", "other weights"),  # the same format, other weights
+])
+def test_push_refuses_another_models_eval_report(abacus_report, tmp_path, capsys, model, expected):
+    message = fails(capsys, "push", model, "--repo-id", "me/x", "--eval-json", abacus_report, "--output-dir", tmp_path / "o")
+    assert str(abacus_report) in message and expected in message and f"hf-arith eval {model}" in message
+    assert not (tmp_path / "o").exists()
+
+
+def test_push_refuses_an_older_report_that_names_another_model(abacus_report, tmp_path, capsys):
+    report = json.loads(abacus_report.read_text())
+    for key in ("number_format_fingerprint", "weights_fingerprint"):
+        del report[key]
+    legacy = tmp_path / "legacy.json"
+    legacy.write_text(json.dumps(report))
+    message = fails(capsys, "push", "abacus-gpt2-add-k2", "--repo-id", "me/x", "--eval-json", legacy,
+                    "--output-dir", tmp_path / "o")
+    assert "'abacus-gpt2-add'" in message and "not abacus-gpt2-add-k2" in message
+
+
+# -- 10. the Python API ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def abacus():
+    return load_checkpoint("abacus-gpt2-add")
+
+
+@pytest.mark.parametrize("batch_size", [-3, 0, 2.5, True])
+def test_solve_refuses_a_batch_size_that_is_not_a_positive_integer(abacus, batch_size):
+    with pytest.raises(FormatError, match="batch_size must be a positive integer"):
+        hf_arith.solve(*abacus, ["1+1", "2+2"], batch_size=batch_size)
+
+
+@pytest.mark.parametrize("problems, name", [(None, "NoneType"), (5, "int"), (b"1+1", "bytes")])
+def test_solve_refuses_problems_that_are_not_text(abacus, problems, name):
+    with pytest.raises(FormatError, match=f"problems must be .* got {name}$"):
+        hf_arith.solve(*abacus, problems)
+
+
+def test_the_tokenizer_refuses_a_number(abacus):
+    with pytest.raises(FormatError, match="text must be a problem .* got int"):
+        abacus[1](7)
+
+
+@pytest.mark.parametrize("generated, expected", [
+    (torch.zeros(3, dtype=torch.long), "2-D"),
+    (torch.zeros(2, 3, 4, dtype=torch.long), "2-D"),
+    (torch.zeros(2, 3), "integer token ids, got dtype torch.float32"),
+    (np.zeros((2, 3), dtype=np.float64), "dtype float64"),
+    ([[1.5, 2]], "non-integer"),
+    ([1, 2], "got int"),
+    ("abc", "got str"),
+    (None, "got NoneType"),
+])
+def test_decode_answers_names_the_wrong_shape_or_dtype(abacus, generated, expected):
+    with pytest.raises(FormatError, match="^generated must") as info:
+        abacus[1].decode_answers(generated)
+    assert expected in str(info.value)
+
+
+def test_decode_answers_still_takes_tensors_and_lists(abacus):
+    tok = abacus[1]
+    ids = tok.convert_tokens_to_ids(["9", "7", "<eos>"])
+    assert tok.decode_answers(torch.tensor([ids])) == ["79"] == tok.decode_answers([ids])
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    ({"num_recurrence": 4}, "takes no argument 'num_recurrence'"),
+    ({"use_cache": False}, "the decoder sets use_cache itself"),
+    ({"num_recurrences": 0}, "between 1 and"),
+])
+def test_solve_refuses_model_kwargs_the_model_does_not_take(kwargs, expected):
+    model, tokenizer = load_checkpoint("looped-add")
+    with pytest.raises(FormatError, match=expected):
+        hf_arith.solve(model, tokenizer, "1+1", model_kwargs=kwargs)
+    assert hf_arith.solve(model, tokenizer, "12+34", model_kwargs={"num_recurrences": 2}) == "46"
+
+
+def test_mean_training_loss_after_a_resume_covers_the_whole_run(run_dir, tmp_path):
+    out = _copy_run(run_dir, tmp_path)
+    shutil.rmtree(out / "final")
+    summary = train(load_recipe("minimal-add10", [*RUN, "optim.steps=6", f"output_dir={out}"]), resume=True,
+                    evaluate=False)
+    logged = [e["loss"] for e in json.loads((out / "checkpoint-6" / "trainer_state.json").read_text())["log_history"]
+              if "loss" in e]
+    assert len(logged) == 6  # logging_steps=1: the loss of every step, 1-4 from the first session
+    assert summary["train_loss_steps"] == [1, 6]
+    assert summary["train_loss"] == pytest.approx(sum(logged) / 6, rel=1e-6)
+    assert read_loss_record(out / "checkpoint-6")["first_step"] == 1
+
+
+def test_without_a_loss_record_the_mean_says_which_steps_it_covers(run_dir, tmp_path, capsys):
+    out = _copy_run(run_dir, tmp_path)
+    (out / "checkpoint-4" / LOSS_FILE).unlink()  # as a checkpoint of an older version
+    assert main([*_run_args(out), "--set", "optim.steps=6", "--set", "eval.samples=10", "--resume"]) == 0
+    stdout = capsys.readouterr().out
+    assert "mean training loss" in stdout and "over steps 5-6 only" in stdout
+
+
+# -- 11. operands beyond the trained range -------------------------------------------------------------
+def test_solve_warns_once_per_call_beyond_the_trained_range(abacus):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hf_arith.solve(*abacus, ["1" * 20 + "+1", "2" * 15 + "+3", "1+1"])
+        beyond = [w for w in caught if issubclass(w.category, BeyondTrainingWarning)]
+        assert len(beyond) == 1 and "2 of 3" in str(beyond[0].message) and "1-10 digits" in str(beyond[0].message)
+        caught.clear()
+        hf_arith.solve(*abacus, ["1234567890+1", "0000000000001+1"])
+        assert not [w for w in caught if issubclass(w.category, BeyondTrainingWarning)]
+
+
+def test_the_cli_note_counts_digits_without_leading_zeros(capsys):
+    assert main(["solve", "09999999999+1", "12345678901+1", "--model", "abacus-gpt2-add"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0].startswith("09999999999+1 = ") and "beyond" not in lines[0]  # 10 digits, trained on 1-10
+    assert lines[1].endswith("(operands beyond the 10 digits this model was trained on)")
+    assert "Warning" not in err
+
+
+# -- found while probing -------------------------------------------------------------------------------
+@pytest.mark.parametrize("override, expected", [
+    ("optim.learning_rate=.nan", "optim.learning_rate must be a finite number"),
+    ("optim.adam_beta2=2", "optim.adam_beta2 must be in [0, 1)"),
+    ("optim.save_steps=0", "optim.save_steps must be >= 1"),
+    ("optim.warmup_steps=-1", "optim.warmup_steps must be >= 0"),
+    ("optim.batch_size=100000000000", "optim.batch_size must be from 1 to 1,000,000"),
+    ("data.chunk_size=0", "data.chunk_size must be from 1"),
+    ("eval.samples=100000000000", "eval.samples must be from 1 to 1,000,000"),
+    ("model.max_position_embeddings=20", "model.max_position_embeddings 20 is shorter than the longest training example"),
+    ("model.hidden_size=10000000000", "parameters need"),
+])
+def test_recipe_values_the_run_cannot_take_are_refused_before_training(tmp_path, capsys, override, expected):
+    message = fails(capsys, "train", *TINY, "--set", override, "--output-dir", tmp_path / "o")
+    assert expected in message
+    assert not (tmp_path / "o").exists()
+
+
+def test_random_prefix_filler_beyond_the_context_is_refused_before_training(tmp_path, capsys):
+    message = fails(capsys, "train", *TINY, "--set", "data.random_prefix=5", "--output-dir", tmp_path / "o")
+    assert "data.random_prefix 5" in message and "set it to at least 38" in message
+    assert not (tmp_path / "o").exists()
+    argv = ["train", *TINY, "--set", "data.random_prefix=5", "--set", "model.max_position_embeddings=38",
+            "--output-dir", str(tmp_path / "o")]
+    assert main(argv) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["eval", "minimal-add10", "--samples", "100000000000"], "--samples"),
+    (["eval", "abacus-gpt2-add", "--grid", "1:3", "--samples-per-cell", "100000000"], "--samples-per-cell"),
+])
+def test_sample_counts_are_bounded_at_the_entry(capsys, argv, option):
+    assert option in fails(capsys, *argv)
+
+
+def test_a_huge_grid_or_digit_range_is_refused_without_building_it(capsys):
+    message = fails(capsys, "eval", "abacus-gpt2-add", "--grid", "1:99999999999999999999")
+    assert message.startswith("grid up to 99999999999999999999 digits:") and "context of 256" in message
+
+
+def test_error_lines_are_capped_in_length(capsys):
+    message = fails(capsys, "train", "--set", "model." + "x" * 5000 + "=1", "--output-dir", "/nonexistent/never")
+    assert len(message) <= 700 and "more characters" in message
