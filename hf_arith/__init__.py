@@ -25,7 +25,7 @@ from .models import (
 )
 from .pipeline_arithmetic import TASK as PIPELINE_TASK
 from .pipeline_arithmetic import ArithmeticPipeline
-from .solving import solve
+from .solving import Answer, solve
 from .tokenization_arith import ArithTokenizer
 
 __version__ = "0.1.0"
@@ -51,7 +51,7 @@ PIPELINE_REGISTRY.register_pipeline(PIPELINE_TASK, pipeline_class=ArithmeticPipe
 
 __all__ = [
     "AbacusGPT2Config", "AbacusGPT2ForCausalLM", "AbacusGPT2Model", "ArithTokenizer", "ArithmeticPipeline",
-    "BeyondTrainingWarning", "CheckpointError", "FormatError",
+    "Answer", "BeyondTrainingWarning", "CheckpointError", "FormatError",
     "LoopedConfig", "LoopedForCausalLM", "LoopedModel",
     "MinimalConfig", "MinimalForCausalLM", "MinimalModel", "NumberFormat",
     "bundled_models", "bundled_path", "compute_metrics", "load", "metric_path", "solve",

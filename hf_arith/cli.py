@@ -56,7 +56,7 @@ from .loading import (
     one_line,
     weights_fingerprint,
 )
-from .solving import solve
+from .solving import LOW_CONFIDENCE, solve
 from .stress import stress_test
 from .train_config import MAX_EVAL_SAMPLES, RecipeError, list_presets
 
@@ -110,6 +110,17 @@ def _int_in(low: int, high: int, why: str = ""):
             raise argparse.ArgumentTypeError(f"expected an integer from {low:,} to {high:,}{why}, got {quote(text)}")
         return value
     return parse
+
+
+def _probability(text: str) -> float:
+    """An argparse type: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {quote(text)}")
+    return value
 
 
 # Bounds of the numeric options (each checked as the option is parsed): seeds as numpy and torch take
@@ -242,6 +253,13 @@ def _print_report(report: dict) -> None:
     counts = {int(k): v for k, v in (report.get("count_by_max_operand_length") or {}).items()}
     print(f"Held-out exact match: {_pct(report['exact_match'])} of {report['n']} problems "
           f"(malformed answers: {_pct(report['malformed'])})")
+    if "silent_wrong" in report:
+        threshold = f"{100 * report['confidence_threshold']:g} %"
+        print(f"Wrong answers: {report['wrong']}, of which {report['silent_wrong']} at confidence {threshold} or more "
+              f"(not flagged); answers below {threshold}: {report['below_threshold']}")
+        for case in report["silent_wrong_examples"]:
+            print(f"  {quote(case['problem'])} = {case['got']} (expected {case['expected']}, "
+                  f"confidence {100 * case['confidence']:.1f} %)")
     by_length = report.get("by_max_operand_length") or {}
     if by_length:
         header = "  max operand digits   exact match" + ("   problems" if counts else "")
@@ -395,10 +413,10 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
         summary["stress"] = {name: r["exact_match"] for name, r in stress.items()}
         if "commutativity" in stress:
             summary["stress"]["commutativity_agreement"] = stress["commutativity"]["agreement"]
-        print("stress set            exact match   problems")
+        print(f"stress set            exact match   problems   wrong at >= {100 * LOW_CONFIDENCE:g} % confidence")
         for name, r in stress.items():
             extra = f"   (a+b = b+a: {_pct(r['agreement'])})" if "agreement" in r else ""
-            print(f"  {name:<20}{_pct(r['exact_match']):>11}   {r['n']:>8}{extra}")
+            print(f"  {name:<20}{_pct(r['exact_match']):>11}   {r['n']:>8}   {r['silent_wrong']:>8}{extra}")
     written.append(_write_json(out_dir / "summary.json", summary))
     print(f"Wrote {', '.join(p.name for p in written)} to {out_dir}")
 
@@ -481,16 +499,22 @@ def cmd_solve(args) -> int:
     model, tokenizer = _load(args)
     with warnings.catch_warnings():  # solve's warning, said here per problem instead
         warnings.simplefilter("ignore", BeyondTrainingWarning)
-        answers = solve(model, tokenizer, list(args.problems), tokens_per_step=args.tokens_per_step)
+        answers = solve(model, tokenizer, list(args.problems), tokens_per_step=args.tokens_per_step,
+                        return_confidence=True)
     limits = model_limits(model, tokenizer, checkpoint_folder(model))
     # Operand lengths in the model's base, leading zeros not counted (solve has parsed these problems).
     beyond = limits.beyond_training(parse_problems(list(args.problems), tokenizer.arith_format))
-    for problem, answer, flagged in zip(args.problems, answers, beyond, strict=True):
+    for problem, (answer, confidence), flagged in zip(args.problems, answers, beyond, strict=True):
         shown = problem.strip().replace(" ", "")
         # A number longer than any the model was trained on is answered, but flagged: beyond its
         # training lengths the model's own length grid, not this answer, says how far to trust it.
-        note = f"  (operands beyond the {limits.training_range[1]} digits this model was trained on)" if flagged else ""
-        print(f"{shown} = {MALFORMED if answer is None else answer}{note}")
+        notes = [f"operands beyond the {limits.training_range[1]} digits this model was trained on"] if flagged else []
+        # An unsure token is where a wrong answer usually shows: the lowest token probability is marked.
+        if answer is not None and confidence < args.min_confidence:
+            notes.append(f"low confidence: {100 * confidence:.1f} %, below {100 * args.min_confidence:g} %")
+        mark = " ?" if answer is not None and confidence < args.min_confidence else ""
+        note = f"  ({'; '.join(notes)})" if notes else ""
+        print(f"{shown} = {MALFORMED if answer is None else answer}{mark}{note}")
     return 0
 
 
@@ -673,6 +697,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=DEFAULT_MODEL, metavar="MODEL", help=f"{model_help} (default: {DEFAULT_MODEL})")
     p.add_argument("--tokens-per-step", type=_positive_int, default=1, metavar="K",
                    help="answer tokens per forward pass, up to the model's num_future_tokens (default 1)")
+    p.add_argument("--min-confidence", type=_probability, default=LOW_CONFIDENCE, metavar="P",
+                   help="mark answers with '?' when the model gave any of their tokens a lower probability "
+                        f"(default {LOW_CONFIDENCE})")
     p.set_defaults(func=cmd_solve)
     _take_negative_problems(p)
 

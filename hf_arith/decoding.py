@@ -128,13 +128,17 @@ def can_retire_rows(model_kwargs: dict, batch: int) -> bool:
     return not any(torch.is_tensor(v) and v.dim() and v.shape[0] == batch for v in model_kwargs.values())
 
 
-def _next_tokens(out, tokens_per_step: int) -> torch.Tensor:
-    """The greedy tokens of the last position: [batch, tokens_per_step]."""
-    first = out.logits[:, -1].argmax(-1, keepdim=True)
+def _step_logits(out, tokens_per_step: int) -> torch.Tensor:
+    """The last position's logits of each head used this step: [batch, tokens_per_step, vocab]."""
+    first = out.logits[:, -1:]
     if tokens_per_step == 1:
         return first
-    future = out.future_logits[:, -1, : tokens_per_step - 1].argmax(-1)  # [batch, k-1]
-    return torch.cat([first, future], dim=1)
+    return torch.cat([first, out.future_logits[:, -1, : tokens_per_step - 1]], dim=1)
+
+
+def token_probabilities(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """The probability the model gave each chosen token: softmax of `logits` [..., vocab] at `tokens` [...]."""
+    return logits.float().softmax(-1).gather(-1, tokens[..., None])[..., 0]
 
 
 def prefill_buckets(lengths: list[int], max_buckets: int = 4, call_cost: int = 256) -> list[int]:
@@ -227,11 +231,14 @@ def bucketed_prefill(model, input_ids, attention_mask, cache, extra: dict, posit
 @torch.inference_mode()
 def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, max_new_tokens: int,
                   eos_token_id: int | None = None, pad_token_id: int = 0, use_cache: bool = True,
-                  tokens_per_step: int = 1, model_kwargs: dict | None = None, return_passes: bool = False):
+                  tokens_per_step: int = 1, model_kwargs: dict | None = None, return_passes: bool = False,
+                  return_probabilities: bool = False):
     """Generate up to `max_new_tokens` greedily; returns only the new tokens, [batch, <= max_new_tokens].
 
     `model_kwargs` go to every forward call (e.g. `num_recurrences` for looped models). With
-    `return_passes`, returns (tokens, number of forward passes). The caller has checked its
+    `return_probabilities`, returns (tokens, probabilities): the probability the model gave each
+    token it wrote, same shape, 1.0 after a row's end token. With `return_passes`, the number of
+    forward passes comes last: (tokens, passes) or (tokens, probabilities, passes). The caller has checked its
     input against the model's limits (`hf_arith.limits`): `tokens_per_step` at most the model's
     output heads, prompt + `max_new_tokens` within its context.
     """
@@ -250,6 +257,7 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     # Models whose positions depend on the whole sequence (abacus ids) get them computed from it.
     positions_of = getattr(model, "position_ids_from_input_ids", None)
     result = input_ids.new_full((batch, max_new_tokens), pad_token_id)
+    probabilities = torch.ones(result.shape, device=input_ids.device) if return_probabilities else None
     rows = None  # the original row of each row still decoding; None while all are
     sequence = input_ids
     finished = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)
@@ -265,7 +273,9 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
             out = model(input_ids=step_input, attention_mask=attention_mask, past_key_values=cache,
                         use_cache=use_cache, logits_to_keep=1, **extra)
         passes += 1
-        step = _next_tokens(out, tokens_per_step)[:, : max_new_tokens - produced]
+        logits = _step_logits(out, tokens_per_step)[:, : max_new_tokens - produced]
+        step = logits.argmax(-1)
+        chosen = None if probabilities is None else token_probabilities(logits, step).masked_fill(finished[:, None], 1.0)
         columns = []
         for column in step.unbind(1):  # a row stops at its first end token, also inside a step
             column = column.masked_fill(finished, pad_token_id)
@@ -278,6 +288,15 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
             result[:, span] = step
         else:
             result[rows, span] = step
+        if chosen is not None:
+            # Tokens after an end token written inside this step are padding: they count as certain.
+            after_end = (step == eos_token_id).long().cumsum(1) - (step == eos_token_id).long() > 0 \
+                if eos_token_id is not None else torch.zeros_like(step, dtype=torch.bool)
+            chosen = chosen.masked_fill(after_end, 1.0)
+            if rows is None:
+                probabilities[:, span] = chosen
+            else:
+                probabilities[rows, span] = chosen
         produced += step.shape[1]
         if eos_token_id is None:
             done = 0
@@ -302,5 +321,9 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
         # With a cache the model needs only the new tokens; without one, the whole sequence again.
         step_input = step if use_cache else sequence
         out = None
-    result = result[:, :produced]
-    return (result, passes) if return_passes else result
+    outputs = [result[:, :produced]]
+    if probabilities is not None:
+        outputs.append(probabilities[:, :produced])
+    if return_passes:
+        outputs.append(passes)
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)

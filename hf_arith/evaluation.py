@@ -10,9 +10,9 @@ import numpy as np
 from .decoding import default_batch_size
 from .formatting import TASK_NAMES, FormatError
 from .limits import model_limits
-from .metrics import arith_scores
+from .metrics import arith_scores, confidence_scores
 from .problems import ProblemSpec, sample
-from .solving import solve
+from .solving import LOW_CONFIDENCE, solve
 
 # The tiny-adder leaderboard's fixed cases (its verify script lists 9999999999+9999999999 twice).
 TINY_ADDER_EDGE_CASES = [
@@ -34,8 +34,10 @@ def evaluate_model(model, tokenizer, spec: ProblemSpec, n: int = 2000, seed: int
     texts, answers, lengths = heldout_problems(spec, n, seed, test_fraction)
     start = time.perf_counter()
     # Lengths beyond the training range are what a report measures, not something to warn about.
-    predictions = solve(model, tokenizer, texts, batch_size=batch_size, warn_beyond_training=False)
+    answered = solve(model, tokenizer, texts, batch_size=batch_size, warn_beyond_training=False, return_confidence=True)
+    predictions = [a.answer for a in answered]
     report = arith_scores(predictions, answers, lengths)
+    report.update(confidence_scores(texts, predictions, answers, [a.confidence for a in answered], LOW_CONFIDENCE))
     report["seconds"] = time.perf_counter() - start
     return report
 

@@ -93,6 +93,23 @@ def arith_scores(predictions: list[str | None], references: list[str], lengths=N
     return report
 
 
+def confidence_scores(problems: list[str], predictions, references, confidences, threshold: float,
+                      show: int = 5) -> dict:
+    """How visible the wrong answers are: how many came with a confidence (the lowest token
+    probability) at or above `threshold`, i.e. silently, and how many answers fall below it.
+    `silent_wrong_examples` lists up to `show` of the silent ones."""
+    wrong = [i for i, (p, r) in enumerate(zip(predictions, references)) if p != r]
+    silent = [i for i in wrong if predictions[i] is not None and confidences[i] >= threshold]
+    return {
+        "confidence_threshold": threshold,
+        "wrong": len(wrong),
+        "silent_wrong": len(silent),
+        "below_threshold": sum(c < threshold for c in confidences),
+        "silent_wrong_examples": [{"problem": problems[i], "expected": references[i], "got": predictions[i],
+                                   "confidence": confidences[i]} for i in silent[:show]],
+    }
+
+
 # -- the Trainer ----------------------------------------------------------------------------
 def preprocess_logits_for_metrics(logits, labels):
     """Keep only the greedy token ids, not [batch, T, vocab] logits, between eval batches."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -10,6 +11,17 @@ from .decoding import default_batch_size, greedy_decode
 from .formatting import FormatError, parse_problems, quote
 from .limits import BeyondTrainingWarning, answer_budget, check_model_kwargs, model_limits
 from .loading import checkpoint_folder
+
+# Below this confidence an answer is flagged (the CLI marks it; eval counts the wrong answers above it).
+LOW_CONFIDENCE = 0.9
+
+
+class Answer(NamedTuple):
+    """An answer with the model's confidence in it: the lowest probability the model gave any token
+    it wrote, its end token included. None where the output is malformed."""
+
+    answer: str | None
+    confidence: float
 
 
 def _problem_list(problems) -> list:
@@ -27,8 +39,10 @@ def _problem_list(problems) -> list:
 
 def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = None, use_cache: bool = True,
           tokens_per_step: int = 1, model_kwargs: dict | None = None, *, checked: bool = False,
-          warn_beyond_training: bool = True):
+          warn_beyond_training: bool = True, return_confidence: bool = False):
     """Answer plain problems ('123+456') with greedy decoding; None where the output is malformed.
+
+    With `return_confidence=True` each answer is an `Answer(answer, confidence)`.
 
     The tokenizer writes each problem in the model's format and reads the answer back; the
     model generates every answer token. No arithmetic happens here. `tokens_per_step` > 1 uses
@@ -75,11 +89,16 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
         budget = limits.answer_budget(parsed.select(slice(start, start + batch_size)))
         new = greedy_decode(
             model, enc["input_ids"].to(model_device), enc["attention_mask"].to(model_device), budget,
-            eos_token_id=end, pad_token_id=tokenizer.pad_token_id,
-            use_cache=use_cache, tokens_per_step=tokens_per_step, model_kwargs=model_kwargs,
+            eos_token_id=end, pad_token_id=tokenizer.pad_token_id, use_cache=use_cache,
+            tokens_per_step=tokens_per_step, model_kwargs=model_kwargs, return_probabilities=return_confidence,
         )
-        answers.extend(tokenizer.decode_answers(new.cpu()))
+        if return_confidence:
+            new, probabilities = new
+            lowest = probabilities.min(1).values.tolist() if probabilities.shape[1] else [1.0] * len(chunk)
+            answers.extend(map(Answer, tokenizer.decode_answers(new.cpu()), lowest))
+        else:
+            answers.extend(tokenizer.decode_answers(new.cpu()))
     return answers[0] if single else answers
 
 
-__all__ = ["BeyondTrainingWarning", "answer_budget", "solve"]
+__all__ = ["LOW_CONFIDENCE", "Answer", "BeyondTrainingWarning", "answer_budget", "solve"]

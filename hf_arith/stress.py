@@ -4,7 +4,10 @@
 - carry chains: 999..9 + 1 and 1 + 999..9 (every digit carries), 1000..0 - 1 (every digit
   borrows), 999..9 * 9, for every length;
 - zero operands: 0+0, 0+x and x+0 (sorting: all items 0);
-- max length: both operands as long as the model takes.
+- max length: both operands as long as the model takes;
+- repeated digits: operands written with one or two distinct digits (55555555+5555555555), where
+  random sampling almost never goes and attention has the most look-alike positions to confuse;
+- reported failures: wrong answers bundled models once gave, kept as regression cases.
 
 "9" stands for the largest digit of the model's base. Reference answers come from the
 vectorized reference solver of `problems.py`, exact for any length; scores from `metrics`.
@@ -19,9 +22,23 @@ from .formatting import OPERATORS, SORT_LABELS, digits_to_int, parse_problems
 from .limits import model_limits
 from .metrics import arith_scores
 from .problems import ProblemSpec, sample, with_answers
-from .solving import solve
+from .solving import LOW_CONFIDENCE, solve
 
 SHOW_FAILURES = 5  # failing examples kept per set
+
+# Wrong answers bundled models gave on in-range problems (found by random and repeated-digit sweeps).
+REPORTED_FAILURES = {
+    "add": ["899014625+993120376", "55555555+5555555555", "445554445+5455544545"],
+}
+
+
+def repeated_digit_number(base: int, length: int, rng: np.random.Generator) -> int:
+    """A number of exactly `length` digits written with one or two distinct digits."""
+    pair = rng.choice(base, size=2, replace=False)
+    digits = pair[rng.integers(0, 2, size=length)] if rng.random() < 0.5 else np.full(length, pair[0])
+    if length > 1 and digits[-1] == 0:  # the leading digit (digits are least significant first)
+        digits[-1] = pair[1] or pair[0]
+    return digits_to_int(digits, base)
 
 
 def _random_values(base: int, length: int, n: int, rng: np.random.Generator) -> list[int]:
@@ -62,6 +79,13 @@ def stress_sets(fmt, max_digits: int, n: int = 100, seed: int = 0) -> dict[str, 
     sets["zero_operands"] = [f"0{op}0"] + [f"0{op}{v}" for v in some] + [f"{v}{op}0" for v in some]
     wide_a, wide_b = (_random_values(base, max_digits, n, rng) for _ in range(2))
     sets["max_length"] = [f"{x}{op}{y}" for x, y in zip(wide_a, wide_b)]
+    pairs = rng.integers(1, max_digits + 1, size=(n, 2))
+    sets["repeated_digits"] = [f"{repeated_digit_number(base, int(p), rng)}{op}{repeated_digit_number(base, int(q), rng)}"
+                               for p, q in pairs]
+    if base == 10 and task in REPORTED_FAILURES:
+        reported = [t for t in REPORTED_FAILURES[task] if max(map(len, t.split(op))) <= max_digits]
+        if reported:
+            sets["reported_failures"] = reported
     return sets
 
 
@@ -74,10 +98,16 @@ def _swap(text: str, op: str) -> str:
     return f"{right}{op}{left}"
 
 
-def score_set(texts: list[str], predictions, expected) -> dict:
+def score_set(texts: list[str], predictions, expected, confidences=None) -> dict:
+    """Scores of one set and its first failures; with `confidences`, each failure's confidence and
+    `silent_wrong`: the wrong answers at or above the flagging threshold (LOW_CONFIDENCE)."""
     report = arith_scores(predictions, expected)
-    report["failures"] = [{"problem": t, "expected": r, "got": p}
-                          for t, p, r in zip(texts, predictions, expected) if p != r][:SHOW_FAILURES]
+    confidences = [None] * len(texts) if confidences is None else confidences
+    failures = [{"problem": t, "expected": r, "got": p} | ({} if c is None else {"confidence": c})
+                for t, p, r, c in zip(texts, predictions, expected, confidences) if p != r]
+    report["failures"] = failures[:SHOW_FAILURES]
+    if confidences and confidences[0] is not None:
+        report["silent_wrong"] = sum(f["got"] is not None and f["confidence"] >= LOW_CONFIDENCE for f in failures)
     return report
 
 
@@ -97,12 +127,14 @@ def stress_test(model, tokenizer, max_digits: int, n: int = 100, seed: int = 0, 
     everything = [t for texts in sets.values() for t in texts]
     batch_size = batch_size or default_batch_size(model)
     parsed = model_limits(model, tokenizer).check_problems(everything, batch_size=batch_size)
-    predicted = solve(model, tokenizer, everything, batch_size=batch_size, model_kwargs=model_kwargs, checked=True)
+    answered = solve(model, tokenizer, everything, batch_size=batch_size, model_kwargs=model_kwargs, checked=True,
+                     return_confidence=True)
+    predicted, confidences = [a.answer for a in answered], [a.confidence for a in answered]
     expected = with_answers(parsed).answer_text()
     reports, start = {}, 0
     for name, texts in sets.items():
         end = start + len(texts)
-        reports[name] = score_set(texts, predicted[start:end], expected[start:end])
+        reports[name] = score_set(texts, predicted[start:end], expected[start:end], confidences[start:end])
         reports[name]["predictions"] = predicted[start:end]
         start = end
     if "commutativity" in reports:
@@ -115,4 +147,4 @@ def stress_test(model, tokenizer, max_digits: int, n: int = 100, seed: int = 0, 
     return reports
 
 
-__all__ = ["references", "score_set", "stress_sets", "stress_test"]
+__all__ = ["REPORTED_FAILURES", "references", "repeated_digit_number", "score_set", "stress_sets", "stress_test"]

@@ -4,8 +4,8 @@
     python scripts/bundle_checkpoint.py runs/looped-add/final looped-add --grid 1:30 --loops 1,2,4,8,16,32
 
 Steps, all through `hf-arith eval` (so the numbers are the ones a user gets):
-  1. copy the run's final folder (safetensors weights, JSON files, the remote-code .py files; nothing
-     else) to hf_arith/bundled/NAME;
+  1. copy the run's final folder (safetensors weights and JSON files; no remote-code .py files, which
+     save_pretrained writes again whenever a bundled model is saved or pushed) to hf_arith/bundled/NAME;
   2. held-out exact match on --samples problems with 1 to --max-digits digit operands ->
      eval_results.json (the model card's model-index numbers);
   3. the length grid (--grid, --samples-per-cell) -> length_grid.json and images/length_heatmap.png,
@@ -31,7 +31,8 @@ from hf_arith.cli import main as hf_arith
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from machine import RESULTS, load_average, write_results  # noqa: E402  (bench/machine.py: how results are recorded)
 
-KEEP = {".safetensors", ".json", ".py"}  # weights, config/tokenizer/summary, remote code
+KEEP = {".safetensors", ".json"}  # weights, config/tokenizer/summary
+REMOTE_CODE_KEYS = ("auto_map", "custom_pipelines")  # written again by save_pretrained on save and push
 
 
 def run(argv: list[str]) -> float:
@@ -65,6 +66,12 @@ def main(argv: list[str] | None = None) -> None:
     for path in source.iterdir():
         if path.is_file() and path.suffix in KEEP:
             shutil.copy2(path, target / path.name)
+    # A bundled folder loads with the installed classes: its configs name no remote code.
+    for name in ("config.json", "tokenizer_config.json"):
+        config = json.loads((target / name).read_text())
+        for key in REMOTE_CODE_KEYS:
+            config.pop(key, None)
+        (target / name).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
     load_before = load_average()
     threads = ["--threads", str(args.threads)]

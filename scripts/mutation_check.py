@@ -107,6 +107,12 @@ MUTATIONS = [
     Mutation("tokenizer-operand-digit-order", "the tokenizer writes operands in the other digit order",
              "hf_arith/formatting.py", "fmt.operand_width, fmt.reverse_operands))",
              "fmt.operand_width, not fmt.reverse_operands))", ("tests/test_tokenizer.py", "tests/test_formatting.py")),
+    Mutation("confidence-highest-token", "an answer's confidence is its most certain token, not its least",
+             "hf_arith/solving.py", "probabilities.min(1).values", "probabilities.max(1).values",
+             ("tests/test_confidence.py",)),
+    Mutation("confidence-counts-padding", "tokens after the end token count in an answer's confidence",
+             "hf_arith/decoding.py", "chosen = chosen.masked_fill(after_end, 1.0)", "chosen = chosen",
+             ("tests/test_confidence.py",)),
 ]
 
 

@@ -20,8 +20,10 @@ import hf_arith.bundled
 from hf_arith.bundled import bundled_models
 from hf_arith.cli import main
 from hf_arith.loading import CheckpointError, load_checkpoint
+from hf_arith.solving import Answer
 
-ANSWER_LINE = re.compile(r"^(\S+) = (\d+|<malformed>)$")
+# An answer, then '?' and a note when the model was unsure of a token (an untrained checkpoint always is).
+ANSWER_LINE = re.compile(r"^(\S+) = (\d+|<malformed>)( \?  \(low confidence: [0-9.]+ %, below 90 %\))?$")
 
 
 
@@ -64,7 +66,7 @@ def test_solve_flags_operands_longer_than_the_training_range(capsys):
 def test_solve_marks_malformed_answers(add10, capsys, monkeypatch):
     import hf_arith.cli as cli
 
-    monkeypatch.setattr(cli, "solve", lambda model, tok, problems, **options: [None, "3"])
+    monkeypatch.setattr(cli, "solve", lambda model, tok, problems, **options: [Answer(None, 0.2), Answer("3", 0.99)])
     code, out, _ = run(capsys, "solve", "1+1", "1+2", "--model", add10)
     assert code == 0
     assert out.splitlines() == ["1+1 = <malformed>", "1+2 = 3"]

@@ -7,13 +7,14 @@ import pytest
 import hf_arith.stress as stress
 from hf_arith.formatting import NumberFormat
 from hf_arith.loading import load_checkpoint
-from hf_arith.solving import solve
+from hf_arith.solving import LOW_CONFIDENCE, Answer, solve
 from hf_arith.stress import references, stress_sets, stress_test
 
 
 def test_addition_sets():
     sets = stress_sets(NumberFormat(), max_digits=4, n=8, seed=0)
-    assert set(sets) == {"commutativity", "carry_chains", "zero_operands", "max_length"}
+    assert set(sets) == {"commutativity", "carry_chains", "zero_operands", "max_length", "repeated_digits"}
+    assert len(sets["repeated_digits"]) == 8
     assert sets["carry_chains"] == ["9+1", "99+1", "999+1", "9999+1", "1+9", "1+99", "1+999", "1+9999"]
     assert sets["zero_operands"][0] == "0+0"
     assert all(t.startswith("0+") or t.endswith("+0") for t in sets["zero_operands"])
@@ -34,7 +35,7 @@ def test_sets_follow_task_and_base():
 def test_scores_by_hand(monkeypatch, add10):
     model, tok = load_checkpoint(add10)
     answers = {"1+2": "3", "2+1": "3", "30+4": "34", "4+30": "35", "9+1": "1", "0+0": "0"}
-    monkeypatch.setattr(stress, "solve", lambda m, t, problems, **_: [answers[p] for p in problems])
+    monkeypatch.setattr(stress, "solve", lambda m, t, problems, **_: [Answer(answers[p], 0.99) for p in problems])
     report = stress_test(model, tok, 10, sets={"commutativity": ["1+2", "30+4"], "carry_chains": ["9+1"],
                                                "zero_operands": ["0+0"]})
     assert list(report) == ["commutativity", "carry_chains", "zero_operands"]  # swapped set folded in
@@ -42,7 +43,8 @@ def test_scores_by_hand(monkeypatch, add10):
     assert c["exact_match"] == 1.0 and c["swapped_exact_match"] == 0.5 and c["agreement"] == 0.5
     carry = report["carry_chains"]
     assert carry["exact_match"] == 0.0 and carry["per_digit_accuracy"] == 0.0  # ' 1' against '10'
-    assert carry["failures"] == [{"problem": "9+1", "expected": "10", "got": "1"}]
+    assert carry["failures"] == [{"problem": "9+1", "expected": "10", "got": "1", "confidence": 0.99}]
+    assert carry["silent_wrong"] == 1  # wrong at 99 %: not flagged
     assert report["zero_operands"]["exact_match"] == 1.0
 
 
@@ -52,16 +54,24 @@ def test_real_model_run_scores_each_set_as_the_model_answers():
     model, tok = load_checkpoint("abacus-gpt2-add-k2")
     report = stress_test(model, tok, 13, n=20)
     sets = stress_sets(tok.arith_format, 13, n=20)
-    assert set(report) == set(sets) == {"commutativity", "carry_chains", "zero_operands", "max_length"}
+    assert set(report) == set(sets) == {"commutativity", "carry_chains", "zero_operands", "max_length",
+                                        "repeated_digits", "reported_failures"}
     scores = set()
     for name, texts in sets.items():
-        predictions = solve(model, tok, texts)
+        answered = solve(model, tok, texts, return_confidence=True)
+        predictions = [a.answer for a in answered]
         expected = [str(int(a) + int(b)) for a, b in (t.split("+") for t in texts)]  # Python's own sums
         right = [p == e for p, e in zip(predictions, expected)]
         r = report[name]
         assert r["n"] == len(texts) and r["exact_match"] == pytest.approx(sum(right) / len(texts)), name
-        assert r["failures"] == [{"problem": t, "expected": e, "got": p} for t, p, e, ok
-                                 in zip(texts, predictions, expected, right) if not ok][:stress.SHOW_FAILURES], name
+        failures = [(t, e, a) for t, a, e, ok in zip(texts, answered, expected, right) if not ok][:stress.SHOW_FAILURES]
+        assert [(f["problem"], f["expected"], f["got"]) for f in r["failures"]] == \
+            [(t, e, a.answer) for t, e, a in failures], name
+        # Batched with other sets, the same answers' probabilities move in the last float digits only.
+        assert [f["confidence"] for f in r["failures"]] == pytest.approx([a.confidence for _, _, a in failures],
+                                                                         abs=1e-4), name
+        assert r["silent_wrong"] == sum(not ok and a.answer is not None and a.confidence >= LOW_CONFIDENCE
+                                        for a, ok in zip(answered, right)), name
         scores.add(r["exact_match"])
     assert any(0 < score < 1 for score in scores)  # right and wrong answers (and failures) were compared
     swapped = solve(model, tok, ["+".join(t.split("+")[::-1]) for t in sets["commutativity"]])

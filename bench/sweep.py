@@ -1,0 +1,118 @@
+"""Reliability sweep: many held-out problems inside each model's trained range, every wrong answer listed.
+
+Usage: python bench/sweep.py [MODEL ...] [--random N] [--repeated N] [--seed S] [--threads T]
+
+Two sets per model, both from the test split (problems training never draws) and inside the
+operand lengths the checkpoint was trained on:
+- random: `heldout_problems` with operand lengths uniform in the trained range;
+- repeated digits: operands written with one or two distinct digits (`stress.repeated_digit_number`),
+  where random sampling almost never goes.
+Each answer comes from `solve(..., return_confidence=True)`; a wrong answer is listed with its
+confidence, and counted as silent when that confidence is at or above `LOW_CONFIDENCE` (the CLI
+marks answers below it). Default sizes: 1,000,000 random problems for minimal-add10 and 200,000
+for every other model, plus 20,000 repeated-digit problems (issue 20's targets). Results:
+bench/results/sweep_<model>.json and bench/results/sweep.md (all models of the run).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+from common import script_parser
+from machine import RESULTS, load_average, markdown_table, write_results
+from tqdm import tqdm
+
+from hf_arith.evaluation import heldout_problems
+from hf_arith.formatting import OPERATORS, parse_problems
+from hf_arith.limits import model_limits, problem_spec
+from hf_arith.loading import checkpoint_folder, load_checkpoint
+from hf_arith.problems import split_of, with_answers
+from hf_arith.solving import LOW_CONFIDENCE, solve
+from hf_arith.stress import repeated_digit_number
+
+CHUNK = 20_000  # problems per solve call: a progress step, and memory bounded whatever the total
+SHOW = 200  # wrong answers listed per set in the results
+
+
+def repeated_heldout(fmt, low: int, high: int, n: int, seed: int) -> tuple[list[str], list[str]]:
+    """n distinct test-split problems whose operands use one or two distinct digits: (texts, answers)."""
+    rng = np.random.default_rng(seed)
+    op, seen, texts = OPERATORS[fmt.task], set(), []
+    for _ in range(100):
+        lengths = rng.integers(low, high + 1, size=(4 * n, 2))
+        batch = [f"{repeated_digit_number(fmt.base, int(a), rng)}{op}{repeated_digit_number(fmt.base, int(b), rng)}"
+                 for a, b in lengths]
+        batch = [t for t in dict.fromkeys(batch) if t not in seen]
+        test = split_of(parse_problems(batch, fmt))
+        for text, keep in zip(batch, test):
+            if keep and len(texts) < n:
+                texts.append(text)
+                seen.add(text)
+        if len(texts) >= n:
+            break
+    return texts, with_answers(parse_problems(texts, fmt)).answer_text()
+
+
+def run_set(model, tok, texts: list[str], answers: list[str], label: str) -> dict:
+    wrong, silent, lowest_right = [], 0, 1.0
+    start = time.perf_counter()
+    for i in tqdm(range(0, len(texts), CHUNK), desc=label, unit="chunk"):
+        got = solve(model, tok, texts[i:i + CHUNK], return_confidence=True, warn_beyond_training=False)
+        for text, answer, (prediction, confidence) in zip(texts[i:i + CHUNK], answers[i:i + CHUNK], got):
+            if prediction != answer:
+                silent += prediction is not None and confidence >= LOW_CONFIDENCE
+                wrong.append({"problem": text, "expected": answer, "got": prediction, "confidence": confidence})
+            else:
+                lowest_right = min(lowest_right, confidence)
+    return {"n": len(texts), "wrong": len(wrong), "silent_wrong": silent, "lowest_confidence_right": lowest_right,
+            "seconds": round(time.perf_counter() - start, 1), "wrong_answers": wrong[:SHOW]}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = script_parser(__doc__)
+    parser.add_argument("models", nargs="*", default=["minimal-add10", "abacus-gpt2-add", "abacus-gpt2-add-k2",
+                                                       "looped-add"])
+    parser.add_argument("--random", type=int, default=None, help="random problems (default 1,000,000 for "
+                        "minimal-add10, 200,000 otherwise)")
+    parser.add_argument("--repeated", type=int, default=20_000, help="repeated-digit problems (default 20,000)")
+    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    records = []
+    for name in args.models:
+        model, tok = load_checkpoint(name)
+        limits = model_limits(model, tok, checkpoint_folder(model))
+        low, high = limits.training_range or (1, limits.max_digits)
+        n_random = args.random or (1_000_000 if name == "minimal-add10" else 200_000)
+        load_before = load_average()
+        texts, answers, _ = heldout_problems(problem_spec(tok.arith_format, low, high), n_random, seed=args.seed)
+        random_set = run_set(model, tok, texts, answers, f"{name} random")
+        texts, answers = repeated_heldout(tok.arith_format, low, high, args.repeated, args.seed + 1)
+        repeated_set = run_set(model, tok, texts, answers, f"{name} repeated digits")
+        record = {"model": name, "operand_digits": [low, high], "seed": args.seed, "threads": args.threads,
+                  "confidence_threshold": LOW_CONFIDENCE, "random": random_set, "repeated_digits": repeated_set}
+        write_results(RESULTS / f"sweep_{name}.json", record, load_before=load_before,
+                      what="wrong answers of held-out problems inside the trained range (solve, greedy)")
+        records.append(record)
+        for key in ("random", "repeated_digits"):
+            part = record[key]
+            print(f"{name} {key}: {part['wrong']} wrong of {part['n']:,} ({part['silent_wrong']} at confidence >= "
+                  f"{LOW_CONFIDENCE}) in {part['seconds']} s")
+
+    rows = [(r["model"], f"{r['operand_digits'][0]}-{r['operand_digits'][1]}", f"{r[k]['n']:,}", key_name,
+             r[k]["wrong"], r[k]["silent_wrong"], f"{r[k]['lowest_confidence_right']:.3f}")
+            for r in records for k, key_name in (("random", "random"), ("repeated_digits", "repeated digits"))]
+    write_results(RESULTS / "sweep.json", {"models": [r["model"] for r in records]}, title="Reliability sweep",
+                  what="held-out problems inside each model's trained range; wrong answers, and how many of "
+                       f"them had confidence >= {LOW_CONFIDENCE} (silent); lowest confidence of a right answer",
+                  table=markdown_table(["model", "digits", "problems", "set", "wrong", "silent wrong",
+                                        "lowest right conf."], "llrlrrr", rows))
+    return {"records": records}
+
+
+if __name__ == "__main__":
+    main()
