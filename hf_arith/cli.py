@@ -7,6 +7,7 @@
     hf-arith verify minimal-add10        # the tiny-adder protocol (10-digit addition models)
     hf-arith attention MODEL 101+1002 [--output attention.png]
     hf-arith summary MODEL [--json summary.json]
+    hf-arith adderboard minimal-add10 --output submission.py   # a single-file AdderBoard submission
     hf-arith solve 1234567890+9876543210 [--model NAME_OR_PATH_OR_REPO_ID]
     hf-arith solve 1+2 --model ORG/NAME [--revision REV] [--device cuda] [--dtype float16]
     hf-arith models                      # bundled checkpoints
@@ -454,6 +455,28 @@ def cmd_verify(args) -> int:
     return 0
 
 
+# -- adderboard -----------------------------------------------------------------------------
+def cmd_adderboard(args) -> int:
+    from .adderboard import VERIFY_HINT, write_submission
+
+    target = Path(args.output)
+    if target.is_dir():
+        raise CLIError(f"--output {args.output}: is a folder, not a file")
+    if target.exists() and not args.overwrite:
+        raise CLIError(f"--output {args.output}: exists; pass --overwrite to replace it")
+    _writable_dir(str(target.parent), "--output")  # before the model is loaded and checked
+    _set_threads(args, default=1)
+    model, tokenizer = _load(args)
+    try:
+        path = write_submission(model, tokenizer, target, name=args.name, author=args.author, overwrite=True)
+    except OSError as err:
+        raise CLIError(f"--output {args.output}: cannot write it ({err.strerror or err})") from None
+    print(f"Wrote the AdderBoard submission for {args.model} to {path} ({path.stat().st_size:,} bytes): "
+          f"{model.num_parameters()} unique parameters")
+    print(f"Check it with AdderBoard's verify.py (needs only torch): {VERIFY_HINT.format(path=path)}")
+    return 0
+
+
 # -- attention and summary ------------------------------------------------------------------
 def cmd_attention(args) -> int:
     from .attention_maps import attention_maps, map_labels, plot_attention
@@ -691,6 +714,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("--seed", type=_seed, default=2025, metavar="S", help="random pairs seed (default: 2025)")
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("adderboard", parents=[common, source],
+                       help="write a single-file AdderBoard submission (torch only) for a minimal-family model",
+                       description="Write one Python file for AdderBoard's verify.py (github.com/anadim/AdderBoard): "
+                                   "the model's forward pass in plain torch, its unique weights, its number format and "
+                                   "greedy decoding, with build_model() and add(model, a, b). It is checked against "
+                                   "the model before it is written.")
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    p.add_argument("--output", required=True, metavar="FILE", help="the submission file to write (a .py file)")
+    p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    p.add_argument("--name", metavar="TEXT", help="the entry's name (default: hf_arith <checkpoint name>)")
+    p.add_argument("--author", metavar="TEXT", help="the entry's author (default: unknown)")
+    p.set_defaults(func=cmd_adderboard)
 
     p = sub.add_parser("solve", parents=[common, source, runtime], help="answer problems such as 1234567890+9876543210")
     p.add_argument("problems", nargs="+", metavar="PROBLEM")

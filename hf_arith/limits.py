@@ -86,19 +86,25 @@ class ModelLimits:
         """New tokens the decoder may need for the longest answer in a batch of parsed problems."""
         return self.fmt.max_answer_tokens(parsed)
 
-    def _tokens(self, parsed: Problems) -> tuple[np.ndarray, np.ndarray]:
-        """Per problem: prompt tokens and answer tokens (the answer's budget)."""
+    def answer_budgets(self, parsed: Problems) -> np.ndarray:
+        """Per problem: the answer tokens it may take (its own budget, whatever batch it is decoded in)."""
         digits = self.fmt.max_answer_digits(parsed.lengths)
-        _, _, prompt = render(parsed, self.fmt, with_answer=False)
         # The sign and end token are the same for every problem of a format: the budget of the
         # batch minus its longest answer's digits.
-        return prompt, digits + (self.answer_budget(parsed) - int(digits.max()))
+        return digits + (self.answer_budget(parsed) - int(digits.max()))
+
+    def _tokens(self, parsed: Problems) -> tuple[np.ndarray, np.ndarray]:
+        """Per problem: prompt tokens and answer tokens (the answer's budget)."""
+        _, _, prompt = render(parsed, self.fmt, with_answer=False)
+        return prompt, self.answer_budgets(parsed)
 
     def _first_refusal(self, parsed: Problems, tokens=None) -> tuple[int, str] | None:
         """The first problem the model cannot take and why (context first, then abacus range);
         `tokens`: their `_tokens`, when the caller has them."""
         prompt, answer = self._tokens(parsed) if tokens is None else tokens
-        digits = self.fmt.max_answer_digits(parsed.lengths) + self.abacus_answer_offset
+        # Every answer token but the end token may be a digit the abacus places: a subtraction model
+        # that writes no sign has room for one digit more than the answer can have.
+        digits = answer - (1 if self.fmt.end_token else 0) + self.abacus_answer_offset
         longest = np.maximum(parsed.lengths.max(axis=1), digits)  # the longest number the abacus places
         no_room = prompt + answer > self.context if self.context is not None else np.zeros(len(parsed), bool)
         no_index = (longest > self.abacus_max_digits if self.abacus_max_digits is not None

@@ -6,6 +6,7 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
 from .decoding import default_batch_size, greedy_decode
 from .formatting import FormatError, parse_problems, quote
@@ -86,18 +87,24 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     for start in range(0, len(problems), batch_size):
         chunk = problems[start : start + batch_size]
         enc = tokenizer(chunk, padding=True, return_tensors="pt")
-        budget = limits.answer_budget(parsed.select(slice(start, start + batch_size)))
+        budgets = limits.answer_budgets(parsed.select(slice(start, start + batch_size)))
+        budget = int(budgets.max())
         new = greedy_decode(
             model, enc["input_ids"].to(model_device), enc["attention_mask"].to(model_device), budget,
             eos_token_id=end, pad_token_id=tokenizer.pad_token_id, use_cache=use_cache,
             tokens_per_step=tokens_per_step, model_kwargs=model_kwargs, return_probabilities=return_confidence,
         )
+        new, probabilities = new if return_confidence else (new, None)
+        # Each answer ends at its own budget, as when it is decoded alone: tokens a shorter problem
+        # wrote only because it shared a batch with a longer one do not count.
+        beyond = torch.arange(new.shape[1], device=new.device) >= torch.as_tensor(budgets, device=new.device)[:, None]
+        new = new.masked_fill(beyond, tokenizer.pad_token_id).cpu()
         if return_confidence:
-            new, probabilities = new
-            lowest = probabilities.min(1).values.tolist() if probabilities.shape[1] else [1.0] * len(chunk)
-            answers.extend(map(Answer, tokenizer.decode_answers(new.cpu()), lowest))
+            lowest = probabilities.masked_fill(beyond, 1.0).min(1).values.tolist() if probabilities.shape[1] \
+                else [1.0] * len(chunk)
+            answers.extend(map(Answer, tokenizer.decode_answers(new), lowest))
         else:
-            answers.extend(tokenizer.decode_answers(new.cpu()))
+            answers.extend(tokenizer.decode_answers(new))
     return answers[0] if single else answers
 
 

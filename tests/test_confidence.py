@@ -6,6 +6,7 @@ marks answers below the threshold; eval and the stress sets count the wrong answ
 """
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -122,3 +123,16 @@ def test_stress_sets_hold_repeated_digits_and_reported_failures():
     assert sets["reported_failures"] == REPORTED_FAILURES["add"]
     # Too short a model: only the reported cases that fit are kept.
     assert "reported_failures" not in stress_sets(tokenizer.arith_format, 5, n=10)
+
+
+def test_an_answer_does_not_depend_on_the_batch_it_was_decoded_in():
+    # Beyond its training lengths the k2 model often writes past an answer's own budget; in a batch
+    # with longer problems it has room to, alone it has not. Each answer ends at its own budget.
+    model, tokenizer = hf_arith.load("abacus-gpt2-add-k2")
+    record = json.loads((Path(__file__).parent / "data" / "bundled_answers.json").read_text())
+    problems = record["abacus-gpt2-add-k2"]["problems"][130:187]
+    together = solve(model, tokenizer, problems, return_confidence=True)
+    alone = [solve(model, tokenizer, p, return_confidence=True) for p in problems]
+    assert [a.answer for a in together] == [a.answer for a in alone]
+    assert [a.confidence for a in together] == pytest.approx([a.confidence for a in alone], abs=1e-4)
+    assert sum(a.answer is None for a in alone) >= 5  # the case this guards: unfinished answers

@@ -140,3 +140,22 @@ def test_grid_and_digit_range_name_the_option_and_the_limit(bundled):
         limits.check_digit_range(1, top + 1, names=("--min-digits", "--max-digits"))
     with pytest.raises(FormatError, match="need 1 <= --min-digits <= --max-digits, got 3 and 2"):
         limits.check_digit_range(3, 2, names=("--min-digits", "--max-digits"))
+
+
+@pytest.mark.parametrize("task", ["add", "sub", "mul"])
+def test_the_longest_accepted_problem_decodes_even_when_every_answer_token_is_a_digit(task):
+    # A model that writes digits only (no sign, no end token) uses every answer token for digits;
+    # the abacus must place all of them: a subtraction answer without its sign has one digit more.
+    from hf_arith.tokenization_arith import ArithTokenizer
+    from tests.test_abacus_model import make
+
+    fmt = NumberFormat(task=task, reverse_operands=True, reverse_answer=True, end_token=True)
+    tok = ArithTokenizer(number_format=fmt)
+    model, tok = make(fmt=fmt, abacus_align_answer=True, answer_start_token_id=tok.convert_tokens_to_ids("="))
+    digit = tok.convert_tokens_to_ids("9")
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+    model.lm_head.bias = torch.nn.Parameter(torch.zeros(len(tok)).index_fill_(0, torch.tensor([digit]), 1.0))
+    digits = model_limits(model, tok).max_digits
+    answer = solve(model, tok, widest_problem(fmt, digits))
+    assert answer is None or set(answer.lstrip("-")) == {"9"}

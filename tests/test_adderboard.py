@@ -1,0 +1,282 @@
+"""`hf-arith adderboard`: a single-file AdderBoard submission that needs only torch.
+
+The exported file is run where hf_arith and transformers cannot be imported, through the
+protocol of AdderBoard's verify.py (edge cases, then pairs from random.Random(2025)); its answers
+must be hf_arith.solve's and a+b. Parameters are counted as AdderBoard counts them: unique
+tensors after tying, fixed rotary tables not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from cli_contract import fails
+
+from hf_arith import ArithTokenizer, FormatError, MinimalConfig, MinimalForCausalLM, NumberFormat, solve
+from hf_arith.adderboard import write_submission
+from hf_arith.cli import main
+from hf_arith.decoding import greedy_decode
+from hf_arith.evaluation import TINY_ADDER_EDGE_CASES, tiny_adder_cases
+from hf_arith.loading import load_checkpoint
+from hf_arith.model_summary import parameter_counts
+
+RANDOM_PAIRS = 300  # of the protocol's 10,000 (the exported file answers ~100 pairs a second here)
+METADATA_KEYS = {"name", "author", "params", "architecture", "tricks"}  # what verify.py prints
+
+# A fresh Python in which hf_arith and transformers cannot be imported runs the file as verify.py
+# does (importlib, build_model once, add per pair) and prints the answers as JSON.
+PROTOCOL = textwrap.dedent("""
+    import importlib.abc, importlib.util, json, random, sys
+
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("hf_arith", "transformers"):
+                raise ImportError(f"{name} is blocked in this process")
+
+    sys.meta_path.insert(0, Block())
+    for blocked in ("hf_arith", "transformers"):
+        try:
+            __import__(blocked)
+        except ImportError:
+            pass
+        else:
+            raise SystemExit(f"{blocked} was importable")
+
+    path, edge_cases, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+    spec = importlib.util.spec_from_file_location("submission", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, metadata = module.build_model()
+    rng = random.Random(2025)
+    cases = [tuple(c) for c in edge_cases] + [(rng.randint(0, 9_999_999_999), rng.randint(0, 9_999_999_999))
+                                              for _ in range(n)]
+    answers = []
+    for a, b in cases:
+        try:
+            answers.append(module.add(model, a, b))
+        except Exception as err:
+            answers.append(f"ERROR: {err}")
+    import torch
+    logits = model(torch.tensor([module.prompt(1, 2)]))
+    print(json.dumps({
+        "cases": cases, "answers": answers, "metadata": metadata,
+        "is_module": isinstance(model, torch.nn.Module), "logits_shape": list(logits.shape),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "imported": sorted(m for m in sys.modules if m.split(".")[0] in ("hf_arith", "transformers")),
+    }))
+""")
+
+
+def run_cli(*argv) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main([str(a) for a in argv])
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return load_checkpoint("minimal-add10")
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """minimal-add10 written by the CLI over an existing file (--overwrite); (path, stdout)."""
+    path = tmp_path_factory.mktemp("adderboard") / "submission_244p.py"
+    path.write_text("old\n")
+    code, out = run_cli("adderboard", "minimal-add10", "--output", path, "--overwrite", "--author", "tester")
+    assert code == 0, out
+    return path, out
+
+
+def import_file(path):
+    spec = importlib.util.spec_from_file_location("submission", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cli_prints_where_the_file_went_its_parameters_and_how_to_verify(exported):
+    path, out = exported
+    lines = out.splitlines()
+    assert len(lines) == 2, out
+    assert str(path) in lines[0] and "244 unique parameters" in lines[0]
+    assert lines[1].endswith(f"python verify.py {path}")
+    source = path.read_text()
+    assert "import transformers" not in source and "hf_arith import" not in source
+    imports = {line.split()[1] for line in source.splitlines() if line.startswith(("import ", "from "))}
+    assert imports == {"torch", "torch.nn.functional"}, imports
+
+
+def test_submission_runs_without_hf_arith_and_answers_as_solve_does(exported, bundled):
+    path, _ = exported
+    model, tokenizer = bundled
+    result = subprocess.run(
+        [sys.executable, "-c", PROTOCOL, str(path), json.dumps(TINY_ADDER_EDGE_CASES), str(RANDOM_PAIRS)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["imported"] == []
+    cases = [tuple(c) for c in report["cases"]]
+    assert cases == tiny_adder_cases(2025, RANDOM_PAIRS)  # the protocol's first pairs, in its order
+    expected = solve(model, tokenizer, [f"{a}+{b}" for a, b in cases])
+    assert [str(x) for x in report["answers"]] == expected  # 100 % agreement with hf_arith.solve
+    assert report["answers"] == [a + b for a, b in cases]  # and with Python's a+b
+    assert report["is_module"] and report["logits_shape"] == [1, 22, model.config.vocab_size]
+    metadata = report["metadata"]
+    assert METADATA_KEYS <= set(metadata) and metadata["author"] == "tester"
+    assert metadata["params"] == model.num_parameters() == report["parameters"] == 244
+    assert isinstance(metadata["tricks"], list) and all(isinstance(t, str) for t in metadata["tricks"])
+    assert metadata["architecture"].startswith("1L decoder, d=4, 2h/1kv, hd=4, ff=6, RoPE θ=3")
+
+
+def test_exported_weights_are_the_checkpoints_bit_for_bit(exported, bundled):
+    model, _ = bundled
+    mine, _ = import_file(exported[0]).build_model()
+    theirs = dict(model.named_parameters())
+    assert dict(mine.named_parameters()).keys() == theirs.keys()
+    for name, p in mine.named_parameters():
+        assert torch.equal(p.view(torch.int32), theirs[name].view(torch.int32)), name
+
+
+FMT10 = NumberFormat(operand_width=10, answer_width=11, end_token=False)
+# Variable-width operands, most significant digit first, answers ended by <eos>.
+FMT_PLAIN = NumberFormat(reverse_operands=False, reverse_answer=False, end_token=True)
+# The table of shared/notes/tiny-adder.md: d=3, 1 head of 4, FFN 2, RoPE, gated MLP, tied head.
+TINY = dict(hidden_size=3, num_attention_heads=1, num_key_value_heads=1, head_dim=4, intermediate_size=2)
+
+
+def random_model(fmt=FMT10, seed=0, **overrides):
+    """A minimal-family model with spread-out random weights (so greedy answers vary) and its tokenizer."""
+    torch.manual_seed(seed)
+    tok = ArithTokenizer(number_format=fmt, model_max_length=64)
+    kwargs = dict(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                  max_position_embeddings=40)
+    kwargs.update(overrides)
+    model = MinimalForCausalLM(MinimalConfig(**kwargs)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.7)
+    return model, tok
+
+
+def test_parameters_are_counted_as_adderboard_counts_them(tmp_path):
+    # The rule: every tensor counts once however many places use it (tied head, K = V, O = Q^T),
+    # a circular-arc digit table counts its 3 parameters, and the fixed rotary tables count nothing.
+    model, tok = random_model(**TINY, rope_theta=3.0, tie_kv=True, tie_qo=True, digit_embedding="circular_arc",
+                              qk_norm=False)
+    d, v, hd, ff = 3, 14, 4, 2
+    expected = ((v - 10) * d + 3  # non-digit rows + arc (radius, start, step); the head reuses them
+                + d * hd + d * hd  # Q, K (V = K, O = Q^T)
+                + 3 * d * ff  # gate, up, down
+                + 3 * d)  # input, post-attention and final RMSNorm scales
+    assert expected == 66  # the table in shared/notes/tiny-adder.md
+    assert model.num_parameters() == parameter_counts(model)["unique"] == expected
+    assert {n for n, _ in model.named_buffers()} == {"model.rotary_emb.cos_table", "model.rotary_emb.sin_table"}
+    path = write_submission(model, tok, tmp_path / "s.py")
+    module = import_file(path)
+    exported, metadata = module.build_model()
+    assert metadata["params"] == sum(len(values) for _, values in module.WEIGHTS.values()) == expected
+    assert sum(p.numel() for p in exported.parameters()) == expected
+    assert not any(b.requires_grad for b in exported.buffers())  # rotary tables: buffers, not parameters
+    assert {"tied K=V", "tied O=Q^T"} <= set(metadata["tricks"])
+    assert any("circular arc" in t for t in metadata["tricks"])
+
+
+@pytest.mark.parametrize("fmt, flags", [
+    (FMT10, {"tie_kv": True, "tie_qo": True, "digit_embedding": "circular_arc"}),
+    (FMT10, {"projection_rank": 2, "tie_qo": True, "num_attention_heads": 2, "hidden_size": 6, "head_dim": 4}),
+    (FMT10, {"tie_word_embeddings": False, "num_hidden_layers": 2, "attention_bias": True, "mlp_bias": True}),
+    (FMT_PLAIN, {"position_embedding": "learned", "norm_type": "layernorm", "mlp_type": "plain", "hidden_act": "gelu"}),
+    (FMT_PLAIN, {"norm_type": "none", "position_embedding": "none", "hidden_act": "relu"}),
+])
+def test_every_option_exports_with_solves_answers(tmp_path, fmt, flags):
+    model, tok = random_model(fmt, **flags)
+    # write_submission checks the edge cases itself; more problems, of every length, here.
+    path = write_submission(model, tok, tmp_path / "s.py")
+    module = import_file(path)
+    exported, _ = module.build_model()
+    rng = random.Random(0)
+    cases = [(rng.randint(0, 10 ** rng.randint(1, 10) - 1), rng.randint(0, 10 ** rng.randint(1, 10) - 1))
+             for _ in range(12)]
+    # One problem per batch, as add() answers them (a batch shares its longest problem's answer budget).
+    expected = solve(model, tok, [f"{a}+{b}" for a, b in cases], batch_size=1, warn_beyond_training=False)
+    for (a, b), answer in zip(cases, expected):
+        ids = tok(f"{a}+{b}")["input_ids"]
+        assert module.prompt(a, b) == ids  # the tokenizer's number format
+        budget = tok.answer_budget([f"{a}+{b}"])
+        assert module.answer_budget(a, b) == budget
+        theirs = greedy_decode(model, torch.tensor([ids]), None, budget, eos_token_id=tok.eos_token_id)[0].tolist()
+        mine = module.generate(exported, ids, budget)
+        assert mine == theirs[:len(mine)] and (len(mine) == len(theirs) or mine[-1] == tok.eos_token_id), (a, b)
+        try:
+            got = str(module.add(exported, a, b))
+        except ValueError:
+            got = None
+        assert got == answer, (a, b)
+
+
+def test_refuses_formats_outside_the_protocol(tmp_path):
+    for fmt in (NumberFormat(operand_width=5, answer_width=6, end_token=False), NumberFormat(task="sub"),
+                NumberFormat(base=16)):
+        model, tok = random_model(fmt)
+        with pytest.raises(FormatError, match="two operands of up to 10 decimal digits") as err:
+            write_submission(model, tok, tmp_path / "s.py")
+        assert "\n" not in str(err.value)
+    model, tok = random_model(FMT_PLAIN, max_position_embeddings=30)  # 10-digit problems need 34 positions
+    with pytest.raises(FormatError, match="need 34 positions"):
+        write_submission(model, tok, tmp_path / "s.py")
+    assert not (tmp_path / "s.py").exists()
+
+
+def test_refuses_unsupported_options_and_dtypes(tmp_path, monkeypatch):
+    import hf_arith.adderboard as adderboard
+
+    model, tok = random_model(tie_kv=True)
+    monkeypatch.delitem(adderboard.SUPPORTED, "tie_kv")  # as if tie_kv were an option added after the exporter
+    with pytest.raises(ValueError, match=r"^AdderBoard export: config option tie_kv=True is not supported$"):
+        write_submission(model, tok, tmp_path / "s.py")
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="weights must be float32, got torch.bfloat16"):
+        write_submission(model.to(torch.bfloat16), tok, tmp_path / "s.py")
+    (tmp_path / "s.py").write_text("mine\n")
+    with pytest.raises(FileExistsError):
+        write_submission(model.float(), tok, tmp_path / "s.py")
+    assert (tmp_path / "s.py").read_text() == "mine\n"
+
+
+def test_cli_refuses_other_families(tmp_path, capsys):
+    message = fails(capsys, "adderboard", "abacus-gpt2-add", "--output", tmp_path / "s.py")
+    assert "only the minimal family" in message and "hf_arith_abacus_gpt2" in message
+    assert not (tmp_path / "s.py").exists()
+
+
+def test_cli_refuses_an_existing_file_without_overwrite(tmp_path, capsys):
+    target = tmp_path / "s.py"
+    target.write_text("mine\n")
+    message = fails(capsys, "adderboard", "minimal-add10", "--output", target)
+    assert message == f"--output {target}: exists; pass --overwrite to replace it"
+    assert target.read_text() == "mine\n"
+    assert "is a folder" in fails(capsys, "adderboard", "minimal-add10", "--output", tmp_path)
+
+
+def test_cli_refuses_an_unwritable_folder(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    message = fails(capsys, "adderboard", "minimal-add10", "--output", blocker / "s.py")
+    assert message.startswith(f"--output {blocker}: cannot write there")
+    if os.geteuid() != 0:  # root writes into read-only folders
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        message = fails(capsys, "adderboard", "minimal-add10", "--output", locked / "s.py")
+        assert message.startswith(f"--output {locked}: cannot write there")
