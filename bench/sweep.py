@@ -11,12 +11,15 @@ Each answer comes from `solve(..., return_confidence=True)`; a wrong answer is l
 confidence, and counted as silent when that confidence is at or above `LOW_CONFIDENCE` (the CLI
 marks answers below it). Default sizes: 1,000,000 random problems for minimal-add10 and 200,000
 for every other model, plus 20,000 repeated-digit problems (issue 20's targets). Results:
-bench/results/sweep_<model>.json and bench/results/sweep.md (all models of the run).
+bench/results/sweep_<model>.json, and bench/results/sweep.md: a table of every sweep_<model>.json
+there, each row dated (the command of each row is in its own file).
 """
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -95,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
         repeated_set = run_set(model, tok, texts, answers, f"{name} repeated digits")
         record = {"model": name, "operand_digits": [low, high], "seed": args.seed, "threads": args.threads,
                   "confidence_threshold": LOW_CONFIDENCE, "random": random_set, "repeated_digits": repeated_set}
-        write_results(RESULTS / f"sweep_{name}.json", record, load_before=load_before,
+        write_results(RESULTS / f"sweep_{results_name(name)}.json", record, load_before=load_before,
                       what="wrong answers of held-out problems inside the trained range (solve, greedy)")
         records.append(record)
         for key in ("random", "repeated_digits"):
@@ -103,15 +106,24 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{name} {key}: {part['wrong']} wrong of {part['n']:,} ({part['silent_wrong']} at confidence >= "
                   f"{LOW_CONFIDENCE}) in {part['seconds']} s")
 
+    # The table covers every model swept so far, each row from its own file (and dated by it).
+    every = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("sweep_*.json"))]
     rows = [(r["model"], f"{r['operand_digits'][0]}-{r['operand_digits'][1]}", f"{r[k]['n']:,}", key_name,
-             r[k]["wrong"], r[k]["silent_wrong"], f"{r[k]['lowest_confidence_right']:.3f}")
-            for r in records for k, key_name in (("random", "random"), ("repeated_digits", "repeated digits"))]
-    write_results(RESULTS / "sweep.json", {"models": [r["model"] for r in records]}, title="Reliability sweep",
+             r[k]["wrong"], r[k]["silent_wrong"], f"{r[k]['lowest_confidence_right']:.3f}", r["date"][:10])
+            for r in every for k, key_name in (("random", "random"), ("repeated_digits", "repeated digits"))]
+    write_results(RESULTS / "sweep.json", {"models": [r["model"] for r in every]}, title="Reliability sweep",
                   what="held-out problems inside each model's trained range; wrong answers, and how many of "
-                       f"them had confidence >= {LOW_CONFIDENCE} (silent); lowest confidence of a right answer",
+                       f"them had confidence >= {LOW_CONFIDENCE} (silent); lowest confidence of a right answer. "
+                       "Rows come from bench/results/sweep_<model>.json, each with its own command and machine",
                   table=markdown_table(["model", "digits", "problems", "set", "wrong", "silent wrong",
-                                        "lowest right conf."], "llrlrrr", rows))
+                                        "lowest right conf.", "date"], "llrlrrrl", rows))
     return {"records": records}
+
+
+def results_name(model: str) -> str:
+    """A file-name part for a bundled name or a checkpoint folder ('runs/x/final' -> 'x')."""
+    path = Path(model)
+    return path.parent.name if path.name == "final" and path.parent.name else path.name
 
 
 if __name__ == "__main__":

@@ -273,13 +273,15 @@ def parse_problem(text: str, fmt: NumberFormat) -> list[str]:
         raise FormatError("empty problem")
     if fmt.task == "sort":
         items = problem.split(",")
+        # A malformed item first: 'a:1;b:2' is one bad item, not a list of one.
+        for item in items:
+            if _SORT_ITEM.fullmatch(item) is None:
+                raise FormatError(f"{quote(problem)}: sort items look like 'a:31,b:7', got {quote(item)}")
         if not 2 <= len(items) <= fmt.max_items:
             raise FormatError(f"{quote(problem)}: this format sorts 2 to {fmt.max_items} items, got {len(items)}")
         values = []
         for i, item in enumerate(items):
             m = _SORT_ITEM.fullmatch(item)
-            if m is None:
-                raise FormatError(f"{quote(problem)}: sort items look like 'a:31,b:7', got {quote(item)}")
             if m.group(1) != SORT_LABELS[i]:
                 raise FormatError(f"{quote(problem)}: item {i + 1} must be labelled {SORT_LABELS[i]!r}")
             values.append(_check_number(problem, m.group(2), problem))
@@ -297,6 +299,8 @@ def parse_problem(text: str, fmt: NumberFormat) -> list[str]:
             raise FormatError(f"{quote(problem)} is {TASK_NAMES[other]}, but this model does {TASK_NAMES[fmt.task]} ('{op}')")
         raise FormatError(f"{quote(problem)}: expected two numbers joined by '{op}'")
     left, _, right = problem.partition(op)
+    if problem.count(op) > 1 and not right.startswith("-"):  # '5--3' is a negative operand, said below
+        raise FormatError(f"{quote(problem)}: expected two numbers joined by one '{op}', got {problem.count(op)} of them")
     return [_check_number(problem, left, problem), _check_number(problem, right, problem)]
 
 

@@ -138,12 +138,14 @@ def test_parse_valid_problems():
     ("3*4", NumberFormat(), "is multiplication, but this model does addition"),
     ("3-4", NumberFormat(task="mul"), "is subtraction, but this model does multiplication"),
     ("3 4", NumberFormat(), "expected two numbers joined by '+'"),
-    ("3+4+5", NumberFormat(), "'+' is not a decimal digit"),
     ("a:1", NumberFormat(task="sort"), "sorts 2 to 8 items, got 1"),
     ("a:1,b:2,c:3", NumberFormat(task="sort", max_items=2), "sorts 2 to 2 items, got 3"),
     ("a:1,c:2", NumberFormat(task="sort"), "item 2 must be labelled 'b'"),
     ("a:1,b:-2", NumberFormat(task="sort"), "sort items look like"),
     ("1,2", NumberFormat(task="sort"), "sort items look like"),
+    ("a:1;b:2", NumberFormat(task="sort"), "sort items look like 'a:31,b:7', got 'a:1;b:2'"),
+    ("5*3*2", NumberFormat(task="mul"), "two numbers joined by one '*', got 2 of them"),
+    ("1+2+3", NumberFormat(), "two numbers joined by one '+', got 2 of them"),
     (12, NumberFormat(), "must be a string"),
 ])
 def test_parse_errors_are_one_line_format_errors(text, fmt, message):
