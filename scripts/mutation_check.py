@@ -108,10 +108,7 @@ MUTATIONS = [
              "hf_arith/formatting.py", "fmt.operand_width, fmt.reverse_operands))",
              "fmt.operand_width, not fmt.reverse_operands))", ("tests/test_tokenizer.py", "tests/test_formatting.py")),
     Mutation("confidence-highest-token", "an answer's confidence is its most certain token, not its least",
-             "hf_arith/solving.py", "probabilities.min(1).values", "probabilities.max(1).values",
-             ("tests/test_confidence.py",)),
-    Mutation("confidence-counts-padding", "tokens after the end token count in an answer's confidence",
-             "hf_arith/decoding.py", "chosen = chosen.masked_fill(after_end, 1.0)", "chosen = chosen",
+             "hf_arith/solving.py", "masked_fill(beyond, 1.0).min(1).values", "masked_fill(beyond, 1.0).max(1).values",
              ("tests/test_confidence.py",)),
 ]
 
