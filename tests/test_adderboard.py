@@ -22,13 +22,14 @@ import pytest
 import torch
 from cli_contract import fails
 
-from hf_arith import ArithTokenizer, FormatError, MinimalConfig, MinimalForCausalLM, NumberFormat, solve
+from hf_arith import FormatError, NumberFormat, solve
 from hf_arith.adderboard import write_submission
 from hf_arith.cli import main
 from hf_arith.decoding import greedy_decode
 from hf_arith.evaluation import TINY_ADDER_EDGE_CASES, tiny_adder_cases
 from hf_arith.loading import load_checkpoint
 from hf_arith.model_summary import parameter_counts
+from tests.test_minimal_model import FMT10, make
 
 RANDOM_PAIRS = 300  # of the protocol's 10,000 (the exported file answers ~100 pairs a second here)
 METADATA_KEYS = {"name", "author", "params", "architecture", "tricks"}  # what verify.py prints
@@ -149,7 +150,6 @@ def test_exported_weights_are_the_checkpoints_bit_for_bit(exported, bundled):
         assert torch.equal(p.view(torch.int32), theirs[name].view(torch.int32)), name
 
 
-FMT10 = NumberFormat(operand_width=10, answer_width=11, end_token=False)
 # Variable-width operands, most significant digit first, answers ended by <eos>.
 FMT_PLAIN = NumberFormat(reverse_operands=False, reverse_answer=False, end_token=True)
 # The table of shared/notes/tiny-adder.md: d=3, 1 head of 4, FFN 2, RoPE, gated MLP, tied head.
@@ -158,16 +158,7 @@ TINY = dict(hidden_size=3, num_attention_heads=1, num_key_value_heads=1, head_di
 
 def random_model(fmt=FMT10, seed=0, **overrides):
     """A minimal-family model with spread-out random weights (so greedy answers vary) and its tokenizer."""
-    torch.manual_seed(seed)
-    tok = ArithTokenizer(number_format=fmt, model_max_length=64)
-    kwargs = dict(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-                  max_position_embeddings=40)
-    kwargs.update(overrides)
-    model = MinimalForCausalLM(MinimalConfig(**kwargs)).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.7)
-    return model, tok
+    return make(seed, fmt, **{"max_position_embeddings": 40, **overrides})
 
 
 def test_parameters_are_counted_as_adderboard_counts_them(tmp_path):

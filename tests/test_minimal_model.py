@@ -17,9 +17,10 @@ from hf_arith.decoding import greedy_decode
 FMT10 = NumberFormat(operand_width=10, answer_width=11, end_token=False)
 
 
-def make(seed=0, **overrides):
+def make(seed=0, fmt=FMT10, **overrides):
+    """A minimal-family model with spread-out random weights and its tokenizer."""
     torch.manual_seed(seed)
-    tok = ArithTokenizer(number_format=FMT10, model_max_length=64)
+    tok = ArithTokenizer(number_format=fmt, model_max_length=64)
     kwargs = dict(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
     kwargs.update(overrides)
     model = MinimalForCausalLM(MinimalConfig(**kwargs)).eval()
