@@ -31,6 +31,7 @@ from hf_arith.evaluation import heldout_problems
 from hf_arith.formatting import OPERATORS, parse_problems
 from hf_arith.limits import model_limits, problem_spec
 from hf_arith.loading import checkpoint_folder, load_checkpoint
+from hf_arith.metrics import is_silent_wrong
 from hf_arith.problems import split_of, with_answers
 from hf_arith.solving import LOW_CONFIDENCE, solve
 from hf_arith.stress import repeated_digit_number
@@ -65,7 +66,7 @@ def run_set(model, tok, texts: list[str], answers: list[str], label: str) -> dic
         got = solve(model, tok, texts[i:i + CHUNK], return_confidence=True, warn_beyond_training=False)
         for text, answer, (prediction, confidence) in zip(texts[i:i + CHUNK], answers[i:i + CHUNK], got):
             if prediction != answer:
-                silent += prediction is not None and confidence >= LOW_CONFIDENCE
+                silent += is_silent_wrong(prediction, answer, confidence, LOW_CONFIDENCE)
                 wrong.append({"problem": text, "expected": answer, "got": prediction, "confidence": confidence})
             else:
                 lowest_right = min(lowest_right, confidence)

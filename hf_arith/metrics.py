@@ -93,13 +93,19 @@ def arith_scores(predictions: list[str | None], references: list[str], lengths=N
     return report
 
 
+def is_silent_wrong(prediction: str | None, reference: str, confidence: float, threshold: float) -> bool:
+    """A wrong answer the model was sure of (confidence at or above `threshold`), so nothing flags it.
+    A malformed answer (None) is never silent: it reads as no answer."""
+    return prediction is not None and prediction != reference and confidence >= threshold
+
+
 def confidence_scores(problems: list[str], predictions, references, confidences, threshold: float,
                       show: int = 5) -> dict:
     """How visible the wrong answers are: how many came with a confidence (the lowest token
     probability) at or above `threshold`, i.e. silently, and how many answers fall below it.
     `silent_wrong_examples` lists up to `show` of the silent ones."""
     wrong = [i for i, (p, r) in enumerate(zip(predictions, references)) if p != r]
-    silent = [i for i in wrong if predictions[i] is not None and confidences[i] >= threshold]
+    silent = [i for i in wrong if is_silent_wrong(predictions[i], references[i], confidences[i], threshold)]
     return {
         "confidence_threshold": threshold,
         "wrong": len(wrong),

@@ -20,7 +20,7 @@ import numpy as np
 from .decoding import default_batch_size
 from .formatting import OPERATORS, SORT_LABELS, digits_to_int, parse_problems
 from .limits import model_limits
-from .metrics import arith_scores
+from .metrics import arith_scores, is_silent_wrong
 from .problems import ProblemSpec, sample, with_answers
 from .solving import LOW_CONFIDENCE, solve
 
@@ -107,7 +107,8 @@ def score_set(texts: list[str], predictions, expected, confidences=None) -> dict
                 for t, p, r, c in zip(texts, predictions, expected, confidences) if p != r]
     report["failures"] = failures[:SHOW_FAILURES]
     if confidences and confidences[0] is not None:
-        report["silent_wrong"] = sum(f["got"] is not None and f["confidence"] >= LOW_CONFIDENCE for f in failures)
+        report["silent_wrong"] = sum(is_silent_wrong(f["got"], f["expected"], f["confidence"], LOW_CONFIDENCE)
+                                     for f in failures)
     return report
 
 
