@@ -34,18 +34,25 @@ SUPPORTED = {
     "vocab_size": None, "hidden_size": None, "num_hidden_layers": None, "num_attention_heads": None,
     "num_key_value_heads": None, "head_dim": None, "intermediate_size": None, "max_position_embeddings": None,
     "norm_eps": None, "rope_theta": None, "num_digit_tokens": None, "projection_rank": None,
-    "initializer_range": None,  # training only
+    "initializer_range": None, "arc_init": None,  # training only
     "hidden_act": ("relu", "gelu", "silu", "tanh"),
     "mlp_type": ("gated", "plain"),
     "norm_type": ("rmsnorm", "layernorm", "none"),
     "position_embedding": ("rope", "learned", "none"),
     "digit_embedding": ("learned", "circular_arc"),
+    "special_embedding": ("learned", "arc"),
+    "norm_sharing": ("none", "block", "all"), "share_qk_norm": (False, True),
     "mlp_bias": (False, True), "attention_bias": (False, True), "qk_norm": (False, True),
     "final_norm": (False, True), "tie_kv": (False, True), "tie_qo": (False, True),
     "tie_word_embeddings": (False, True),
 }
 ACTIVATIONS = {"relu": "F.relu", "gelu": "F.gelu", "silu": "F.silu", "tanh": "torch.tanh"}
 VERIFY_HINT = "python verify.py {path}"
+PASS_ACCURACY = 0.99  # AdderBoard's qualifying accuracy on its protocol
+
+
+class ProtocolFailure(ValueError):
+    """The model scores below PASS_ACCURACY on the protocol, so its submission would not qualify."""
 
 
 def _refuse(message: str) -> ValueError:
@@ -132,6 +139,8 @@ def architecture(config) -> str:
     norm = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm", "none": "no norms"}[c.norm_type]
     if c.norm_type != "none":
         extras = [e for e, on in (("QK norm", c.qk_norm), ("final norm", c.final_norm)) if on]
+        if c.norm_sharing != "none":
+            extras.append("one norm per layer" if c.norm_sharing == "block" else "all norms shared")
         norm += f" ({', '.join(extras)})" if extras else ""
     parts.append(norm)
     parts.append(f"vocab {c.vocab_size}")
@@ -143,7 +152,10 @@ def tricks(config, fmt) -> list[str]:
     c = config
     out = []
     if c.digit_embedding == "circular_arc":
-        out.append(f"circular arc digit embedding (3 params for {c.num_digit_tokens} digits)")
+        if c.special_embedding == "arc":
+            out.append(f"circular arc token embedding (3 params for all {c.vocab_size} tokens: digits and delimiters)")
+        else:
+            out.append(f"circular arc digit embedding (3 params for {c.num_digit_tokens} digits)")
     if c.tie_word_embeddings:
         out.append("tied embeddings (output head = embedding table)")
     if c.tie_kv:
@@ -157,7 +169,11 @@ def tricks(config, fmt) -> list[str]:
     if c.position_embedding == "rope":
         out.append(f"RoPE θ={c.rope_theta:g} (zero params)")
     if c.qk_norm and c.norm_type != "none":
-        out.append("QK norm")
+        out.append("one QK norm shared by queries and keys" if c.share_qk_norm else "QK norm")
+    if c.norm_type != "none" and c.norm_sharing == "block":
+        out.append("one RMSNorm per layer (before attention and before the MLP)")
+    elif c.norm_type != "none" and c.norm_sharing == "all":
+        out.append("one shared norm (block norms and final norm)")
     if not c.mlp_bias and not c.attention_bias:
         out.append("no biases")
     reversed_ = [what for what, on in (("operands", fmt.reverse_operands), ("answer", fmt.reverse_answer)) if on]
@@ -227,7 +243,7 @@ FFN = $intermediate_size
 CONTEXT = $max_position_embeddings
 ?norm NORM_EPS = $norm_eps
 ?rope ROPE_THETA = $rope_theta
-?arc DIGIT_TOKENS = $num_digit_tokens
+?arc ARC_TOKENS = $arc_tokens  # the tokens that embed on the arc (ids 0 .. ARC_TOKENS - 1)
 ?lowrank RANK = $projection_rank
 
 # -- the tokenizer's number format: one token per character -------------------------------------
@@ -289,22 +305,24 @@ class Projection(nn.Module):
 
 class TokenEmbedding(nn.Module):
 ?!arc     """The token table."""
-?arc     """The token table. Digit d embeds as radius * (cos(start + d * step), sin(start + d * step), 0, ...):
-?arc     three parameters for all the digits; the other tokens have rows of their own, after the digits."""
+?arc?rows     """The token table. Digit d embeds as radius * (cos(start + d * step), sin(start + d * step), 0, ...):
+?arc?rows     three parameters for all the digits; the other tokens have rows of their own, after the digits."""
+?arc?!rows     """The token table. Token i embeds as radius * (cos(start + i * step), sin(start + i * step), 0, ...):
+?arc?!rows     three parameters for every token, digits and delimiters alike."""
 
     def __init__(self):
         super().__init__()
 ?!arc         self.weight = nn.Parameter(torch.zeros(VOCAB_SIZE, HIDDEN))
-?arc         self.weight = nn.Parameter(torch.zeros(VOCAB_SIZE - DIGIT_TOKENS, HIDDEN))
+?arc?rows         self.weight = nn.Parameter(torch.zeros(VOCAB_SIZE - ARC_TOKENS, HIDDEN))
 ?arc         self.arc_params = nn.Parameter(torch.zeros(3))  # radius, start angle, angle step
 
     def table(self):
 ?!arc         return self.weight
 ?arc         radius, start, step = self.arc_params
-?arc         angles = start + step * torch.arange(DIGIT_TOKENS, dtype=self.weight.dtype)
-?arc         digits = torch.stack([radius * angles.cos(), radius * angles.sin()], dim=-1)
-?arc         digits = F.pad(digits, (0, HIDDEN - 2))
-?arc         return torch.cat([digits, self.weight], dim=0)
+?arc         angles = start + step * torch.arange(ARC_TOKENS, dtype=start.dtype)
+?arc         points = torch.stack([radius * angles.cos(), radius * angles.sin()], dim=-1)
+?arc?rows         return torch.cat([F.pad(points, (0, HIDDEN - 2)), self.weight], dim=0)
+?arc?!rows         return F.pad(points, (0, HIDDEN - 2))
 
 
 ?rope def rotary_tables():
@@ -329,7 +347,7 @@ class Attention(nn.Module):
 ?!tie_kv         self.v_proj = Projection(HIDDEN, KV_HEADS * HEAD_DIM$attention_bias)
 ?!tie_qo         self.o_proj = Projection(HEADS * HEAD_DIM, HIDDEN$attention_bias)
 ?qk_norm         self.q_norm = Norm(HEAD_DIM)
-?qk_norm         self.k_norm = Norm(HEAD_DIM)
+?qk_norm?!share_qk         self.k_norm = Norm(HEAD_DIM)
 
     def forward(self, x, rope):
         batch, length, _ = x.shape
@@ -337,7 +355,8 @@ class Attention(nn.Module):
         k = self.k_proj(x).view(batch, length, KV_HEADS, HEAD_DIM)
 ?tie_kv         v = k  # K = V: one projection for both (taken before the key's norm and rotation)
 ?!tie_kv         v = self.v_proj(x).view(batch, length, KV_HEADS, HEAD_DIM)
-?qk_norm         q, k = self.q_norm(q), self.k_norm(k)
+?qk_norm?!share_qk         q, k = self.q_norm(q), self.k_norm(k)
+?qk_norm?share_qk         q, k = self.q_norm(q), self.q_norm(k)  # one norm for queries and keys
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
 ?rope         q, k = rotate(q, *rope), rotate(k, *rope)
 ?gqa         k, v = k.repeat_interleave(HEADS // KV_HEADS, dim=1), v.repeat_interleave(HEADS // KV_HEADS, dim=1)
@@ -364,12 +383,13 @@ class Layer(nn.Module):
         super().__init__()
 ?norm         self.input_layernorm = Norm(HIDDEN)
         self.self_attn = Attention()
-?norm         self.post_attention_layernorm = Norm(HIDDEN)
+?norm?!block_shared         self.post_attention_layernorm = Norm(HIDDEN)
         self.mlp = MLP()
 
     def forward(self, hidden, rope):
 ?norm         hidden = hidden + self.self_attn(self.input_layernorm(hidden), rope)
-?norm         return hidden + self.mlp(self.post_attention_layernorm(hidden))
+?norm?!block_shared         return hidden + self.mlp(self.post_attention_layernorm(hidden))
+?norm?block_shared         return hidden + self.mlp(self.input_layernorm(hidden))  # one norm per layer
 ?!norm         hidden = hidden + self.self_attn(hidden, rope)
 ?!norm         return hidden + self.mlp(hidden)
 
@@ -380,7 +400,7 @@ class Decoder(nn.Module):
         self.embed_tokens = TokenEmbedding()
 ?learned         self.embed_positions = nn.Embedding(CONTEXT, HIDDEN)
         self.layers = nn.ModuleList([Layer() for _ in range(LAYERS)])
-?final         self.norm = Norm(HIDDEN)
+?final?!all_shared         self.norm = Norm(HIDDEN)
 ?rope         cos, sin = rotary_tables()
 ?rope         self.register_buffer("cos", cos, persistent=False)
 ?rope         self.register_buffer("sin", sin, persistent=False)
@@ -395,7 +415,8 @@ class Decoder(nn.Module):
 ?!rope         rope = None
         for layer in self.layers:
             hidden = layer(hidden, rope)
-?final         hidden = self.norm(hidden)
+?final?!all_shared         hidden = self.norm(hidden)
+?final?all_shared         hidden = self.layers[-1].input_layernorm(hidden)  # the final norm is the last layer's
         return hidden
 
 
@@ -512,6 +533,9 @@ def _features(config) -> dict[str, bool]:
         "bias": c.attention_bias or c.mlp_bias, "tie_kv": c.tie_kv, "tie_qo": c.tie_qo,
         "gqa": c.num_key_value_heads < c.num_attention_heads, "gated": c.mlp_type == "gated",
         "tied": c.tie_word_embeddings,
+        "rows": not (c.digit_embedding == "circular_arc" and c.special_embedding == "arc"),
+        "share_qk": c.share_qk_norm, "block_shared": norm and c.norm_sharing != "none",
+        "all_shared": norm and c.norm_sharing == "all",
     }
 
 
@@ -549,7 +573,8 @@ def submission_source(model, tokenizer, *, name: str | None = None, author: str 
         "num_key_value_heads": config.num_key_value_heads, "head_dim": config.head_dim,
         "intermediate_size": config.intermediate_size, "max_position_embeddings": config.max_position_embeddings,
         "norm_eps": repr(config.norm_eps), "rope_theta": repr(config.rope_theta),
-        "num_digit_tokens": config.num_digit_tokens, "projection_rank": config.projection_rank,
+        "arc_tokens": config.vocab_size if config.special_embedding == "arc" else config.num_digit_tokens,
+        "projection_rank": config.projection_rank,
         "vocab": repr(vocab), "digits": repr(digits), "operand_width": fmt.operand_width,
         "answer_width": fmt.answer_width, "reverse_operands": fmt.reverse_operands,
         "reverse_answer": fmt.reverse_answer, "end_token": fmt.end_token,
@@ -611,11 +636,25 @@ def check_submission(module, model, tokenizer, problems=TINY_ADDER_EDGE_CASES) -
             raise RuntimeError(f"the exported model answers {a}+{b} with {got}, the model with {expected}")
 
 
+def check_protocol(model, tokenizer) -> dict:
+    """Run the protocol (seed 2025) on the model; ProtocolFailure, one line, below PASS_ACCURACY."""
+    from .evaluation import verify_tiny_adder
+
+    report = verify_tiny_adder(model, tokenizer)
+    if report["accuracy"] < PASS_ACCURACY:
+        raise ProtocolFailure(
+            f"AdderBoard export: the model gets {report['correct']:,} of {report['total']:,} protocol problems right "
+            f"({100 * report['accuracy']:.2f} %), below the {100 * PASS_ACCURACY:.0f} % a submission needs; "
+            f"export it anyway with --force (force=True from Python)")
+    return report
+
+
 def write_submission(model, tokenizer, path, *, name: str | None = None, author: str | None = None,
-                     overwrite: bool = False) -> Path:
+                     overwrite: bool = False, force: bool = False) -> Path:
     """Write the AdderBoard submission file for a minimal-family model; returns its path.
 
-    One-line ValueErrors refuse a model the file cannot reproduce exactly (`check_exportable`).
+    One-line ValueErrors refuse a model the file cannot reproduce exactly (`check_exportable`) and,
+    unless `force`, a model that fails the protocol (`check_protocol`: ProtocolFailure).
     The source is run and checked against the model (`check_submission`) before anything is written;
     an existing file is replaced only with `overwrite=True` (else FileExistsError).
     """
@@ -623,6 +662,8 @@ def write_submission(model, tokenizer, path, *, name: str | None = None, author:
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path}: exists (pass overwrite=True to replace it)")
     source, _ = submission_source(model, tokenizer, name=name, author=author, filename=path.name)
+    if not force:
+        check_protocol(model, tokenizer)
     was_training = model.training
     model.eval()
     try:
@@ -642,5 +683,6 @@ def write_submission(model, tokenizer, path, *, name: str | None = None, author:
     return path
 
 
-__all__ = ["VERIFY_HINT", "architecture", "check_exportable", "check_submission", "load_submission",
+__all__ = ["PASS_ACCURACY", "VERIFY_HINT", "ProtocolFailure", "architecture", "check_exportable", "check_protocol",
+           "check_submission", "load_submission",
            "submission_source", "tricks", "write_submission"]

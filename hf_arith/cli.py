@@ -468,7 +468,8 @@ def cmd_adderboard(args) -> int:
     _set_threads(args, default=1)
     model, tokenizer = _load(args)
     try:
-        path = write_submission(model, tokenizer, target, name=args.name, author=args.author, overwrite=True)
+        path = write_submission(model, tokenizer, target, name=args.name, author=args.author, overwrite=True,
+                                force=args.force)
     except OSError as err:
         raise CLIError(f"--output {args.output}: cannot write it ({err.strerror or err})") from None
     print(f"Wrote the AdderBoard submission for {args.model} to {path} ({path.stat().st_size:,} bytes): "
@@ -726,6 +727,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
     p.add_argument("--name", metavar="TEXT", help="the entry's name (default: hf_arith <checkpoint name>)")
     p.add_argument("--author", metavar="TEXT", help="the entry's author (default: unknown)")
+    p.add_argument("--force", action="store_true",
+                   help="write the file even if the model scores below 99 %% on the protocol (seed 2025)")
     p.set_defaults(func=cmd_adderboard)
 
     p = sub.add_parser("solve", parents=[common, source, runtime], help="answer problems such as 1234567890+9876543210")

@@ -69,6 +69,12 @@ class OptimRecipe:
     max_grad_norm: float = 1.0
     restart_at: float = 0.0  # > 0: a second cosine phase starts at this fraction of steps
     restart_lr_scale: float = 0.3  # peak of the second phase relative to learning_rate
+    min_lr_ratio: float = 0.0  # each cosine ends at this fraction of its peak (0: at zero)
+    # Grokfast-EMA gradient filter (hf_arith.grokfast): grad += lambda * EMA(grad) with decay alpha,
+    # from step grokfast_start on (< 1 is a fraction of steps). lambda 0 = off.
+    grokfast_lambda: float = 0.0
+    grokfast_alpha: float = 0.98
+    grokfast_start: float = 0.0
     seed: int = 0
     threads: int = 1  # tiny models run faster on one torch thread
     compile: bool = False  # torch.compile the model for training (pays a one-off compile time)
@@ -219,6 +225,10 @@ def _check_values(recipe: Recipe) -> None:
         ("optim.weight_decay", o.weight_decay, 0, None, ""),
         ("optim.max_grad_norm", o.max_grad_norm, 0, None, "0 turns clipping off"),
         ("optim.restart_lr_scale", o.restart_lr_scale, 0, None, ""),
+        ("optim.min_lr_ratio", o.min_lr_ratio, 0, 1, "the cosine's floor, as a fraction of its peak"),
+        ("optim.grokfast_lambda", o.grokfast_lambda, 0, None, "0 turns Grokfast off"),
+        ("optim.grokfast_alpha", o.grokfast_alpha, 0, 0.999999, "the gradient average's decay"),
+        ("optim.grokfast_start", o.grokfast_start, 0, None, "< 1 is a fraction of the steps"),
         ("data.chunk_size", d.chunk_size, 1, MAX_CHUNK_SIZE, "problems generated at once"),
         ("eval.samples", recipe.eval.samples, 1, MAX_EVAL_SAMPLES, "held-out problems scored after training"),
         ("eval.during_training_samples", recipe.eval.during_training_samples, 1, MAX_EVAL_SAMPLES,

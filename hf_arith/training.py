@@ -35,6 +35,7 @@ from .evaluation import evaluate_model, verify_tiny_adder
 from .families import family_classes
 from .formatting import FormatError, NumberFormat, Problems
 from .hardware import available_cpu_cores, machine_info
+from .grokfast import GrokfastCallback
 from .index_separation import abacus_separation_penalty, has_abacus_table
 from .limits import FINGERPRINT_KEY
 from .metrics import compute_metrics, preprocess_logits_for_metrics
@@ -170,27 +171,30 @@ def check_model(recipe: Recipe, fmt: NumberFormat, checkpoint: str | None = None
                           f"make it smaller (hidden_size, intermediate_size, num_hidden_layers)")
 
 
-def cosine_with_restart(optimizer, total: int, warmup: int, restart_at: float, restart_scale: float):
-    """Warmup then cosine to zero; with restart_at > 0 a second cosine starts at that fraction."""
+def cosine_with_restart(optimizer, total: int, warmup: int, restart_at: float, restart_scale: float,
+                        min_ratio: float = 0.0):
+    """Warmup then cosine down to `min_ratio` of the peak; with restart_at > 0 a second cosine starts at
+    that fraction of the steps, with its peak `restart_scale` times the first's."""
     split = int(total * restart_at) if restart_at > 0 else total
+
+    def cosine(progress: float) -> float:
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / max(1, warmup)
         if step < split:
-            progress = (step - warmup) / max(1, split - warmup)
-            return 0.5 * (1 + math.cos(math.pi * progress))
-        progress = (step - split) / max(1, total - split)
-        return restart_scale * 0.5 * (1 + math.cos(math.pi * progress))
+            return cosine((step - warmup) / max(1, split - warmup))
+        return restart_scale * cosine((step - split) / max(1, total - split))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 class ArithTrainer(Trainer):
-    def __init__(self, *args, restart_at: float = 0.0, restart_lr_scale: float = 0.3,
+    def __init__(self, *args, restart_at: float = 0.0, restart_lr_scale: float = 0.3, min_lr_ratio: float = 0.0,
                  abacus_separation: float = 0.0, separation_gap: int = 0, separation_margin: float = 4.0,
                  loss_before: dict | None = None, **kwargs):
-        self.restart_at, self.restart_lr_scale = restart_at, restart_lr_scale
+        self.restart_at, self.restart_lr_scale, self.min_lr_ratio = restart_at, restart_lr_scale, min_lr_ratio
         self.abacus_separation, self.separation_gap = abacus_separation, separation_gap
         self.separation_margin = separation_margin
         self.loss_before = loss_before  # the loss record of the checkpoint this run resumes from, if it has one
@@ -235,7 +239,7 @@ class ArithTrainer(Trainer):
         if self.lr_scheduler is None:
             self.lr_scheduler = cosine_with_restart(
                 optimizer or self.optimizer, num_training_steps, self.args.get_warmup_steps(num_training_steps),
-                self.restart_at, self.restart_lr_scale,
+                self.restart_at, self.restart_lr_scale, self.min_lr_ratio,
             )
             self._created_lr_scheduler = True
         return self.lr_scheduler
@@ -600,6 +604,15 @@ def read_loss_record(checkpoint: str) -> dict | None:
     return record if ok else None
 
 
+def grokfast_callbacks(recipe: Recipe, checkpoint) -> list:
+    """The Grokfast-EMA filter when the recipe turns it on (optim.grokfast_lambda > 0), else none."""
+    o = recipe.optim
+    if not o.grokfast_lambda:
+        return []
+    start = int(o.grokfast_start * o.steps) if o.grokfast_start < 1 else int(o.grokfast_start)
+    return [GrokfastCallback(o.grokfast_alpha, o.grokfast_lambda, start, resume_from=checkpoint)]
+
+
 def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
     """Train a prepared run (see `prepare_run`, which has checked it); returns the summary `train` does."""
     recipe, fmt, output_dir, checkpoint = run.recipe, run.fmt, run.output_dir, run.checkpoint
@@ -640,10 +653,12 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
         train_dataset=stream,
         data_collator=stack_examples,
         processing_class=tokenizer,
-        callbacks=[curriculum, RecipeRecorder(recipe)],
+        # Callbacks that save state into a checkpoint come before RecipeRecorder, whose file is the last one.
+        callbacks=[curriculum, *grokfast_callbacks(recipe, checkpoint), RecipeRecorder(recipe)],
         **evaluation,
         restart_at=recipe.optim.restart_at,
         restart_lr_scale=recipe.optim.restart_lr_scale,
+        min_lr_ratio=recipe.optim.min_lr_ratio,
         abacus_separation=recipe.optim.abacus_separation,
         # Indices max_digits apart never share a training operand; closer pairs may be rare in training.
         separation_gap=recipe.optim.abacus_separation_gap or recipe.data.max_digits,

@@ -174,7 +174,7 @@ def test_parameters_are_counted_as_adderboard_counts_them(tmp_path):
     assert expected == 66  # the table in shared/notes/tiny-adder.md
     assert model.num_parameters() == parameter_counts(model)["unique"] == expected
     assert {n for n, _ in model.named_buffers()} == {"model.rotary_emb.cos_table", "model.rotary_emb.sin_table"}
-    path = write_submission(model, tok, tmp_path / "s.py")
+    path = write_submission(model, tok, tmp_path / "s.py", force=True)
     module = import_file(path)
     exported, metadata = module.build_model()
     assert metadata["params"] == sum(len(values) for _, values in module.WEIGHTS.values()) == expected
@@ -184,8 +184,49 @@ def test_parameters_are_counted_as_adderboard_counts_them(tmp_path):
     assert any("circular arc" in t for t in metadata["tricks"])
 
 
+@pytest.mark.parametrize("flags, saving", [
+    ({"special_embedding": "arc"}, (14 - 10) * 3),  # '+', '=', <pad>, <eos> continue the arc: no rows
+    ({"special_embedding": "arc", "qk_norm": True}, (14 - 10) * 3 - 2 * 4),  # adds a q and a k norm
+    ({"special_embedding": "arc", "qk_norm": True, "share_qk_norm": True}, (14 - 10) * 3 - 4),  # one of them
+    ({"special_embedding": "arc", "norm_sharing": "block"}, (14 - 10) * 3 + 3),  # post-attention norm = input norm
+    ({"special_embedding": "arc", "norm_sharing": "all"}, (14 - 10) * 3 + 6),  # final norm too
+])
+def test_each_sharing_flag_saves_what_adderboard_counts(tmp_path, flags, saving):
+    # The rule for tied and fixed tensors: a tensor used in several places (a shared norm, the arc that
+    # embeds every token and is also the output head) counts once; computed tables count nothing.
+    base = dict(**TINY, rope_theta=3.0, tie_kv=True, tie_qo=True, digit_embedding="circular_arc", qk_norm=False)
+    reference, _ = random_model(**base)
+    model, tok = random_model(**{**base, **flags})
+    assert reference.num_parameters() == 66
+    assert model.num_parameters() == parameter_counts(model)["unique"] == 66 - saving
+    assert model.num_parameters() == sum(p.numel() for p in set(model.parameters()))
+    path = write_submission(model, tok, tmp_path / "s.py", force=True)  # checks the edge cases against solve
+    module = import_file(path)
+    exported, metadata = module.build_model()
+    assert metadata["params"] == sum(p.numel() for p in exported.parameters()) == 66 - saving
+    ids = torch.tensor([module.prompt(1234567890, 987)])
+    torch.testing.assert_close(exported(ids), model(ids).logits, rtol=0, atol=1e-6)
+
+
+def test_the_arc_embeds_every_token_distinctly_and_the_head_reads_it(tmp_path):
+    model, _ = random_model(**TINY, digit_embedding="circular_arc", special_embedding="arc",
+                            arc_init=[2.5, -1.2, 0.29])
+    table = model.model.embed_tokens.table()
+    assert table.shape == (14, 3) and model.model.embed_tokens.weight is None
+    assert torch.cdist(table, table).add(torch.eye(14)).min() > 0  # no two tokens share a point
+    fresh = type(model)(model.config)
+    torch.testing.assert_close(fresh.model.embed_tokens.arc_params, torch.tensor([2.5, -1.2, 0.29]))
+    model.save_pretrained(tmp_path)
+    reloaded = type(model).from_pretrained(tmp_path)
+    ids = torch.tensor([[1, 2, 10, 3, 11]])
+    torch.testing.assert_close(reloaded(ids).logits, model(ids).logits)
+
+
 @pytest.mark.parametrize("fmt, flags", [
     (FMT10, {"tie_kv": True, "tie_qo": True, "digit_embedding": "circular_arc"}),
+    (FMT10, {"tie_kv": True, "tie_qo": True, "digit_embedding": "circular_arc", "special_embedding": "arc",
+             "qk_norm": True, "share_qk_norm": True, "norm_sharing": "all"}),
+    (FMT10, {"num_hidden_layers": 2, "norm_sharing": "block", "qk_norm": True, "share_qk_norm": True}),
     (FMT10, {"projection_rank": 2, "tie_qo": True, "num_attention_heads": 2, "hidden_size": 6, "head_dim": 4}),
     (FMT10, {"tie_word_embeddings": False, "num_hidden_layers": 2, "attention_bias": True, "mlp_bias": True}),
     (FMT_PLAIN, {"position_embedding": "learned", "norm_type": "layernorm", "mlp_type": "plain", "hidden_act": "gelu"}),
@@ -194,7 +235,7 @@ def test_parameters_are_counted_as_adderboard_counts_them(tmp_path):
 def test_every_option_exports_with_solves_answers(tmp_path, fmt, flags):
     model, tok = random_model(fmt, **flags)
     # write_submission checks the edge cases itself; more problems, of every length, here.
-    path = write_submission(model, tok, tmp_path / "s.py")
+    path = write_submission(model, tok, tmp_path / "s.py", force=True)
     module = import_file(path)
     exported, _ = module.build_model()
     rng = random.Random(0)
@@ -271,3 +312,22 @@ def test_cli_refuses_an_unwritable_folder(tmp_path, capsys):
         locked.mkdir(mode=0o500)
         message = fails(capsys, "adderboard", "minimal-add10", "--output", locked / "s.py")
         assert message.startswith(f"--output {locked}: cannot write there")
+
+
+def test_a_model_that_fails_the_protocol_is_refused_unless_forced(tmp_path, capsys):
+    from hf_arith.adderboard import ProtocolFailure
+
+    model, tok = random_model(**TINY, digit_embedding="circular_arc", special_embedding="arc")
+    with pytest.raises(ProtocolFailure, match=r"protocol problems right \(\d+\.\d\d %\), below the 99 %") as err:
+        write_submission(model, tok, tmp_path / "s.py")
+    assert "\n" not in str(err.value) and not (tmp_path / "s.py").exists()
+    folder = tmp_path / "random"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    capsys.readouterr()  # the save's progress bar
+    message = fails(capsys, "adderboard", folder, "--output", tmp_path / "s.py")
+    assert "below the 99 % a submission needs" in message and "--force" in message
+    assert not (tmp_path / "s.py").exists()
+    code, out = run_cli("adderboard", folder, "--output", tmp_path / "s.py", "--force")
+    assert code == 0 and (tmp_path / "s.py").exists(), out
+    assert import_file(tmp_path / "s.py").build_model()[1]["params"] == model.num_parameters()

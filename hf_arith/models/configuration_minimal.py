@@ -4,6 +4,8 @@ The tricks of the tiny-adder literature are flags here, not forks of the model. 
 remote code: imports only transformers and sibling files.
 """
 
+import math
+
 from .configuration_common import ArithConfig
 
 _CHOICES = {
@@ -11,6 +13,8 @@ _CHOICES = {
     "norm_type": ("rmsnorm", "layernorm", "none"),
     "position_embedding": ("rope", "learned", "none"),
     "digit_embedding": ("learned", "circular_arc"),
+    "special_embedding": ("learned", "arc"),
+    "norm_sharing": ("none", "block", "all"),
     "hidden_act": ("relu", "gelu", "silu", "tanh"),
 }
 
@@ -24,6 +28,9 @@ class MinimalConfig(ArithConfig):
         mlp_type: "gated" (SwiGLU-style, three matrices) or "plain" (up, act, down).
         norm_type: "rmsnorm", "layernorm" or "none"; `qk_norm` normalises queries and keys per
             head; `final_norm` adds a norm before the output head.
+        share_qk_norm: queries and keys go through one norm (its scale is shared).
+        norm_sharing: "none"; "block": each layer's two norms are one; "all": also the final norm is
+            the last layer's norm (one norm in a one-layer model).
         position_embedding: "rope" (with `rope_theta`; a small theta such as 3 separates the ~35
             positions of a 10-digit sum), "learned" (counted parameters) or "none".
         tie_kv: keys and values share one projection (K = V).
@@ -31,6 +38,11 @@ class MinimalConfig(ArithConfig):
         projection_rank: factorise every projection as two matrices of this rank (0 = full rank).
         digit_embedding: "learned" or "circular_arc": digit d embeds as r*(cos(a + d*s), sin(a + d*s))
             in the first two dimensions, three parameters for all digits.
+        special_embedding: how the non-digit tokens ('+', '=', ...) embed with a circular arc:
+            "learned" rows of their own, or "arc": they continue the arc after the digits (token id
+            i at angle a + i*s), so the whole table costs the arc's three parameters.
+        arc_init: the arc's starting (radius, start angle, angle step); None spreads the arc's
+            tokens over most of a circle.
         tie_word_embeddings: the output head reuses the embedding table.
     """
 
@@ -61,6 +73,10 @@ class MinimalConfig(ArithConfig):
         tie_qo: bool = False,
         projection_rank: int = 0,
         digit_embedding: str = "learned",
+        special_embedding: str = "learned",
+        arc_init: list[float] | None = None,
+        share_qk_norm: bool = False,
+        norm_sharing: str = "none",
         num_digit_tokens: int = 10,
         initializer_range: float = 0.02,
         **kwargs,
@@ -87,6 +103,10 @@ class MinimalConfig(ArithConfig):
         self.tie_qo = tie_qo
         self.projection_rank = projection_rank
         self.digit_embedding = digit_embedding
+        self.special_embedding = special_embedding
+        self.arc_init = list(arc_init) if isinstance(arc_init, (list, tuple)) else arc_init
+        self.share_qk_norm = share_qk_norm
+        self.norm_sharing = norm_sharing
         self.num_digit_tokens = num_digit_tokens
         self.initializer_range = initializer_range
         super().__init__(**kwargs)  # ArithConfig: token ids, tied head, then self._validate()
@@ -116,6 +136,20 @@ class MinimalConfig(ArithConfig):
                 raise ValueError("MinimalConfig.digit_embedding='circular_arc' needs hidden_size >= 2")
             if not 2 <= self.num_digit_tokens <= self.vocab_size:
                 raise ValueError("MinimalConfig.num_digit_tokens must be between 2 and vocab_size")
+        elif self.special_embedding == "arc":
+            raise ValueError("MinimalConfig.special_embedding='arc' needs digit_embedding='circular_arc'")
+        if self.arc_init is not None and (
+            not isinstance(self.arc_init, list) or len(self.arc_init) != 3
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                       for v in self.arc_init)
+        ):
+            raise ValueError(f"MinimalConfig.arc_init must be three finite numbers (radius, start, step), "
+                             f"got {self.arc_init!r}")
+        for name in ("share_qk_norm", "qk_norm", "tie_kv", "tie_qo", "final_norm"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"MinimalConfig.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.share_qk_norm and not self.qk_norm:
+            raise ValueError("MinimalConfig.share_qk_norm needs qk_norm=True")
 
 
 __all__ = ["MinimalConfig"]

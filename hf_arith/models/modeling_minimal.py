@@ -78,29 +78,40 @@ class Norm(nn.Module):
 
 
 class TokenEmbedding(nn.Module):
-    """Token table; with `circular_arc`, digit rows are points on an arc (three parameters)."""
+    """Token table; with `circular_arc`, digit rows are points on an arc (three parameters).
+
+    With `special_embedding="arc"` the other tokens continue the arc after the digits, so the
+    table has no rows of its own (`weight` is None).
+    """
 
     def __init__(self, config: MinimalConfig):
         super().__init__()
         self.arc = config.digit_embedding == "circular_arc"
-        self.num_digits = config.num_digit_tokens if self.arc else 0
+        self.arc_tokens = 0
+        if self.arc:
+            self.arc_tokens = config.vocab_size if config.special_embedding == "arc" else config.num_digit_tokens
+        self.num_digits = config.num_digit_tokens
         self.hidden_size = config.hidden_size
-        self.weight = nn.Parameter(torch.empty(config.vocab_size - self.num_digits, config.hidden_size))
+        self.arc_init = config.arc_init
+        rows = config.vocab_size - self.arc_tokens
+        self.weight = nn.Parameter(torch.empty(rows, config.hidden_size)) if rows else None
         if self.arc:
             self.arc_params = nn.Parameter(self.default_arc())
 
     def default_arc(self) -> torch.Tensor:
-        """radius, start angle, angle step: the digits spread over most of a circle."""
-        return torch.tensor([1.0, 0.0, 2 * math.pi / (self.num_digits + 1)])
+        """radius, start angle, angle step: `arc_init`, or the arc's tokens over most of a circle."""
+        if self.arc_init is not None:
+            return torch.tensor([float(v) for v in self.arc_init])
+        return torch.tensor([1.0, 0.0, 2 * math.pi / (self.arc_tokens + 1)])
 
     def table(self) -> torch.Tensor:
         if not self.arc:
             return self.weight
         radius, start, step = self.arc_params
-        angles = start + step * torch.arange(self.num_digits, device=self.weight.device, dtype=self.weight.dtype)
-        digits = torch.stack([radius * angles.cos(), radius * angles.sin()], dim=-1)
-        digits = F.pad(digits, (0, self.hidden_size - 2))
-        return torch.cat([digits, self.weight], dim=0)
+        angles = start + step * torch.arange(self.arc_tokens, device=start.device, dtype=start.dtype)
+        points = torch.stack([radius * angles.cos(), radius * angles.sin()], dim=-1)
+        points = F.pad(points, (0, self.hidden_size - 2))
+        return points if self.weight is None else torch.cat([points, self.weight], dim=0)
 
     def forward(self, input_ids):
         return F.embedding(input_ids, self.table())
@@ -161,7 +172,9 @@ class MinimalAttention(nn.Module):
         self.v_proj = None if config.tie_kv else Projection(d, self.num_kv_heads * self.head_dim, rank, bias)
         self.o_proj = None if config.tie_qo else Projection(self.num_heads * self.head_dim, d, rank, bias)
         self.q_norm = Norm(self.head_dim, config.norm_type, config.norm_eps) if config.qk_norm else None
-        self.k_norm = Norm(self.head_dim, config.norm_type, config.norm_eps) if config.qk_norm else None
+        # share_qk_norm: one norm for queries and keys (no k_norm of its own).
+        self.k_norm = (Norm(self.head_dim, config.norm_type, config.norm_eps)
+                       if config.qk_norm and not config.share_qk_norm else None)
 
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
                 **kwargs):
@@ -175,7 +188,7 @@ class MinimalAttention(nn.Module):
         k = k_flat.view(batch, length, self.num_kv_heads, self.head_dim)
         v = v_flat.view(batch, length, self.num_kv_heads, self.head_dim).transpose(1, 2)
         if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
+            q, k = self.q_norm(q), (self.q_norm if self.k_norm is None else self.k_norm)(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         if position_embeddings is not None:
             q, k = apply_rotary_pos_emb(q, *position_embeddings), apply_rotary_pos_emb(k, *position_embeddings)
@@ -211,7 +224,9 @@ class MinimalDecoderLayer(nn.Module):
         super().__init__()
         self.input_layernorm = Norm(config.hidden_size, config.norm_type, config.norm_eps)
         self.self_attn = MinimalAttention(config, layer_idx)
-        self.post_attention_layernorm = Norm(config.hidden_size, config.norm_type, config.norm_eps)
+        # norm_sharing: the second norm is the first (no module of its own, so parameters() stays unique).
+        self.post_attention_layernorm = (Norm(config.hidden_size, config.norm_type, config.norm_eps)
+                                         if config.norm_sharing == "none" else None)
         self.mlp = MinimalMLP(config)
 
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
@@ -225,7 +240,8 @@ class MinimalDecoderLayer(nn.Module):
         if queries:
             hidden_states = hidden_states[:, -queries:]
         hidden_states = hidden_states + attn_out
-        hidden_states = hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
+        second_norm = self.input_layernorm if self.post_attention_layernorm is None else self.post_attention_layernorm
+        hidden_states = hidden_states + self.mlp(second_norm(hidden_states))
         return hidden_states, weights
 
 
@@ -249,7 +265,8 @@ class MinimalPreTrainedModel(PreTrainedModel):
             if module.bias is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, TokenEmbedding):
-            init.normal_(module.weight, mean=0.0, std=std)
+            if module.weight is not None:
+                init.normal_(module.weight, mean=0.0, std=std)
             if module.arc:
                 init.copy_(module.arc_params, module.default_arc())
         elif isinstance(module, Norm) and module.weight is not None:
@@ -275,8 +292,15 @@ class MinimalModel(MinimalPreTrainedModel):
         )
         self.rotary_emb = RotaryEmbedding(config) if config.position_embedding == "rope" else None
         self.layers = nn.ModuleList([MinimalDecoderLayer(config, i) for i in range(config.num_hidden_layers)])
-        self.norm = Norm(config.hidden_size, config.norm_type, config.norm_eps) if config.final_norm else None
+        # norm_sharing="all": the final norm is the last layer's (applied in forward, not a second module).
+        self.norm = (Norm(config.hidden_size, config.norm_type, config.norm_eps)
+                     if config.final_norm and config.norm_sharing != "all" else None)
         self.post_init()
+
+    def final_norm(self) -> Norm | None:
+        if not self.config.final_norm:
+            return None
+        return self.layers[-1].input_layernorm if self.norm is None else self.norm
 
     def get_input_embeddings(self):
         return self.embed_tokens
@@ -314,8 +338,9 @@ class MinimalModel(MinimalPreTrainedModel):
             hidden_states, weights = layer(hidden_states, rope, mask, past_key_values, queries, **kwargs)
             if output_attentions:
                 attentions.append(weights)
-        if self.norm is not None:
-            hidden_states = self.norm(hidden_states)
+        final_norm = self.final_norm()
+        if final_norm is not None:
+            hidden_states = final_norm(hidden_states)
         return BaseModelOutputWithPast(
             last_hidden_state=hidden_states,
             **{CACHE_FIELD: past_key_values if use_cache else None},
