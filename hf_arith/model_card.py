@@ -303,6 +303,7 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     from . import __version__
+    from .leaderboard import leaderboard_entry
     from .limits import answer_budget
 
     fmt = tokenizer.arith_format
@@ -345,6 +346,7 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
         code_files=code_files, grid=grid, grid_file=GRID_FILE, dtypes=dtype_rows(dtype_check),
         recurrences=getattr(model.config, "num_recurrences", None),
         future_tokens=getattr(model.config, "num_future_tokens", 1),
+        leaderboard=leaderboard_entry(model, tokenizer),
     )
 
 

@@ -27,6 +27,7 @@ from hf_arith.cli import main
 from hf_arith.evaluation import heldout_problems
 from hf_arith.limits import training_range
 from hf_arith.loading import load_checkpoint
+from hf_arith.evaluation import verify_tiny_adder
 from hf_arith.model_card import EVAL_FILE, GRID_FILE, HEATMAP_FILE, SUMMARY_FILE, training_details
 from hf_arith.problems import ProblemSpec
 from hf_arith.publishing import (
@@ -216,6 +217,25 @@ def test_card_describes_format_training_and_hardware(built):
                      f"| `rope_theta` | `{config['rope_theta']}` |", "`MinimalForCausalLM`",
                      f"| tiny-adder verify | {100 * verify['accuracy']:.2f} % of {verify['total']} (seed {verify['seed']}) |"]:
         assert fragment in text, fragment
+
+
+def test_adder_cards_say_where_the_model_would_rank_and_what_each_trick_saves(built):
+    from hf_arith.leaderboard import TRAINED_TABLE, parameter_savings, trained_rank
+
+    model, tokenizer = load_checkpoint("minimal-add10")
+    text = (built["minimal-add10"] / "README.md").read_text()
+    section = text.split("## Tiny-adder leaderboard")[1].split("## Training")[0]
+    verify = verify_tiny_adder(model, tokenizer)
+    rank = trained_rank(model.num_parameters(), verify["accuracy"])
+    assert rank == 1 + sum(1 for p, _ in TRAINED_TABLE if p < model.num_parameters())  # it qualifies: 100 %
+    assert f"**{model.num_parameters()} unique parameters**" in section and f"**#{rank}** of" in section
+    savings = parameter_savings(model)
+    assert savings  # the bundled adder ties its output head and uses RoPE
+    for trick, saved in savings:
+        assert f"| {trick} | {saved} |" in section
+    for name in BUNDLED:  # only 10-digit minimal adders get the section
+        if name != "minimal-add10":
+            assert "## Tiny-adder leaderboard" not in (built[name] / "README.md").read_text()
 
 
 def card_training(folder: Path) -> str:

@@ -1,0 +1,33 @@
+"""hf_arith.leaderboard: the rank on AdderBoard's trained table and each trick's parameter saving."""
+
+import pytest
+
+from hf_arith.leaderboard import TRAINED_TABLE, parameter_savings, trained_rank
+from tests.test_minimal_model import make
+
+TINY = dict(hidden_size=3, num_attention_heads=1, num_key_value_heads=1, head_dim=4, intermediate_size=2)
+
+
+def test_rank_counts_smaller_entries_and_needs_99_percent():
+    smallest = min(p for p, _ in TRAINED_TABLE)
+    assert trained_rank(smallest - 1, 0.99) == 1
+    assert trained_rank(smallest, 1.0) == 2  # a tie with an entry at 100 % goes after it
+    assert trained_rank(244, 1.0) == 1 + sum(1 for p, _ in TRAINED_TABLE if p < 244)
+    assert trained_rank(10, 0.9899) is None
+
+
+@pytest.mark.parametrize("flags, expected", [
+    # every token on the arc: 14 tokens x 3 dims - 3 arc parameters
+    ({"digit_embedding": "circular_arc", "special_embedding": "arc"},
+     {"every token on one circular arc": 14 * 3 - 3, "tied output head": 14 * 3}),
+    ({"digit_embedding": "circular_arc"}, {"circular-arc digit embedding": 10 * 3 - 3, "tied output head": 14 * 3}),
+    ({"tie_kv": True, "tie_qo": True}, {"tied K = V": 3 * 4, "tied O = Q^T": 4 * 3, "tied output head": 14 * 3}),
+    ({"qk_norm": True, "share_qk_norm": True, "norm_sharing": "all"},
+     {"one norm for queries and keys": 4, "shared block norms": 2 * 3, "tied output head": 14 * 3}),
+])
+def test_each_trick_saves_what_undoing_it_alone_costs(flags, expected):
+    model, _ = make(**TINY, max_position_embeddings=40, qk_norm=flags.pop("qk_norm", False), **flags)
+    savings = {trick.split(" (")[0]: saved for trick, saved in parameter_savings(model)}
+    rope = savings.pop("RoPE")  # learned positions would cost one row per position of the context
+    assert rope == 40 * 3
+    assert savings == expected
