@@ -31,3 +31,25 @@ def test_each_trick_saves_what_undoing_it_alone_costs(flags, expected):
     rope = savings.pop("RoPE")  # learned positions would cost one row per position of the context
     assert rope == 40 * 3
     assert savings == expected
+
+
+def test_the_tiny_preset_builds_the_58_parameter_design_and_exports_it(tmp_path):
+    from hf_arith.adderboard import write_submission
+    from hf_arith.streaming import worst_case_length
+    from hf_arith.train_config import check_recipe, load_recipe
+    from hf_arith.training import build_model, build_tokenizer, problem_spec
+
+    recipe = load_recipe("minimal-add10-tiny")
+    fmt = check_recipe(recipe)
+    context = worst_case_length(problem_spec(recipe, fmt), fmt)
+    tokenizer = build_tokenizer(fmt, context)
+    model = build_model(recipe, tokenizer, context)
+    assert model.num_parameters() == 58
+    assert {n for n, _ in model.named_parameters()} == {
+        "model.embed_tokens.arc_params", "model.layers.0.input_layernorm.weight",
+        "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+        "model.layers.0.self_attn.q_norm.weight", "model.layers.0.post_attention_layernorm.weight",
+        "model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight",
+        "model.layers.0.mlp.down_proj.weight", "model.norm.weight"}
+    module_path = write_submission(model.eval(), tokenizer, tmp_path / "s.py", force=True)  # untrained: forced
+    assert f"{58} unique parameters" in module_path.read_text().splitlines()[0]
