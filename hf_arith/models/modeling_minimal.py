@@ -90,7 +90,6 @@ class TokenEmbedding(nn.Module):
         self.arc_tokens = 0
         if self.arc:
             self.arc_tokens = config.vocab_size if config.special_embedding == "arc" else config.num_digit_tokens
-        self.num_digits = config.num_digit_tokens
         self.hidden_size = config.hidden_size
         self.arc_init = config.arc_init
         rows = config.vocab_size - self.arc_tokens
