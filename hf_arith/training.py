@@ -34,8 +34,8 @@ from .bundled import bundled_models
 from .evaluation import evaluate_model, verify_tiny_adder
 from .families import family_classes
 from .formatting import FormatError, NumberFormat, Problems
-from .hardware import available_cpu_cores, machine_info
 from .grokfast import GrokfastCallback
+from .hardware import available_cpu_cores, machine_info
 from .index_separation import abacus_separation_penalty, has_abacus_table
 from .limits import FINGERPRINT_KEY
 from .metrics import compute_metrics, preprocess_logits_for_metrics

@@ -24,10 +24,9 @@ from remote_code import BLOCK_HF_ARITH
 
 import hf_arith
 from hf_arith.cli import main
-from hf_arith.evaluation import heldout_problems
+from hf_arith.evaluation import heldout_problems, verify_tiny_adder
 from hf_arith.limits import training_range
 from hf_arith.loading import load_checkpoint
-from hf_arith.evaluation import verify_tiny_adder
 from hf_arith.model_card import EVAL_FILE, GRID_FILE, HEATMAP_FILE, SUMMARY_FILE, training_details
 from hf_arith.problems import ProblemSpec
 from hf_arith.publishing import (
