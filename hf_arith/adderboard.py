@@ -533,7 +533,7 @@ def _features(config) -> dict[str, bool]:
         "bias": c.attention_bias or c.mlp_bias, "tie_kv": c.tie_kv, "tie_qo": c.tie_qo,
         "gqa": c.num_key_value_heads < c.num_attention_heads, "gated": c.mlp_type == "gated",
         "tied": c.tie_word_embeddings,
-        "rows": not (c.digit_embedding == "circular_arc" and c.special_embedding == "arc"),
+        "rows": c.arc_tokens < c.vocab_size,  # tokens off the arc have rows of their own
         "share_qk": c.share_qk_norm, "block_shared": norm and c.norm_sharing != "none",
         "all_shared": norm and c.norm_sharing == "all",
     }
@@ -573,7 +573,7 @@ def submission_source(model, tokenizer, *, name: str | None = None, author: str 
         "num_key_value_heads": config.num_key_value_heads, "head_dim": config.head_dim,
         "intermediate_size": config.intermediate_size, "max_position_embeddings": config.max_position_embeddings,
         "norm_eps": repr(config.norm_eps), "rope_theta": repr(config.rope_theta),
-        "arc_tokens": config.vocab_size if config.special_embedding == "arc" else config.num_digit_tokens,
+        "arc_tokens": config.arc_tokens,
         "projection_rank": config.projection_rank,
         "vocab": repr(vocab), "digits": repr(digits), "operand_width": fmt.operand_width,
         "answer_width": fmt.answer_width, "reverse_operands": fmt.reverse_operands,

@@ -2,8 +2,8 @@
 
 Before each optimizer step the gradient g gets `lamb` times an exponential moving average of the
 past gradients added to it: ema <- alpha * ema + (1 - alpha) * g, then g <- g + lamb * ema. That
-amplifies the slow-varying part of the gradient, which is what moves a model from memorising to
-the general algorithm; for tiny adders it breaks the ~85-95 % plateaus that plain AdamW sits on.
+amplifies the slow-varying part of the gradient, which the paper finds speeds up the move from
+memorising to the general algorithm (grokking).
 
 It runs on the Trainer's `on_pre_optimizer_step`, after gradient clipping, so `lamb` scales the
 clipped gradient. The averages are saved into each checkpoint (GROKFAST_FILE, safetensors) and read

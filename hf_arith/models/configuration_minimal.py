@@ -111,6 +111,13 @@ class MinimalConfig(ArithConfig):
         self.initializer_range = initializer_range
         super().__init__(**kwargs)  # ArithConfig: token ids, tied head, then self._validate()
 
+    @property
+    def arc_tokens(self) -> int:
+        """How many tokens (ids 0 .. arc_tokens - 1) embed on the circular arc: 0 without one."""
+        if self.digit_embedding != "circular_arc":
+            return 0
+        return self.vocab_size if self.special_embedding == "arc" else self.num_digit_tokens
+
     def _validate(self):
         """Reject malformed configs with one line that names the field, before torch sees them."""
         self.check_integers(("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",

@@ -87,9 +87,7 @@ class TokenEmbedding(nn.Module):
     def __init__(self, config: MinimalConfig):
         super().__init__()
         self.arc = config.digit_embedding == "circular_arc"
-        self.arc_tokens = 0
-        if self.arc:
-            self.arc_tokens = config.vocab_size if config.special_embedding == "arc" else config.num_digit_tokens
+        self.arc_tokens = config.arc_tokens
         self.hidden_size = config.hidden_size
         self.arc_init = config.arc_init
         rows = config.vocab_size - self.arc_tokens
