@@ -57,16 +57,69 @@ def _sample_operands(spec: ProblemSpec, n: int, rng: np.random.Generator):
     k, width = spec.n_operands, spec.max_digits
     lengths = rng.integers(spec.min_digits, spec.max_digits + 1, size=(n, k))
     digits = rng.integers(0, spec.base, size=(n, k, width), dtype=np.int8)
-    # Leading digit of a multi-digit number must be non-zero, so its length is what we drew.
-    top = np.take_along_axis(digits, (lengths - 1)[..., None], axis=2)[..., 0]
-    fixed = np.where((lengths > 1) & (top == 0), rng.integers(1, spec.base, size=(n, k)), top)
-    np.put_along_axis(digits, (lengths - 1)[..., None], fixed[..., None].astype(np.int8), axis=2)
-    digits[np.arange(width)[None, None, :] >= lengths[..., None]] = 0
+    _fix_leading(digits, lengths, spec.base, rng)
     if spec.task == "sort":
         count = rng.integers(spec.min_items, spec.max_items + 1, size=n)
         absent = np.arange(k)[None, :] >= count[:, None]
         lengths = np.where(absent, 0, lengths)
         digits[absent] = 0
+    return digits, lengths
+
+
+def _fix_leading(digits: np.ndarray, lengths: np.ndarray, base: int, rng: np.random.Generator) -> None:
+    """Give every multi-digit number a non-zero leading digit, so its length is the one drawn, and
+    clear the digits past its length (in place)."""
+    n, k, width = digits.shape
+    lead = np.maximum(lengths - 1, 0)[..., None]
+    top = np.take_along_axis(digits, lead, axis=2)[..., 0]
+    fixed = np.where((lengths > 1) & (top == 0), rng.integers(1, base, size=(n, k)), top)
+    np.put_along_axis(digits, lead, fixed[..., None].astype(np.int8), axis=2)
+    digits[np.arange(width)[None, None, :] >= lengths[..., None]] = 0
+
+
+def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator):
+    """Operands that uniform sampling almost never draws, half of each kind where the task has both.
+
+    - repeated digits: each problem's numbers are written with one or two distinct digits, the
+      look-alike positions where attention confuses one column with another;
+    - chains (add, sub): over a random span up to the shorter operand's length, b's digits make
+      every column carry (a_i + b_i = base - 1 after a carry in) or borrow (a_i = b_i after a
+      borrow in), so one early column decides many answer digits.
+    Lengths are drawn as for uniform problems; the train/test split applies as usual.
+    """
+    digits, lengths = _sample_operands(spec, n, rng)
+    base, width = spec.base, spec.max_digits
+    chain = np.zeros(n, dtype=bool) if spec.task not in ("add", "sub") else rng.random(n) < 0.5
+    # Repeated digits: two distinct digits per problem; each number uses one of them or both.
+    first = rng.integers(0, base, size=(n, 1, 1))
+    second = (first + rng.integers(1, base, size=(n, 1, 1))) % base
+    mixed = rng.random((n, digits.shape[1], 1)) < 0.5
+    pick = mixed & (rng.random(digits.shape) < 0.5)
+    repeated = np.where(pick, second, first).astype(np.int8)
+    digits = np.where(~chain[:, None, None], repeated, digits)
+    # Leading zeros take the pair's other digit (non-zero, as the two differ).
+    top = np.take_along_axis(digits, np.maximum(lengths - 1, 0)[..., None], axis=2)[..., 0]
+    other = np.broadcast_to(np.where(first[..., 0] == 0, second[..., 0], first[..., 0]), top.shape)
+    top = np.where((~chain[:, None]) & (lengths > 1) & (top == 0), other, top)
+    np.put_along_axis(digits, np.maximum(lengths - 1, 0)[..., None], top[..., None].astype(np.int8), axis=2)
+    if chain.any():
+        shorter = lengths[:, :2].min(axis=1)
+        start = (rng.random(n) * shorter).astype(np.int64)  # chain columns: start .. shorter - 1
+        cols = np.arange(width)[None, :]
+        in_chain = chain[:, None] & (cols >= start[:, None]) & (cols < shorter[:, None])
+        a = digits[:, 0].astype(np.int64)
+        b = np.where(in_chain, (base - 1 - a) if spec.task == "add" else a, digits[:, 1])
+        # The column below the chain starts it: a carry in (a + b >= base) or a borrow in (a < b).
+        below = chain & (start > 0)
+        rows, col = np.nonzero(below)[0], start[below] - 1
+        if spec.task == "add":
+            a[rows, col] = base - 1
+            b[rows, col] = rng.integers(1, base, size=len(rows))
+        else:
+            a[rows, col] = rng.integers(0, base - 1, size=len(rows))
+            b[rows, col] = a[rows, col] + 1
+        digits[:, 0], digits[:, 1] = a, b
+    _fix_leading(digits, lengths, base, rng)
     return digits, lengths
 
 
@@ -171,13 +224,18 @@ def split_of(problems: Problems, test_fraction: float = DEFAULT_TEST_FRACTION) -
 
 
 def sample(spec: ProblemSpec, n: int, rng: np.random.Generator, split: str | None = "train",
-           test_fraction: float = DEFAULT_TEST_FRACTION) -> Problems:
-    """n problems with answers, all from `split` ('train', 'test', or None for no filter)."""
+           test_fraction: float = DEFAULT_TEST_FRACTION, hard: bool = False) -> Problems:
+    """n problems with answers, all from `split` ('train', 'test', or None for no filter).
+
+    `hard` draws the operands of `_hard_operands` (repeated digits, carry and borrow chains)
+    instead of uniform ones.
+    """
     if split not in (*SPLITS, None):
         raise FormatError(f"unknown split {split!r}; use one of {SPLITS}")
     chunks, have = [], 0
     for _ in range(1000):
-        digits, lengths = _sample_operands(spec, max(n - have, 16) + (n - have) // 4, rng)
+        draw = _hard_operands if hard else _sample_operands
+        digits, lengths = draw(spec, max(n - have, 16) + (n - have) // 4, rng)
         batch = Problems(spec.task, spec.base, digits, lengths)
         if split is not None:
             keep = split_of(batch, test_fraction) == (split == "test")

@@ -92,9 +92,9 @@ class ProblemStream(torch.utils.data.IterableDataset):
 
     def __init__(self, spec: ProblemSpec, fmt: NumberFormat, state: CurriculumState | None = None,
                  seed: int = 0, rank: int = 0, chunk_size: int = 2048, test_fraction: float = 0.1,
-                 random_prefix: int = 0):
+                 random_prefix: int = 0, hard_fraction: float = 0.0):
         self.spec, self.fmt, self.seed, self.rank = spec, fmt, seed, rank
-        self.random_prefix = random_prefix
+        self.random_prefix, self.hard_fraction = random_prefix, hard_fraction
         self.state = state or CurriculumState(spec.min_digits, spec.max_digits)
         self.chunk_size, self.test_fraction = chunk_size, test_fraction
         self.length = worst_case_length(spec, fmt) + random_prefix
@@ -130,10 +130,18 @@ class ProblemStream(torch.utils.data.IterableDataset):
         rng = np.random.default_rng([self.seed, self.rank, worker, index])
         parts = []
         for count, lo, hi in self._segments(index):
-            problems = sample(self._spec_for(lo, hi), count, rng, split="train", test_fraction=self.test_fraction)
-            # Operands shorter than the spec's widest keep the fixed sequence length by padding.
-            parts.append(encode_examples(problems, self.fmt, self.length, rng if self.random_prefix else None))
-        return tuple(np.concatenate(arrays) for arrays in zip(*parts))
+            hard = rng.binomial(count, self.hard_fraction) if self.hard_fraction else 0
+            for n, kind in ((count - hard, False), (hard, True)):
+                if n:
+                    problems = sample(self._spec_for(lo, hi), n, rng, split="train", test_fraction=self.test_fraction,
+                                      hard=kind)
+                    # Operands shorter than the spec's widest keep the fixed sequence length by padding.
+                    parts.append(encode_examples(problems, self.fmt, self.length, rng if self.random_prefix else None))
+        arrays = tuple(np.concatenate(columns) for columns in zip(*parts))
+        if self.hard_fraction:  # hard problems spread over the chunk's batches, not bunched at its end
+            order = rng.permutation(len(arrays[0]))
+            arrays = tuple(a[order] for a in arrays)
+        return arrays
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()

@@ -56,6 +56,9 @@ class DataRecipe:
     # beyond the longest example, so where a problem starts and how long the context is stop being
     # tied to the operand lengths (a length-generalization aid; 0 = off).
     random_prefix: int = 0
+    # Share of training problems drawn from the hard cases uniform sampling almost never gives
+    # (repeated digits; carry and borrow chains for add and sub): targeted fine-tuning (0 = off).
+    hard_fraction: float = 0.0
 
 
 @dataclass
@@ -230,6 +233,7 @@ def _check_values(recipe: Recipe) -> None:
         ("optim.grokfast_alpha", o.grokfast_alpha, 0, 0.999999, "the gradient average's decay"),
         ("optim.grokfast_start", o.grokfast_start, 0, None, "< 1 is a fraction of the steps"),
         ("data.chunk_size", d.chunk_size, 1, MAX_CHUNK_SIZE, "problems generated at once"),
+        ("data.hard_fraction", d.hard_fraction, 0, 1, "the share of hard problems"),
         ("eval.samples", recipe.eval.samples, 1, MAX_EVAL_SAMPLES, "held-out problems scored after training"),
         ("eval.during_training_samples", recipe.eval.during_training_samples, 1, MAX_EVAL_SAMPLES,
          "held-out problems scored during training"),

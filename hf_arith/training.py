@@ -642,7 +642,7 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
     # Rank 0 draws every global batch (dispatched in slices), so the data do not depend on the world size.
     stream = ProblemStream(spec, fmt, state, seed=recipe.optim.seed, rank=int(os.environ.get("RANK", 0)),
                            chunk_size=recipe.data.chunk_size, test_fraction=recipe.data.test_fraction,
-                           random_prefix=recipe.data.random_prefix)
+                           random_prefix=recipe.data.random_prefix, hard_fraction=recipe.data.hard_fraction)
     # Only when the recipe turns on an evaluation strategy: otherwise training pays nothing for it.
     evaluation = {} if run.eval_problems is None else dict(
         eval_dataset=HeldoutExamples(run.eval_problems, stream), compute_metrics=compute_metrics(tokenizer),

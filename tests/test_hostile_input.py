@@ -392,6 +392,7 @@ def test_the_cli_note_counts_digits_without_leading_zeros(capsys):
     ("optim.warmup_steps=-1", "optim.warmup_steps must be >= 0"),
     ("optim.batch_size=100000000000", "optim.batch_size must be from 1 to 1,000,000"),
     ("data.chunk_size=0", "data.chunk_size must be from 1"),
+    ("data.hard_fraction=1.5", "data.hard_fraction must be from 0 to 1"),
     ("eval.samples=100000000000", "eval.samples must be from 1 to 1,000,000"),
     ("model.max_position_embeddings=20", "model.max_position_embeddings 20 is shorter than the longest training example"),
     ("model.hidden_size=10000000000", "parameters need"),

@@ -212,3 +212,55 @@ def test_bad_arguments_raise_format_errors():
         sample(ProblemSpec(), 5, np.random.default_rng(0), split="validation")
     with pytest.raises(FormatError, match="unknown task"):
         solve_digits("div", np.zeros((1, 2, 1), dtype=np.int8), np.ones((1, 2), dtype=np.int64), 10)
+
+
+# -- hard cases (data.hard_fraction) -------------------------------------------------------------
+def _longest_carry_chain(a: int, b: int, base: int = 10) -> int:
+    """Most consecutive columns of a + b that carry only because the column below did (digit sum
+    base - 1): the answer digits there all depend on one column further down."""
+    longest = run = carry = 0
+    while a or b or carry:
+        column = a % base + b % base
+        run = run + 1 if carry and column == base - 1 else 0
+        carry = int(column + carry >= base)
+        longest = max(longest, run)
+        a, b = a // base, b // base
+    return longest
+
+
+def _distinct_digits(values: list[int]) -> int:
+    return len(set("".join(str(v) for v in values)))
+
+
+@pytest.mark.parametrize("task,base", [("add", 10), ("sub", 16), ("mul", 10), ("sort", 10)])
+def test_hard_problems_are_well_formed_with_exact_answers(task, base):
+    spec = ProblemSpec(task=task, min_digits=1, max_digits=12, base=base, min_items=2, max_items=5)
+    problems = sample(spec, 400, np.random.default_rng(5), hard=True)
+    assert not split_of(problems).any()  # still the training split
+    lengths = problems.lengths
+    for row_values, row_lengths in zip(problems.operand_values(), lengths, strict=True):
+        assert [len(int_to_digits(v, base)) for v in row_values] == row_lengths[row_lengths > 0].tolist()
+    if task != "sort":
+        assert _answer_ints(problems) == [ARITH[task](a, b) for a, b in problems.operand_values()]
+    again = sample(spec, 400, np.random.default_rng(5), hard=True)
+    assert problems.to_text() == again.to_text()
+
+
+def test_hard_addition_is_repeated_digits_and_long_carry_chains():
+    spec = ProblemSpec(task="add", min_digits=8, max_digits=10)
+    rng = np.random.default_rng(0)
+    hard, uniform = (sample(spec, 2000, rng, hard=h).operand_values() for h in (True, False))
+
+    def repeated(rows):
+        return np.mean([_distinct_digits(r) <= 2 for r in rows])
+
+    def long_chains(rows):
+        return np.mean([_longest_carry_chain(a, b) >= 4 for a, b in rows])
+
+    assert repeated(uniform) < 0.01 and 0.4 < repeated(hard) < 0.6
+    assert long_chains(uniform) < 0.005 and long_chains(hard) > 0.2
+
+
+def test_hard_multiplication_is_all_repeated_digits():
+    problems = sample(ProblemSpec(task="mul", min_digits=1, max_digits=6), 500, np.random.default_rng(1), hard=True)
+    assert all(_distinct_digits(r) <= 2 for r in problems.operand_values())

@@ -204,3 +204,27 @@ def test_random_prefix_moves_each_example_right_by_attended_filler():
         assert (labels[:start] == IGNORE_INDEX).all() and (labels[start + n:] == IGNORE_INDEX).all()
         assert mask[:start + n].all() and not mask[start + n:].any()
     assert len(set(shifts)) > 3  # the shift varies from row to row
+
+
+def test_hard_fraction_mixes_in_that_share_of_hard_problems():
+    fmt = NumberFormat(task="add", reverse_operands=True, reverse_answer=True)
+    spec = ProblemSpec(task="add", min_digits=8, max_digits=10)
+    plain = ProblemStream(spec, fmt, seed=3, chunk_size=1000)
+    mixed = ProblemStream(spec, fmt, seed=3, chunk_size=1000, hard_fraction=0.5)
+
+    def repeated_share(stream):
+        rows = take(stream, 1000)
+        return np.mean([len(set("".join(map(str, prompt_operands(r, fmt))))) <= 2 for r in rows])
+
+    # Half the rows are hard and half of those are repeated digits: about a quarter, spread
+    # over the chunk (its first hundred rows hold their share too).
+    assert repeated_share(plain) < 0.01
+    assert 0.18 < repeated_share(mixed) < 0.32
+    first = take(mixed, 100)
+    assert np.mean([len(set("".join(map(str, prompt_operands(r, fmt))))) <= 2 for r in first]) > 0.1
+    # Labels stay the exact answers, and the stream repeats itself.
+    for row in first:
+        a, b = prompt_operands(row, fmt)
+        answer = [fmt.vocab()[i] for i in row["labels"][row["labels"] != IGNORE_INDEX]]
+        assert decode_answer(answer, fmt) == str(a + b)
+    np.testing.assert_array_equal(mixed.chunk(0)[0], mixed.chunk(0)[0])
