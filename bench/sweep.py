@@ -1,16 +1,17 @@
 """Reliability sweep: many held-out problems inside each model's trained range, every wrong answer listed.
 
-Usage: python bench/sweep.py [MODEL ...] [--random N] [--repeated N] [--seed S] [--threads T]
+Usage: python bench/sweep.py [MODEL ...] [--random N] [--hard N] [--seed S] [--threads T]
 
-Two sets per model, both from the test split (problems training never draws) and inside the
-operand lengths the checkpoint was trained on:
+Sets per model, all from the test split (problems training never draws) and inside the operand
+lengths the checkpoint was trained on:
 - random: `heldout_problems` with operand lengths uniform in the trained range;
-- repeated digits: operands written with one or two distinct digits (`stress.repeated_digit_number`),
-  where random sampling almost never goes.
+- repeated digits: operands written with one or two distinct digits, and (addition,
+  subtraction) carry chains: every column of a span carries or borrows (`problems.sample` with
+  kind "repeated" and "chains"), where random sampling almost never goes.
 Each answer comes from `solve(..., return_confidence=True)`; a wrong answer is listed with its
 confidence, and counted as silent when that confidence is at or above `LOW_CONFIDENCE` (the CLI
 marks answers below it). Default sizes: 1,000,000 random problems for minimal-add10 and 200,000
-for every other model, plus 20,000 repeated-digit problems (issue 20's targets). Results:
+for every other model, plus 20,000 of each hard kind (issue 20's targets). Results:
 bench/results/sweep_<model>.json, and bench/results/sweep.md: a table of every sweep_<model>.json
 there, each row dated (the command of each row is in its own file).
 """
@@ -28,35 +29,30 @@ from machine import RESULTS, load_average, markdown_table, write_results
 from tqdm import tqdm
 
 from hf_arith.evaluation import heldout_problems
-from hf_arith.formatting import OPERATORS, parse_problems
 from hf_arith.limits import model_limits, problem_spec
 from hf_arith.loading import checkpoint_folder, load_checkpoint
 from hf_arith.metrics import is_silent_wrong
-from hf_arith.problems import split_of, with_answers
+from hf_arith.problems import CHAIN_TASKS, sample
 from hf_arith.solving import LOW_CONFIDENCE, solve
-from hf_arith.stress import repeated_digit_number
 
 CHUNK = 20_000  # problems per solve call: a progress step, and memory bounded whatever the total
 SHOW = 200  # wrong answers listed per set in the results
+HARD_SETS = {"repeated_digits": "repeated", "carry_chains": "chains"}  # record key -> problems.sample kind
+SET_NAMES = {"random": "random", "repeated_digits": "repeated digits", "carry_chains": "carry chains"}
 
 
-def repeated_heldout(fmt, low: int, high: int, n: int, seed: int) -> tuple[list[str], list[str]]:
-    """n distinct test-split problems whose operands use one or two distinct digits: (texts, answers)."""
+def hard_heldout(spec, kind: str, n: int, seed: int) -> tuple[list[str], list[str]]:
+    """n distinct test-split problems of one hard kind (`problems.sample`): (texts, answers)."""
     rng = np.random.default_rng(seed)
-    op, seen, texts = OPERATORS[fmt.task], set(), []
+    texts: dict[str, str] = {}
     for _ in range(100):
-        lengths = rng.integers(low, high + 1, size=(4 * n, 2))
-        batch = [f"{repeated_digit_number(fmt.base, int(a), rng)}{op}{repeated_digit_number(fmt.base, int(b), rng)}"
-                 for a, b in lengths]
-        batch = [t for t in dict.fromkeys(batch) if t not in seen]
-        test = split_of(parse_problems(batch, fmt))
-        for text, keep in zip(batch, test):
-            if keep and len(texts) < n:
-                texts.append(text)
-                seen.add(text)
+        batch = sample(spec, n, rng, split="test", kind=kind)
+        for text, answer in zip(batch.to_text(), batch.answer_text()):
+            texts.setdefault(text, answer)
         if len(texts) >= n:
             break
-    return texts, with_answers(parse_problems(texts, fmt)).answer_text()
+    chosen = list(texts.items())[:n]
+    return [t for t, _ in chosen], [a for _, a in chosen]
 
 
 def run_set(model, tok, texts: list[str], answers: list[str], label: str) -> dict:
@@ -80,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
                                                        "looped-add"])
     parser.add_argument("--random", type=int, default=None, help="random problems (default 1,000,000 for "
                         "minimal-add10, 200,000 otherwise)")
-    parser.add_argument("--repeated", type=int, default=20_000, help="repeated-digit problems (default 20,000)")
+    parser.add_argument("--hard", type=int, default=20_000, help="problems of each hard kind (default 20,000)")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
@@ -95,14 +91,20 @@ def main(argv: list[str] | None = None) -> dict:
         load_before = load_average()
         texts, answers, _ = heldout_problems(problem_spec(tok.arith_format, low, high), n_random, seed=args.seed)
         random_set = run_set(model, tok, texts, answers, f"{name} random")
-        texts, answers = repeated_heldout(tok.arith_format, low, high, args.repeated, args.seed + 1)
-        repeated_set = run_set(model, tok, texts, answers, f"{name} repeated digits")
         record = {"model": name, "operand_digits": [low, high], "seed": args.seed, "threads": args.threads,
-                  "confidence_threshold": LOW_CONFIDENCE, "random": random_set, "repeated_digits": repeated_set}
+                  "confidence_threshold": LOW_CONFIDENCE, "random": random_set}
+        spec = problem_spec(tok.arith_format, low, high)
+        for offset, (key, kind) in enumerate(HARD_SETS.items(), start=1):
+            if kind == "chains" and spec.task not in CHAIN_TASKS:
+                continue
+            texts, answers = hard_heldout(spec, kind, args.hard, args.seed + offset)
+            record[key] = run_set(model, tok, texts, answers, f"{name} {SET_NAMES[key]}")
         write_results(RESULTS / f"sweep_{results_name(name)}.json", record, load_before=load_before,
                       what="wrong answers of held-out problems inside the trained range (solve, greedy)")
         records.append(record)
-        for key in ("random", "repeated_digits"):
+        for key in SET_NAMES:
+            if key not in record:
+                continue
             part = record[key]
             print(f"{name} {key}: {part['wrong']} wrong of {part['n']:,} ({part['silent_wrong']} at confidence >= "
                   f"{LOW_CONFIDENCE}) in {part['seconds']} s")
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
     every = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("sweep_*.json"))]
     rows = [(r["model"], f"{r['operand_digits'][0]}-{r['operand_digits'][1]}", f"{r[k]['n']:,}", key_name,
              r[k]["wrong"], r[k]["silent_wrong"], f"{r[k]['lowest_confidence_right']:.3f}", r["date"][:10])
-            for r in every for k, key_name in (("random", "random"), ("repeated_digits", "repeated digits"))]
+            for r in every for k, key_name in SET_NAMES.items() if k in r]
     write_results(RESULTS / "sweep.json", {"models": [r["model"] for r in every]}, title="Reliability sweep",
                   what="held-out problems inside each model's trained range; wrong answers, and how many of "
                        f"them had confidence >= {LOW_CONFIDENCE} (silent); lowest confidence of a right answer. "

@@ -77,19 +77,26 @@ def _fix_leading(digits: np.ndarray, lengths: np.ndarray, base: int, rng: np.ran
     digits[np.arange(width)[None, None, :] >= lengths[..., None]] = 0
 
 
-def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator):
-    """Operands that uniform sampling almost never draws, half of each kind where the task has both.
+KINDS = ("uniform", "repeated", "chains", "hard")
+CHAIN_TASKS = ("add", "sub")
 
-    - repeated digits: each problem's numbers are written with one or two distinct digits, the
+
+def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: str = "hard"):
+    """Operands that uniform sampling almost never draws.
+
+    - "repeated": each problem's numbers are written with one or two distinct digits, the
       look-alike positions where attention confuses one column with another;
-    - chains (add, sub): over a random span up to the shorter operand's length, b's digits make
+    - "chains" (add, sub): over a random span up to the shorter operand's length, b's digits make
       every column carry (a_i + b_i = base - 1 after a carry in) or borrow (a_i = b_i after a
-      borrow in), so one early column decides many answer digits.
-    Lengths are drawn as for uniform problems; the train/test split applies as usual.
+      borrow in), so one early column decides many answer digits;
+    - "hard": each problem one of the two, half and half where the task has chains.
+    Lengths are drawn as for uniform problems.
     """
     digits, lengths = _sample_operands(spec, n, rng)
     base, width = spec.base, spec.max_digits
-    chain = np.zeros(n, dtype=bool) if spec.task not in ("add", "sub") else rng.random(n) < 0.5
+    if kind == "chains" and spec.task not in CHAIN_TASKS:
+        raise FormatError(f"carry chains apply to {' and '.join(CHAIN_TASKS)}, not {spec.task}")
+    chain = np.full(n, kind == "chains") if kind != "hard" or spec.task not in CHAIN_TASKS else rng.random(n) < 0.5
     # Repeated digits: two distinct digits per problem; each number uses one of them or both.
     first = rng.integers(0, base, size=(n, 1, 1))
     second = (first + rng.integers(1, base, size=(n, 1, 1))) % base
@@ -224,18 +231,21 @@ def split_of(problems: Problems, test_fraction: float = DEFAULT_TEST_FRACTION) -
 
 
 def sample(spec: ProblemSpec, n: int, rng: np.random.Generator, split: str | None = "train",
-           test_fraction: float = DEFAULT_TEST_FRACTION, hard: bool = False) -> Problems:
+           test_fraction: float = DEFAULT_TEST_FRACTION, kind: str = "uniform") -> Problems:
     """n problems with answers, all from `split` ('train', 'test', or None for no filter).
 
-    `hard` draws the operands of `_hard_operands` (repeated digits, carry and borrow chains)
-    instead of uniform ones.
+    `kind` other than "uniform" draws the hard cases of `_hard_operands` (repeated digits,
+    carry and borrow chains, or both).
     """
+    if kind not in KINDS:
+        raise FormatError(f"unknown problem kind {kind!r}; use one of {KINDS}")
     if split not in (*SPLITS, None):
         raise FormatError(f"unknown split {split!r}; use one of {SPLITS}")
     chunks, have = [], 0
     for _ in range(1000):
-        draw = _hard_operands if hard else _sample_operands
-        digits, lengths = draw(spec, max(n - have, 16) + (n - have) // 4, rng)
+        count = max(n - have, 16) + (n - have) // 4
+        digits, lengths = (_sample_operands(spec, count, rng) if kind == "uniform"
+                           else _hard_operands(spec, count, rng, kind))
         batch = Problems(spec.task, spec.base, digits, lengths)
         if split is not None:
             keep = split_of(batch, test_fraction) == (split == "test")

@@ -131,10 +131,10 @@ class ProblemStream(torch.utils.data.IterableDataset):
         parts = []
         for count, lo, hi in self._segments(index):
             hard = rng.binomial(count, self.hard_fraction) if self.hard_fraction else 0
-            for n, kind in ((count - hard, False), (hard, True)):
+            for n, kind in ((count - hard, "uniform"), (hard, "hard")):
                 if n:
                     problems = sample(self._spec_for(lo, hi), n, rng, split="train", test_fraction=self.test_fraction,
-                                      hard=kind)
+                                      kind=kind)
                     # Operands shorter than the spec's widest keep the fixed sequence length by padding.
                     parts.append(encode_examples(problems, self.fmt, self.length, rng if self.random_prefix else None))
         arrays = tuple(np.concatenate(columns) for columns in zip(*parts))

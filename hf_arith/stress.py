@@ -32,15 +32,6 @@ REPORTED_FAILURES = {
 }
 
 
-def repeated_digit_number(base: int, length: int, rng: np.random.Generator) -> int:
-    """A number of exactly `length` digits written with one or two distinct digits."""
-    pair = rng.choice(base, size=2, replace=False)
-    digits = pair[rng.integers(0, 2, size=length)] if rng.random() < 0.5 else np.full(length, pair[0])
-    if length > 1 and digits[-1] == 0:  # the leading digit (digits are least significant first)
-        digits[-1] = pair[1] or pair[0]
-    return digits_to_int(digits, base)
-
-
 def _random_values(base: int, length: int, n: int, rng: np.random.Generator) -> list[int]:
     """n numbers of exactly `length` digits in `base` (Python ints: exact at any length)."""
     digits = rng.integers(0, base, size=(n, length))
@@ -79,9 +70,8 @@ def stress_sets(fmt, max_digits: int, n: int = 100, seed: int = 0) -> dict[str, 
     sets["zero_operands"] = [f"0{op}0"] + [f"0{op}{v}" for v in some] + [f"{v}{op}0" for v in some]
     wide_a, wide_b = (_random_values(base, max_digits, n, rng) for _ in range(2))
     sets["max_length"] = [f"{x}{op}{y}" for x, y in zip(wide_a, wide_b)]
-    pairs = rng.integers(1, max_digits + 1, size=(n, 2))
-    sets["repeated_digits"] = [f"{repeated_digit_number(base, int(p), rng)}{op}{repeated_digit_number(base, int(q), rng)}"
-                               for p, q in pairs]
+    spec = ProblemSpec(task=task, base=base, min_digits=1, max_digits=max_digits)
+    sets["repeated_digits"] = sample(spec, n, rng, split=None, kind="repeated").to_text()
     if base == 10 and task in REPORTED_FAILURES:
         reported = [t for t in REPORTED_FAILURES[task] if max(map(len, t.split(op))) <= max_digits]
         if reported:
@@ -148,4 +138,4 @@ def stress_test(model, tokenizer, max_digits: int, n: int = 100, seed: int = 0, 
     return reports
 
 
-__all__ = ["REPORTED_FAILURES", "references", "repeated_digit_number", "score_set", "stress_sets", "stress_test"]
+__all__ = ["REPORTED_FAILURES", "references", "score_set", "stress_sets", "stress_test"]

@@ -235,21 +235,21 @@ def _distinct_digits(values: list[int]) -> int:
 @pytest.mark.parametrize("task,base", [("add", 10), ("sub", 16), ("mul", 10), ("sort", 10)])
 def test_hard_problems_are_well_formed_with_exact_answers(task, base):
     spec = ProblemSpec(task=task, min_digits=1, max_digits=12, base=base, min_items=2, max_items=5)
-    problems = sample(spec, 400, np.random.default_rng(5), hard=True)
+    problems = sample(spec, 400, np.random.default_rng(5), kind="hard")
     assert not split_of(problems).any()  # still the training split
     lengths = problems.lengths
     for row_values, row_lengths in zip(problems.operand_values(), lengths, strict=True):
         assert [len(int_to_digits(v, base)) for v in row_values] == row_lengths[row_lengths > 0].tolist()
     if task != "sort":
         assert _answer_ints(problems) == [ARITH[task](a, b) for a, b in problems.operand_values()]
-    again = sample(spec, 400, np.random.default_rng(5), hard=True)
+    again = sample(spec, 400, np.random.default_rng(5), kind="hard")
     assert problems.to_text() == again.to_text()
 
 
 def test_hard_addition_is_repeated_digits_and_long_carry_chains():
     spec = ProblemSpec(task="add", min_digits=8, max_digits=10)
     rng = np.random.default_rng(0)
-    hard, uniform = (sample(spec, 2000, rng, hard=h).operand_values() for h in (True, False))
+    hard, uniform = (sample(spec, 2000, rng, kind=k).operand_values() for k in ("hard", "uniform"))
 
     def repeated(rows):
         return np.mean([_distinct_digits(r) <= 2 for r in rows])
@@ -262,5 +262,17 @@ def test_hard_addition_is_repeated_digits_and_long_carry_chains():
 
 
 def test_hard_multiplication_is_all_repeated_digits():
-    problems = sample(ProblemSpec(task="mul", min_digits=1, max_digits=6), 500, np.random.default_rng(1), hard=True)
+    problems = sample(ProblemSpec(task="mul", min_digits=1, max_digits=6), 500, np.random.default_rng(1), kind="hard")
     assert all(_distinct_digits(r) <= 2 for r in problems.operand_values())
+
+
+def test_each_hard_kind_alone():
+    spec = ProblemSpec(task="add", min_digits=6, max_digits=10)
+    repeated = sample(spec, 500, np.random.default_rng(2), kind="repeated", split="test").operand_values()
+    chains = sample(spec, 500, np.random.default_rng(2), kind="chains").operand_values()
+    assert all(_distinct_digits(r) <= 2 for r in repeated)
+    assert np.mean([_longest_carry_chain(a, b) >= 3 for a, b in chains]) > 0.4
+    with pytest.raises(FormatError, match="carry chains apply to add and sub, not mul"):
+        sample(ProblemSpec(task="mul"), 10, np.random.default_rng(0), kind="chains")
+    with pytest.raises(FormatError, match="unknown problem kind 'easy'"):
+        sample(spec, 10, np.random.default_rng(0), kind="easy")
