@@ -22,6 +22,7 @@ import numpy as np
 TASKS = ("add", "sub", "mul", "sort")
 OPERATORS = {"add": "+", "sub": "-", "mul": "*"}
 TASK_NAMES = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "sort": "sorting"}
+NEGATIVE_ANSWERS = ("sign", "complement")  # how a subtraction answer below zero is written
 DIGIT_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SORT_LABELS = "abcdefghijklmnopqrstuvwxyz"
 PAD_TOKEN, EOS_TOKEN = "<pad>", "<eos>"
@@ -52,6 +53,11 @@ class NumberFormat:
     operand_width / answer_width: zero-pad to this many digits (0 = no padding).
     reverse_*: True writes the least significant digit first (what carries want).
     end_token: append <eos> after the answer. Fixed-width answers do not need it.
+    negative_answers (subtraction): "sign" writes '-' and then the digits of |a - b|; "complement"
+      writes the base complement of a - b over the longer operand's digits, (a - b) mod base**L
+      with leading zeros kept, then '-' after the digits when a < b. Every answer digit then
+      depends only on its own column and the borrow from the one below, as in addition, so the
+      sign need not be known before the first digit; `decode_answer` gives the plain number.
     """
 
     task: str = "add"
@@ -62,6 +68,7 @@ class NumberFormat:
     answer_width: int = 0
     end_token: bool = True
     max_items: int = 8  # sort: the largest number of labelled items a prompt may hold
+    negative_answers: str = "sign"
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -74,6 +81,13 @@ class NumberFormat:
                 raise FormatError(f"{name} must be a non-negative integer, got {value!r}")
         if not isinstance(self.max_items, int) or not 2 <= self.max_items <= len(SORT_LABELS):
             raise FormatError(f"max_items must be from 2 to {len(SORT_LABELS)}, got {self.max_items!r}")
+        if self.negative_answers not in NEGATIVE_ANSWERS:
+            raise FormatError(f"negative_answers must be one of {NEGATIVE_ANSWERS}, got {self.negative_answers!r}")
+        if self.negative_answers != "sign" and self.task != "sub":
+            raise FormatError(f"negative_answers {self.negative_answers!r} applies to subtraction only, "
+                              f"not {TASK_NAMES[self.task]}")
+        if self.negative_answers == "complement" and self.answer_width:
+            raise FormatError("answer_width does not apply to complement answers (they have the longer operand's width)")
         if self.task == "sort" and self.answer_width:
             raise FormatError("answer_width does not apply to sorting (the answer is a list of labels)")
 
@@ -347,6 +361,26 @@ def check_fits(problems: Problems, fmt: NumberFormat) -> None:
 
 
 # -- rendering to token ids ---------------------------------------------------------------
+def complement_digits(problems: Problems, base: int) -> tuple[np.ndarray, np.ndarray]:
+    """(a - b) mod base**L as digit rows (least significant first) and L, the longer operand's length.
+
+    For a >= b that is |a - b| with leading zeros up to L digits; for a < b it is base**L - |a - b|:
+    below the first non-zero digit of |a - b| the digits stay 0, that digit becomes base - d and
+    every digit above it base - 1 - d.
+    """
+    width = int(problems.lengths.max()) if len(problems) else 0
+    lengths = problems.lengths[:, :2].max(axis=1)
+    x = np.zeros((len(problems), width), dtype=np.int64)
+    cols = min(width, problems.answer.shape[1])
+    x[:, :cols] = problems.answer[:, :cols]
+    position = np.arange(width)[None, :]
+    first = np.argmax(x != 0, axis=1)[:, None]  # |a - b| > 0 whenever a < b
+    flipped = np.where(position < first, 0, np.where(position == first, base - x, base - 1 - x))
+    digits = np.where(problems.negative[:, None], flipped, x)
+    digits[position >= lengths[:, None]] = 0
+    return digits, lengths
+
+
 def _digit_segment(digits: np.ndarray, lengths: np.ndarray, width: int, reverse: bool):
     """Digits of one number per row as a [n, W] block in print order, with per-row lengths."""
     shown = np.full_like(lengths, width) if width else lengths
@@ -416,6 +450,10 @@ def render(problems: Problems, fmt: NumberFormat, with_answer: bool):
         if fmt.task == "sort":
             label_ids = np.array([vocab[c] for c in SORT_LABELS[: problems.answer.shape[1]]])
             segments.append((label_ids[problems.answer], problems.answer_lengths))
+        elif fmt.task == "sub" and fmt.negative_answers == "complement":
+            digits, lengths = complement_digits(problems, fmt.base)
+            segments.append(_digit_segment(digits, lengths, fmt.answer_width, fmt.reverse_answer))
+            segments.append(_const(vocab["-"], problems.negative))
         else:
             if fmt.task == "sub":
                 segments.append(_const(vocab["-"], problems.negative))
@@ -451,7 +489,10 @@ def decode_answer(tokens: list[str], fmt: NumberFormat) -> str | None:
             return None
         return text
     sign = ""
-    if fmt.task == "sub" and text.startswith("-"):
+    complement = fmt.task == "sub" and fmt.negative_answers == "complement"
+    if complement and text.endswith("-"):
+        sign, text = "-", text[:-1]
+    elif fmt.task == "sub" and not complement and text.startswith("-"):
         sign, text = "-", text[1:]
     digits = DIGIT_CHARS[: fmt.base]
     if not text or any(c not in digits for c in text):
@@ -459,6 +500,10 @@ def decode_answer(tokens: list[str], fmt: NumberFormat) -> str | None:
     if fmt.reverse_answer:
         text = text[::-1]
     value = int(text, fmt.base)
+    if sign and complement:
+        value = fmt.base ** len(text) - value  # a - b = value - base**L < 0
+        if value == fmt.base ** len(text):
+            return None  # all zeros with a borrow out: no a - b is written so
     if sign and value == 0:
         return None  # "-0" is not how any answer is written
     return f"{sign}{value}"

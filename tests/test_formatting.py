@@ -77,6 +77,24 @@ def test_sub_negative_answers_carry_a_minus():
     assert rendered("sub", [[3, 10]], answer_width=4, reverse_answer=False) == [("3-01=", "-0007$")]
 
 
+def test_sub_complement_answers_end_with_the_borrow():
+    rows = [[123, 456], [1000, 999], [5, 5], [0, 7], [999, 1000], [1, 1000000]]
+    assert rendered("sub", rows, reverse_operands=False, reverse_answer=False, negative_answers="complement") == [
+        ("123-456=", "667-$"), ("1000-999=", "0001$"), ("5-5=", "0$"), ("0-7=", "3-$"), ("999-1000=", "9999-$"),
+        ("1-1000000=", "9000001-$")]
+    # Reversed, each answer digit sits in its own column's place, and the '-' is the borrow out.
+    assert rendered("sub", rows[:2], negative_answers="complement") == [("321-654=", "766-$"), ("0001-999=", "1000$")]
+
+
+def test_sub_complement_answers_decode_to_plain_numbers():
+    fmt = NumberFormat(task="sub", negative_answers="complement")
+    assert decode_answer(["7", "6", "6", "-", EOS_TOKEN], fmt) == "-333"
+    assert decode_answer(["1", "0", "0", "0", EOS_TOKEN], fmt) == "1"
+    for malformed in (["0", "0", "-", EOS_TOKEN], ["-", "5", EOS_TOKEN], ["-", EOS_TOKEN], ["1", "-"]):
+        assert decode_answer(malformed, fmt) is None
+    assert fmt.fingerprint() != NumberFormat(task="sub").fingerprint()
+
+
 def test_mul_and_no_end_token():
     assert rendered("mul", [[12, 34], [0, 999]], end_token=False) == [("21*43=", "804"), ("0*999=", "0")]
 
@@ -189,6 +207,8 @@ FORMATS = [
     dict(base=16, reverse_answer=False, answer_width=25),
     dict(base=2),
     dict(base=36, end_token=False),
+    dict(negative_answers="complement"),
+    dict(negative_answers="complement", base=16, reverse_answer=False, end_token=False),
 ]
 
 
@@ -197,6 +217,8 @@ FORMATS = [
 def test_decode_answer_round_trips(task, settings):
     if task == "sort":
         settings = {k: v for k, v in settings.items() if k != "answer_width"}
+    if task != "sub" and "negative_answers" in settings:
+        pytest.skip("complement answers are for subtraction")
     fmt = NumberFormat(task=task, **settings)
     spec = ProblemSpec(task=task, min_digits=1, max_digits=12, base=fmt.base, min_items=2, max_items=8)
     problems = sample(spec, 200, np.random.default_rng(0), split=None)
@@ -257,6 +279,9 @@ def test_decode_malformed_returns_none(tokens, fmt):
     (dict(answer_width=2.5), "answer_width"),
     (dict(task="sort", answer_width=3), "answer_width does not apply"),
     (dict(max_items=27), "max_items"),
+    (dict(negative_answers="twos"), "negative_answers must be one of"),
+    (dict(task="add", negative_answers="complement"), "applies to subtraction only, not addition"),
+    (dict(task="sub", negative_answers="complement", answer_width=5), "answer_width does not apply to complement"),
 ])
 def test_bad_formats(settings, message):
     with pytest.raises(FormatError, match=message) as info:
