@@ -44,7 +44,7 @@ SUPPORTED = {
     "norm_sharing": ("none", "block", "all"), "share_qk_norm": (False, True),
     "mlp_bias": (False, True), "attention_bias": (False, True), "qk_norm": (False, True),
     "final_norm": (False, True), "tie_kv": (False, True), "tie_qo": (False, True),
-    "tie_word_embeddings": (False, True),
+    "tie_word_embeddings": (False, True), "digit_logits_only": (False, True),
 }
 ACTIVATIONS = {"relu": "F.relu", "gelu": "F.gelu", "silu": "F.silu", "tanh": "torch.tanh"}
 VERIFY_HINT = "python verify.py {path}"
@@ -158,6 +158,8 @@ def tricks(config, fmt) -> list[str]:
             out.append(f"circular arc digit embedding (3 params for {c.num_digit_tokens} digits)")
     if c.tie_word_embeddings:
         out.append("tied embeddings (output head = embedding table)")
+    if c.digit_logits_only:
+        out.append("the head scores digits only (a fixed mask, zero params)")
     if c.tie_kv:
         out.append("tied K=V")
     if c.tie_qo:
@@ -430,8 +432,12 @@ class Adder(nn.Module):
 
     def forward(self, input_ids):
         hidden = self.model(input_ids)
-?tied         return F.linear(hidden, self.model.embed_tokens.table())  # the output head reads the embedding table
-?!tied         return self.lm_head(hidden)
+?tied         weight = self.model.embed_tokens.table()  # the output head reads the embedding table
+?!tied         weight = self.lm_head.weight
+?!digits_only         return F.linear(hidden, weight)
+?digits_only         # Only digits are ever written: the other tokens get the lowest logit.
+?digits_only         logits = F.linear(hidden, weight[:len(DIGITS)])
+?digits_only         return F.pad(logits, (0, VOCAB_SIZE - len(DIGITS)), value=torch.finfo(logits.dtype).min)
 
 
 def build_model():
@@ -535,7 +541,7 @@ def _features(config) -> dict[str, bool]:
         "tied": c.tie_word_embeddings,
         "rows": c.arc_tokens < c.vocab_size,  # tokens off the arc have rows of their own
         "share_qk": c.share_qk_norm, "block_shared": norm and c.norm_sharing != "none",
-        "all_shared": norm and c.norm_sharing == "all",
+        "all_shared": norm and c.norm_sharing == "all", "digits_only": c.digit_logits_only,
     }
 
 

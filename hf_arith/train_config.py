@@ -297,6 +297,9 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     unknown = sorted(set(recipe.model) - known - {"attn_implementation", "dtype"})
     if unknown:
         raise RecipeError(f"unknown key(s) {unknown} in model for the {recipe.family!r} family; known: {sorted(known)}")
+    if recipe.model.get("digit_logits_only") and (fmt.end_token or not fmt.answer_width or fmt.task not in ("add", "mul")):
+        raise RecipeError("model.digit_logits_only needs answers of digits only: addition or multiplication with a "
+                          "fixed format.answer_width and format.end_token false")
     check_trainer_section(recipe.trainer)
     return fmt
 

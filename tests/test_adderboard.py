@@ -226,6 +226,7 @@ def test_the_arc_embeds_every_token_distinctly_and_the_head_reads_it(tmp_path):
     (FMT10, {"tie_kv": True, "tie_qo": True, "digit_embedding": "circular_arc"}),
     (FMT10, {"tie_kv": True, "tie_qo": True, "digit_embedding": "circular_arc", "special_embedding": "arc",
              "qk_norm": True, "share_qk_norm": True, "norm_sharing": "all"}),
+    (FMT10, {"digit_embedding": "circular_arc", "special_embedding": "arc", "digit_logits_only": True}),
     (FMT10, {"num_hidden_layers": 2, "norm_sharing": "block", "qk_norm": True, "share_qk_norm": True}),
     (FMT10, {"projection_rank": 2, "tie_qo": True, "num_attention_heads": 2, "hidden_size": 6, "head_dim": 4}),
     (FMT10, {"tie_word_embeddings": False, "num_hidden_layers": 2, "attention_bias": True, "mlp_bias": True}),

@@ -157,6 +157,7 @@ def test_context_overflow_is_a_clear_error():
     ({"position_embedding": "alibi"}, "position_embedding"),
     ({"projection_rank": -1}, "projection_rank"),
     ({"head_dim": 3}, "rope"),
+    ({"digit_logits_only": "yes"}, "digit_logits_only"),
 ])
 def test_malformed_config_names_the_field(bad, field):
     with pytest.raises(ValueError, match=field):
@@ -275,3 +276,30 @@ def test_ids_outside_the_vocabulary_or_the_rotary_table_are_one_line_errors():
     angles = positions[..., None].float() * inv_freq
     cos, sin = rotary(torch.zeros(1), positions)
     assert torch.equal(cos, torch.cat([angles, angles], -1).cos()) and torch.equal(sin, torch.cat([angles, angles], -1).sin())
+
+
+def test_digit_logits_only_scores_digits_and_never_writes_another_token():
+    model, tok = make(seed=4, digit_embedding="circular_arc", special_embedding="arc")
+    masked, _ = make(seed=4, digit_embedding="circular_arc", special_embedding="arc", digit_logits_only=True)
+    masked.load_state_dict(model.state_dict())
+    ids = tok(["123+456", "9999999999+1"])["input_ids"]
+    full, digits_only = model(torch.tensor(ids)).logits, masked(torch.tensor(ids)).logits
+    torch.testing.assert_close(digits_only[..., :10], full[..., :10])  # the digits' scores are the model's own
+    assert (digits_only[..., 10:] == torch.finfo(full.dtype).min).all()
+    assert (full[..., 10:].max(-1).values > full[..., :10].max(-1).values).any()  # unmasked, a delimiter can win
+    labels = torch.full_like(torch.tensor(ids), -100)
+    labels[:, -3:] = 7
+    loss = masked(torch.tensor(ids), labels=labels).loss
+    assert torch.isfinite(loss)
+    out = greedy_decode(masked, torch.tensor(ids), None, 11, eos_token_id=tok.eos_token_id)
+    assert (out < 10).all()  # only digits are written
+    assert masked.num_parameters() == model.num_parameters()  # a fixed mask, no parameters
+
+
+def test_digit_logits_only_needs_a_digits_only_format():
+    from hf_arith.train_config import RecipeError, check_recipe, load_recipe
+
+    check_recipe(load_recipe("minimal-add10-tiny", ["model.digit_logits_only=true"]))
+    for override in ("format.end_token=true", "format.answer_width=0"):
+        with pytest.raises(RecipeError, match="model.digit_logits_only needs answers of digits only"):
+            check_recipe(load_recipe("minimal-add10-tiny", ["model.digit_logits_only=true", override]))

@@ -41,6 +41,10 @@ class MinimalConfig(ArithConfig):
         special_embedding: how the non-digit tokens ('+', '=', ...) embed with a circular arc:
             "learned" rows of their own, or "arc": they continue the arc after the digits (token id
             i at angle a + i*s), so the whole table costs the arc's three parameters.
+        digit_logits_only: the head scores the digit tokens only; every other token gets the lowest
+            logit, so it is never written. For formats whose answers are digits and nothing else
+            (fixed width, no end token, no sign): the output need not push the delimiters down. No
+            parameters.
         arc_init: the arc's starting (radius, start angle, angle step); None spreads the arc's
             tokens over most of a circle.
         tie_word_embeddings: the output head reuses the embedding table.
@@ -78,6 +82,7 @@ class MinimalConfig(ArithConfig):
         share_qk_norm: bool = False,
         norm_sharing: str = "none",
         num_digit_tokens: int = 10,
+        digit_logits_only: bool = False,
         initializer_range: float = 0.02,
         **kwargs,
     ):
@@ -108,6 +113,7 @@ class MinimalConfig(ArithConfig):
         self.share_qk_norm = share_qk_norm
         self.norm_sharing = norm_sharing
         self.num_digit_tokens = num_digit_tokens
+        self.digit_logits_only = digit_logits_only
         self.initializer_range = initializer_range
         super().__init__(**kwargs)  # ArithConfig: token ids, tied head, then self._validate()
 
@@ -152,7 +158,7 @@ class MinimalConfig(ArithConfig):
         ):
             raise ValueError(f"MinimalConfig.arc_init must be three finite numbers (radius, start, step), "
                              f"got {self.arc_init!r}")
-        for name in ("share_qk_norm", "qk_norm", "tie_kv", "tie_qo", "final_norm"):
+        for name in ("share_qk_norm", "qk_norm", "tie_kv", "tie_qo", "final_norm", "digit_logits_only"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"MinimalConfig.{name} must be true or false, got {getattr(self, name)!r}")
         if self.share_qk_norm and not self.qk_norm:

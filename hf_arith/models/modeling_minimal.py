@@ -372,7 +372,12 @@ class MinimalForCausalLM(MinimalPreTrainedModel, GenerationMixin):
         if logits_to_keep:
             hidden = hidden[:, -logits_to_keep:]
         weight = self.model.embed_tokens.table() if self.lm_head is None else self.lm_head.weight
-        logits = F.linear(hidden, weight)
+        if self.config.digit_logits_only:  # only digits are ever written: the other tokens are not scored
+            digits = self.config.num_digit_tokens
+            logits = F.pad(F.linear(hidden, weight[:digits]), (0, weight.shape[0] - digits),
+                           value=torch.finfo(hidden.dtype).min)
+        else:
+            logits = F.linear(hidden, weight)
         loss = None
         if labels is not None:
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
