@@ -8,7 +8,8 @@ lengths the checkpoint was trained on:
 - repeated digits: operands written with one or two distinct digits, and (addition,
   subtraction) carry chains: every column of a span carries or borrows (`problems.sample` with
   kind "repeated" and "chains"), where random sampling almost never goes.
-Each answer comes from `solve(..., return_confidence=True)`; a wrong answer is listed with its
+Each answer comes from `solve(..., return_confidence=True)`, at one token per forward pass and, for a
+multi-token model, again at all its heads (`tokens_per_step`); a wrong answer is listed with its
 confidence, and counted as silent when that confidence is at or above `LOW_CONFIDENCE` (the CLI
 marks answers below it). Default sizes: 1,000,000 random problems for minimal-add10 and 200,000
 for every other model, plus 20,000 of each hard kind (issue 20's targets). Results:
@@ -29,7 +30,7 @@ from machine import RESULTS, load_average, markdown_table, write_results
 from tqdm import tqdm
 
 from hf_arith.evaluation import heldout_problems
-from hf_arith.limits import model_limits, problem_spec
+from hf_arith.limits import max_tokens_per_step, model_limits, problem_spec
 from hf_arith.loading import checkpoint_folder, load_checkpoint
 from hf_arith.metrics import is_silent_wrong
 from hf_arith.problems import CHAIN_TASKS, sample
@@ -55,11 +56,12 @@ def hard_heldout(spec, kind: str, n: int, seed: int) -> tuple[list[str], list[st
     return [t for t, _ in chosen], [a for _, a in chosen]
 
 
-def run_set(model, tok, texts: list[str], answers: list[str], label: str) -> dict:
+def run_set(model, tok, texts: list[str], answers: list[str], label: str, tokens_per_step: int = 1) -> dict:
     wrong, silent, lowest_right = [], 0, 1.0
     start = time.perf_counter()
     for i in tqdm(range(0, len(texts), CHUNK), desc=label, unit="chunk"):
-        got = solve(model, tok, texts[i:i + CHUNK], return_confidence=True, warn_beyond_training=False)
+        got = solve(model, tok, texts[i:i + CHUNK], return_confidence=True, warn_beyond_training=False,
+                    tokens_per_step=tokens_per_step)
         for text, answer, (prediction, confidence) in zip(texts[i:i + CHUNK], answers[i:i + CHUNK], got):
             if prediction != answer:
                 silent += is_silent_wrong(prediction, answer, confidence, LOW_CONFIDENCE)
@@ -89,38 +91,50 @@ def main(argv: list[str] | None = None) -> dict:
         low, high = limits.training_range or (1, limits.max_digits)
         n_random = args.random or (1_000_000 if name == "minimal-add10" else 200_000)
         load_before = load_average()
-        texts, answers, _ = heldout_problems(problem_spec(tok.arith_format, low, high), n_random, seed=args.seed)
-        random_set = run_set(model, tok, texts, answers, f"{name} random")
-        record = {"model": name, "operand_digits": [low, high], "seed": args.seed, "threads": args.threads,
-                  "confidence_threshold": LOW_CONFIDENCE, "random": random_set}
         spec = problem_spec(tok.arith_format, low, high)
+        sets = {"random": heldout_problems(spec, n_random, seed=args.seed)[:2]}
         for offset, (key, kind) in enumerate(HARD_SETS.items(), start=1):
-            if kind == "chains" and spec.task not in CHAIN_TASKS:
-                continue
-            texts, answers = hard_heldout(spec, kind, args.hard, args.seed + offset)
-            record[key] = run_set(model, tok, texts, answers, f"{name} {SET_NAMES[key]}")
+            if kind != "chains" or spec.task in CHAIN_TASKS:
+                sets[key] = hard_heldout(spec, kind, args.hard, args.seed + offset)
+        record = {"model": name, "operand_digits": [low, high], "seed": args.seed, "threads": args.threads,
+                  "confidence_threshold": LOW_CONFIDENCE}
+        # Every set at one token per pass; a multi-token model's sets again at its full heads.
+        for k in sorted({1, max_tokens_per_step(model)}):
+            part = record if k == 1 else record.setdefault("multi_token", {"tokens_per_step": k})
+            for key, (texts, answers) in sets.items():
+                label = f"{name} {SET_NAMES[key]}" + (f" ({k} tokens/pass)" if k > 1 else "")
+                part[key] = run_set(model, tok, texts, answers, label, tokens_per_step=k)
         write_results(RESULTS / f"sweep_{results_name(name)}.json", record, load_before=load_before,
                       what="wrong answers of held-out problems inside the trained range (solve, greedy)")
         records.append(record)
-        for key in SET_NAMES:
-            if key not in record:
-                continue
-            part = record[key]
-            print(f"{name} {key}: {part['wrong']} wrong of {part['n']:,} ({part['silent_wrong']} at confidence >= "
-                  f"{LOW_CONFIDENCE}) in {part['seconds']} s")
+        for k, part_of in passes(record):
+            for key in SET_NAMES:
+                if key in part_of:
+                    part = part_of[key]
+                    print(f"{name} {key}, {k} token(s)/pass: {part['wrong']} wrong of {part['n']:,} "
+                          f"({part['silent_wrong']} at confidence >= {LOW_CONFIDENCE}) in {part['seconds']} s")
 
     # The table covers every model swept so far, each row from its own file (and dated by it).
     every = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("sweep_*.json"))]
-    rows = [(r["model"], f"{r['operand_digits'][0]}-{r['operand_digits'][1]}", f"{r[k]['n']:,}", key_name,
-             r[k]["wrong"], r[k]["silent_wrong"], f"{r[k]['lowest_confidence_right']:.3f}", r["date"][:10])
-            for r in every for k, key_name in SET_NAMES.items() if k in r]
+    rows = [(r["model"], f"{r['operand_digits'][0]}-{r['operand_digits'][1]}", tokens, f"{p[k]['n']:,}", key_name,
+             p[k]["wrong"], p[k]["silent_wrong"], f"{p[k]['lowest_confidence_right']:.3f}", r["date"][:10])
+            for r in every for tokens, p in passes(r) for k, key_name in SET_NAMES.items() if k in p]
     write_results(RESULTS / "sweep.json", {"models": [r["model"] for r in every]}, title="Reliability sweep",
                   what="held-out problems inside each model's trained range; wrong answers, and how many of "
                        f"them had confidence >= {LOW_CONFIDENCE} (silent); lowest confidence of a right answer. "
                        "Rows come from bench/results/sweep_<model>.json, each with its own command and machine",
-                  table=markdown_table(["model", "digits", "problems", "set", "wrong", "silent wrong",
-                                        "lowest right conf.", "date"], "llrlrrrl", rows))
+                  table=markdown_table(["model", "digits", "tokens/pass", "problems", "set", "wrong", "silent wrong",
+                                        "lowest right conf.", "date"], "llrrlrrrl", rows))
     return {"records": records}
+
+
+def passes(record: dict) -> list[tuple[int, dict]]:
+    """(tokens per pass, the sets measured so) of one record: one token per pass at the top level,
+    a multi-token model's full heads under "multi_token"."""
+    out = [(1, record)]
+    if "multi_token" in record:
+        out.append((record["multi_token"]["tokens_per_step"], record["multi_token"]))
+    return out
 
 
 def results_name(model: str) -> str:
