@@ -735,7 +735,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("problems", nargs="+", metavar="PROBLEM")
     p.add_argument("--model", default=DEFAULT_MODEL, metavar="MODEL", help=f"{model_help} (default: {DEFAULT_MODEL})")
     p.add_argument("--tokens-per-step", type=_positive_int, default=1, metavar="K",
-                   help="answer tokens per forward pass, up to the model's num_future_tokens (default 1)")
+                   help="answer tokens per forward pass, up to the model's num_future_tokens (default 1); the "
+                        "first head confirms the others' tokens in one more pass, so the answers are those of 1")
     p.add_argument("--min-confidence", type=_probability, default=LOW_CONFIDENCE, metavar="P",
                    help="mark answers with '?' when the model gave any of their tokens a lower probability "
                         f"(default {LOW_CONFIDENCE})")

@@ -327,3 +327,68 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     if return_passes:
         outputs.append(passes)
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+# -- multi-token decoding, confirmed by the first head ------------------------------------------
+@torch.inference_mode()
+def confirm_tokens(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, new: torch.Tensor,
+                   eos_token_id: int | None, model_kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One teacher-forced pass over prompt + written tokens, read with the first head alone.
+
+    Returns (agrees [batch], probabilities [batch, T]): whether every written token, up to and
+    including the row's end token, is the first head's argmax given the tokens before it (then
+    one token per pass would have written exactly these tokens: greedy decoding follows the same
+    path, up to floating-point ties), and the first head's probability of each token (1.0 after
+    the end), the confidence one token per pass would report.
+    """
+    batch, prompt = input_ids.shape
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    ended = (new == eos_token_id).long().cumsum(1) if eos_token_id is not None else torch.zeros_like(new)
+    written = (ended - (new == eos_token_id).long() == 0) if eos_token_id is not None else torch.ones_like(new, dtype=torch.bool)
+    sequence = torch.cat([input_ids, new], dim=1)
+    mask = torch.cat([attention_mask, written.long()], dim=1)
+    logits = model(input_ids=sequence, attention_mask=mask, use_cache=False, **(model_kwargs or {})).logits
+    scoring = logits[:, prompt - 1 : prompt - 1 + new.shape[1]]  # column c - 1 scores the token at column c
+    agrees = ((scoring.argmax(-1) == new) | ~written).all(1)
+    probabilities = token_probabilities(scoring, new).masked_fill(~written, 1.0)
+    return agrees, probabilities
+
+
+@torch.inference_mode()
+def confirmed_greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, max_new_tokens: int,
+                            eos_token_id: int | None = None, pad_token_id: int = 0, use_cache: bool = True,
+                            tokens_per_step: int = 2, model_kwargs: dict | None = None, return_passes: bool = False,
+                            return_probabilities: bool = False):
+    """`greedy_decode` with `tokens_per_step` heads, then one pass of the first head over what they
+    wrote (`confirm_tokens`); rows it does not confirm are decoded again one token per pass.
+
+    The answers are one-token-per-pass greedy decoding's, in about 1/`tokens_per_step` of its
+    passes plus one: the extra heads only propose, so their mistakes cost time, never a wrong
+    token. Probabilities are the first head's, as one token per pass reports them. Same arguments
+    and return values as `greedy_decode`.
+    """
+    new, passes = greedy_decode(model, input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id,
+                                use_cache, tokens_per_step, model_kwargs, return_passes=True)
+    agrees, probabilities = confirm_tokens(model, input_ids, attention_mask, new, eos_token_id, model_kwargs)
+    passes += 1
+    redo = (~agrees).nonzero().squeeze(1)
+    if len(redo):
+        # Per-row tensors among the kwargs follow their rows.
+        kwargs = {k: v[redo] if torch.is_tensor(v) and v.dim() and v.shape[0] == input_ids.shape[0] else v
+                  for k, v in (model_kwargs or {}).items()}
+        again, again_probabilities, more = greedy_decode(
+            model, input_ids[redo], None if attention_mask is None else attention_mask[redo], max_new_tokens,
+            eos_token_id, pad_token_id, use_cache, 1, kwargs, return_passes=True, return_probabilities=True)
+        width = max(new.shape[1], again.shape[1])
+        new = torch.nn.functional.pad(new, (0, width - new.shape[1]), value=pad_token_id)
+        probabilities = torch.nn.functional.pad(probabilities, (0, width - probabilities.shape[1]), value=1.0)
+        new[redo] = torch.nn.functional.pad(again, (0, width - again.shape[1]), value=pad_token_id)
+        probabilities[redo] = torch.nn.functional.pad(again_probabilities, (0, width - again.shape[1]), value=1.0)
+        passes += more
+    outputs = [new]
+    if return_probabilities:
+        outputs.append(probabilities)
+    if return_passes:
+        outputs.append(passes)
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)

@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .decoding import default_batch_size, greedy_decode
+from .decoding import confirmed_greedy_decode, default_batch_size, greedy_decode
 from .formatting import FormatError, parse_problems, quote
 from .limits import BeyondTrainingWarning, answer_budget, check_model_kwargs, model_limits
 from .loading import checkpoint_folder
@@ -40,14 +40,17 @@ def _problem_list(problems) -> list:
 
 def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = None, use_cache: bool = True,
           tokens_per_step: int = 1, model_kwargs: dict | None = None, *, checked: bool = False,
-          warn_beyond_training: bool = True, return_confidence: bool = False):
+          warn_beyond_training: bool = True, return_confidence: bool = False, confirm: bool = True):
     """Answer plain problems ('123+456') with greedy decoding; None where the output is malformed.
 
     With `return_confidence=True` each answer is an `Answer(answer, confidence)`.
 
     The tokenizer writes each problem in the model's format and reads the answer back; the
     model generates every answer token. No arithmetic happens here. `tokens_per_step` > 1 uses
-    a multi-token model's extra heads; `model_kwargs` reach every forward pass (for example
+    a multi-token model's extra heads to propose tokens, and with `confirm` (the default) one pass
+    of the first head confirms them (`decoding.confirmed_greedy_decode`): the answers and
+    confidences are those of one token per pass, in about half its passes for two heads;
+    `confirm=False` takes the extra heads' tokens as written. `model_kwargs` reach every forward pass (for example
     `{"num_recurrences": 8}` for a looped model; a name the model's forward does not take is refused).
     `batch_size` (a positive integer) defaults to `default_batch_size(model)`.
 
@@ -89,7 +92,8 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
         enc = tokenizer(chunk, padding=True, return_tensors="pt")
         budgets = limits.answer_budgets(parsed.select(slice(start, start + batch_size)))
         budget = int(budgets.max())
-        new = greedy_decode(
+        decode = confirmed_greedy_decode if confirm and tokens_per_step > 1 else greedy_decode
+        new = decode(
             model, enc["input_ids"].to(model_device), enc["attention_mask"].to(model_device), budget,
             eos_token_id=end, pad_token_id=tokenizer.pad_token_id, use_cache=use_cache,
             tokens_per_step=tokens_per_step, model_kwargs=model_kwargs, return_probabilities=return_confidence,

@@ -40,6 +40,8 @@ def settings(model) -> list[dict]:
     """The decoding settings a model supports: tokens per step, loop counts."""
     runs = [{}]
     if getattr(model.config, "num_future_tokens", 1) > 1:
+        # The extra heads' own tokens, and what solve answers with them (confirmed by the first head).
+        runs.append({"tokens_per_step": model.config.num_future_tokens, "confirm": False})
         runs.append({"tokens_per_step": model.config.num_future_tokens})
     if hasattr(model.config, "num_recurrences"):
         runs += [{"model_kwargs": {"num_recurrences": n}} for n in (1, 4)]

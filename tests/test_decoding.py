@@ -8,6 +8,7 @@ from transformers import DynamicCache
 
 from hf_arith.decoding import (
     PreallocatedLayer,
+    confirmed_greedy_decode,
     decoding_cache,
     default_batch_size,
     default_threads,
@@ -108,3 +109,32 @@ def test_models_take_the_kv_cache_under_either_name(name, keyword):
     assert cache.get_seq_length() == enc["input_ids"].shape[1]
     field = "cache" if "cache" in type(out).__dataclass_fields__ else "past_key_values"
     assert getattr(out, field) is cache
+
+
+def test_confirmed_multi_token_decoding_writes_what_one_token_per_pass_writes():
+    """The extra heads only propose: beyond its training lengths the bundled k2's second head often
+    guesses wrong, and the first head's pass sends those rows back to one token per pass."""
+    from hf_arith import solve
+    from hf_arith.evaluation import heldout_problems
+    from hf_arith.problems import ProblemSpec
+
+    model, tok = load_checkpoint("abacus-gpt2-add-k2")
+    texts = heldout_problems(ProblemSpec(min_digits=1, max_digits=16), 200, seed=11)[0]
+    enc = tok(texts, padding=True, return_tensors="pt")
+    eos, pad = tok.eos_token_id, tok.pad_token_id
+    one, one_p, one_passes = greedy_decode(model, enc["input_ids"], enc["attention_mask"], 18, eos, pad,
+                                           return_passes=True, return_probabilities=True)
+    raw = greedy_decode(model, enc["input_ids"], enc["attention_mask"], 18, eos, pad, tokens_per_step=2)
+    two, two_p, two_passes = confirmed_greedy_decode(model, enc["input_ids"], enc["attention_mask"], 18, eos, pad,
+                                                     tokens_per_step=2, return_passes=True, return_probabilities=True)
+    assert tok.decode_answers(raw) != tok.decode_answers(one)  # the case this guards
+    assert tok.decode_answers(two) == tok.decode_answers(one)
+    torch.testing.assert_close(two_p.min(1).values, one_p.min(1).values, atol=1e-4, rtol=0)
+    assert two_passes < 2 * one_passes
+    # solve confirms by default; confirm=False gives the heads' own tokens.
+    confirmed = solve(model, tok, texts, tokens_per_step=2, warn_beyond_training=False, return_confidence=True)
+    single = solve(model, tok, texts, warn_beyond_training=False, return_confidence=True)
+    assert [a.answer for a in confirmed] == [a.answer for a in single]
+    assert [a.confidence for a in confirmed] == pytest.approx([a.confidence for a in single], abs=1e-4)
+    unconfirmed = solve(model, tok, texts, tokens_per_step=2, warn_beyond_training=False, confirm=False)
+    assert unconfirmed != [a.answer for a in single]
