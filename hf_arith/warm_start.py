@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from .formatting import NumberFormat
 from .loading import CheckpointError, _keys, _read_json, resolve_checkpoint
 from .records import read_notes, read_summary, training_stages
 from .train_config import RecipeError
@@ -20,6 +21,13 @@ from .train_config import RecipeError
 
 class WarmStartError(RecipeError):
     """A checkpoint that cannot initialise this model, with a one-line reason."""
+
+
+def _as_format(data) -> NumberFormat | None:
+    try:
+        return NumberFormat.from_dict(data)
+    except (ValueError, TypeError):
+        return None
 
 
 def warm_start(model: torch.nn.Module, name_or_path: str, number_format: dict) -> list[str]:
@@ -34,7 +42,7 @@ def warm_start(model: torch.nn.Module, name_or_path: str, number_format: dict) -
         raise WarmStartError(f"init_from: {name_or_path} is a {config.get('model_type')!r} checkpoint, but this "
                              f"recipe trains {model.config.model_type!r}")
     saved_format = _read_json(folder / "tokenizer_config.json").get("number_format")
-    if saved_format != number_format:
+    if _as_format(saved_format) != _as_format(number_format):  # fields a format saved before them lack take their defaults
         raise WarmStartError(f"init_from: {name_or_path} was trained on another number format ({saved_format}); "
                              f"this recipe uses {number_format}")
     weights_file = folder / "model.safetensors"

@@ -72,3 +72,12 @@ def test_freeze_init_trains_only_the_new_heads(tmp_path):
 def test_freeze_init_without_init_from_is_refused():
     with pytest.raises(RecipeError, match="freeze_init"):
         load_recipe("abacus-gpt2-add", ["optim.freeze_init=true"])
+
+
+def test_a_checkpoint_saved_before_a_format_field_existed_matches_its_default():
+    # The bundled abacus-gpt2-add's tokenizer_config.json predates NumberFormat.negative_answers.
+    saved = json.loads((Path(bundled_path("abacus-gpt2-add")) / "tokenizer_config.json").read_text())["number_format"]
+    assert "negative_answers" not in saved
+    model, fmt = model_of("abacus-gpt2-add", [])
+    assert "negative_answers" in fmt.to_dict()
+    assert warm_start(model, "abacus-gpt2-add", fmt.to_dict()) == []
