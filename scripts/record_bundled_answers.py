@@ -16,23 +16,30 @@ import torch
 
 import hf_arith
 from hf_arith.evaluation import heldout_problems
+from hf_arith.formatting import OPERATORS
+from hf_arith.limits import problem_spec
 from hf_arith.loading import load_checkpoint
-from hf_arith.problems import ProblemSpec
+from hf_arith.stress import stress_sets
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "bundled_answers.json"
 
 
 def problem_set(model, tokenizer) -> list[str]:
     """Held-out problems inside the training range and (where the model can place them) beyond it,
-    plus carry chains and zeros."""
+    plus carry chains and zeros (for sorting: lists of zeros and of the longest numbers)."""
     fmt = tokenizer.arith_format
     top = fmt.operand_width or 10
-    texts = heldout_problems(ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=top), 120, seed=7)[0]
+    spec = problem_spec(fmt, 1, top)
+    texts = heldout_problems(spec, 120, seed=7)[0]
+    if fmt.task == "sort":
+        texts += heldout_problems(problem_spec(fmt, 7, 10), 60, seed=8)[0]
+        sets = stress_sets(fmt, 6, n=4, seed=9)
+        return texts + sets["zero_operands"][:4] + sets["max_length"]
+    op = OPERATORS[fmt.task]
     if not fmt.operand_width:
-        texts += heldout_problems(ProblemSpec(task=fmt.task, base=fmt.base, min_digits=11, max_digits=30), 60,
-                                  seed=8)[0]
-        texts += ["9" * 30 + "+1", "1+" + "9" * 30, "9" * 25 + "+" + "9" * 25]
-    texts += ["0+0", "9" * top + "+" + "9" * top, "9" * top + "+1", "5" * top + "+" + "5" * top]
+        texts += heldout_problems(problem_spec(fmt, 11, 30), 60, seed=8)[0]
+        texts += [f"{'9' * 30}{op}1", f"1{op}{'9' * 30}", f"{'9' * 25}{op}{'9' * 25}"]
+    texts += [f"0{op}0", f"{'9' * top}{op}{'9' * top}", f"{'9' * top}{op}1", f"{'5' * top}{op}{'5' * top}"]
     return texts
 
 
