@@ -88,7 +88,9 @@ def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: st
       look-alike positions where attention confuses one column with another;
     - "chains" (add, sub): over a random span up to the shorter operand's length, b's digits make
       every column carry (a_i + b_i = base - 1 after a carry in) or borrow (a_i = b_i after a
-      borrow in), so one early column decides many answer digits;
+      borrow in), so one early column decides many answer digits; half the time the chain goes
+      on into the longer operand's own digits (base - 1 for a carry, 0 for a borrow), past the
+      end of the shorter one (990+99999999);
     - "hard": each problem one of the two, half and half where the task has chains.
     Lengths are drawn as for uniform problems.
     """
@@ -126,6 +128,13 @@ def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: st
             a[rows, col] = rng.integers(0, base - 1, size=len(rows))
             b[rows, col] = a[rows, col] + 1
         digits[:, 0], digits[:, 1] = a, b
+        # Half the chains go on past the shorter operand, through the longer one's digits.
+        longer = lengths[:, :2].max(axis=1)
+        reach = shorter + (rng.random(n) * (longer - shorter + 1)).astype(np.int64)
+        onward = (chain & (rng.random(n) < 0.5))[:, None] & (cols >= shorter[:, None]) & (cols < reach[:, None])
+        which = np.argmax(lengths[:, :2], axis=1)  # the longer operand of each problem
+        rows, col = np.nonzero(onward)
+        digits[rows, which[rows], col] = base - 1 if spec.task == "add" else 0
     _fix_leading(digits, lengths, base, rng)
     return digits, lengths
 
