@@ -81,7 +81,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--hard", type=int, default=20_000, help="problems of each hard kind (default 20,000)")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--table-only", action="store_true", help="only rebuild sweep.md from the sweep_*.json files")
     args = parser.parse_args(argv)
+    if args.table_only:
+        write_table()
+        return {"records": []}
     torch.set_num_threads(args.threads)
 
     records = []
@@ -100,7 +104,7 @@ def main(argv: list[str] | None = None) -> dict:
                   "confidence_threshold": LOW_CONFIDENCE}
         # Every set at one token per pass; a multi-token model's sets again at its full heads.
         for k in sorted({1, max_tokens_per_step(model)}):
-            part = record if k == 1 else record.setdefault("multi_token", {"tokens_per_step": k})
+            part = record if k == 1 else record.setdefault("multi_token", {"tokens_per_step": k, "confirmed": True})
             for key, (texts, answers) in sets.items():
                 label = f"{name} {SET_NAMES[key]}" + (f" ({k} tokens/pass)" if k > 1 else "")
                 part[key] = run_set(model, tok, texts, answers, label, tokens_per_step=k)
@@ -114,7 +118,12 @@ def main(argv: list[str] | None = None) -> dict:
                     print(f"{name} {key}, {k} token(s)/pass: {part['wrong']} wrong of {part['n']:,} "
                           f"({part['silent_wrong']} at confidence >= {LOW_CONFIDENCE}) in {part['seconds']} s")
 
-    # The table covers every model swept so far, each row from its own file (and dated by it).
+    write_table()
+    return {"records": records}
+
+
+def write_table() -> None:
+    """bench/results/sweep.md (and sweep.json): every sweep_<model>.json there, each row from its own file."""
     every = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("sweep_*.json"))]
     rows = [(r["model"], f"{r['operand_digits'][0]}-{r['operand_digits'][1]}", tokens, f"{p[k]['n']:,}", key_name,
              p[k]["wrong"], p[k]["silent_wrong"], f"{p[k]['lowest_confidence_right']:.3f}", r["date"][:10])
@@ -125,15 +134,16 @@ def main(argv: list[str] | None = None) -> dict:
                        "Rows come from bench/results/sweep_<model>.json, each with its own command and machine",
                   table=markdown_table(["model", "digits", "tokens/pass", "problems", "set", "wrong", "silent wrong",
                                         "lowest right conf.", "date"], "llrrlrrrl", rows))
-    return {"records": records}
 
 
 def passes(record: dict) -> list[tuple[int, dict]]:
     """(tokens per pass, the sets measured so) of one record: one token per pass at the top level,
-    a multi-token model's full heads under "multi_token"."""
+    a multi-token model's full heads under "multi_token" ("unconfirmed": the heads' own tokens,
+    measured before `solve` confirmed them with the first head)."""
     out = [(1, record)]
     if "multi_token" in record:
-        out.append((record["multi_token"]["tokens_per_step"], record["multi_token"]))
+        multi = record["multi_token"]
+        out.append((f"{multi['tokens_per_step']}{'' if multi.get('confirmed') else ' (unconfirmed)'}", multi))
     return out
 
 
