@@ -75,9 +75,9 @@ def test_freeze_init_without_init_from_is_refused():
 
 
 def test_a_checkpoint_saved_before_a_format_field_existed_matches_its_default():
-    # The bundled abacus-gpt2-add's tokenizer_config.json predates NumberFormat.negative_answers.
-    saved = json.loads((Path(bundled_path("abacus-gpt2-add")) / "tokenizer_config.json").read_text())["number_format"]
-    assert "negative_answers" not in saved
-    model, fmt = model_of("abacus-gpt2-add", [])
+    # The bundled abacus-gpt2-add-k2's tokenizer_config.json predates NumberFormat.negative_answers.
+    saved = json.loads((Path(bundled_path("abacus-gpt2-add-k2")) / "tokenizer_config.json").read_text())
+    assert "negative_answers" not in saved["number_format"]
+    model, fmt = model_of("abacus-gpt2-add-k2", [])
     assert "negative_answers" in fmt.to_dict()
-    assert warm_start(model, "abacus-gpt2-add", fmt.to_dict()) == []
+    assert warm_start(model, "abacus-gpt2-add-k2", fmt.to_dict()) == []
