@@ -331,27 +331,42 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
 
 # -- multi-token decoding, confirmed by the first head ------------------------------------------
 @torch.inference_mode()
+def forced_scores(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, scored: torch.Tensor,
+                  model_kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One teacher-forced pass over whole sequences, read with the first head.
+
+    Returns (log_probabilities [batch, T - 1], agrees [batch]): the model's log-probability of
+    every token after the first given the tokens before it, and whether each row's `scored`
+    tokens ([batch, T - 1], True where scored) are all its argmax there. Greedy decoding one
+    token per pass then writes exactly those tokens: it follows the same path step by step (up
+    to floating-point ties).
+    """
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **(model_kwargs or {})).logits
+    logits, targets = logits[:, :-1], input_ids[:, 1:]  # column c - 1 scores the token at column c
+    log_probabilities = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]
+    agrees = ((logits.argmax(-1) == targets) | ~scored).all(1)
+    return log_probabilities, agrees
+
+
 def confirm_tokens(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, new: torch.Tensor,
                    eos_token_id: int | None, model_kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """One teacher-forced pass over prompt + written tokens, read with the first head alone.
+    """`forced_scores` over left-padded prompts followed by the tokens a decoder wrote (`new`).
 
     Returns (agrees [batch], probabilities [batch, T]): whether every written token, up to and
-    including the row's end token, is the first head's argmax given the tokens before it (then
-    one token per pass would have written exactly these tokens: greedy decoding follows the same
-    path, up to floating-point ties), and the first head's probability of each token (1.0 after
-    the end), the confidence one token per pass would report.
+    including the row's end token, is the first head's argmax, and the first head's probability
+    of each token (1.0 after the end): the confidence one token per pass would report.
     """
-    batch, prompt = input_ids.shape
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    ended = (new == eos_token_id).long().cumsum(1) if eos_token_id is not None else torch.zeros_like(new)
-    written = (ended - (new == eos_token_id).long() == 0) if eos_token_id is not None else torch.ones_like(new, dtype=torch.bool)
+    written = torch.ones_like(new, dtype=torch.bool)
+    if eos_token_id is not None:  # up to and including the first end token
+        written = (new == eos_token_id).long().cumsum(1) - (new == eos_token_id).long() == 0
+    prompt = input_ids.shape[1]
     sequence = torch.cat([input_ids, new], dim=1)
-    mask = torch.cat([attention_mask, written.long()], dim=1)
-    logits = model(input_ids=sequence, attention_mask=mask, use_cache=False, **(model_kwargs or {})).logits
-    scoring = logits[:, prompt - 1 : prompt - 1 + new.shape[1]]  # column c - 1 scores the token at column c
-    agrees = ((scoring.argmax(-1) == new) | ~written).all(1)
-    probabilities = token_probabilities(scoring, new).masked_fill(~written, 1.0)
+    scored = torch.cat([torch.zeros_like(input_ids[:, 1:], dtype=torch.bool), written], dim=1)
+    log_probabilities, agrees = forced_scores(model, sequence, torch.cat([attention_mask, written.long()], dim=1),
+                                              scored, model_kwargs)
+    probabilities = log_probabilities[:, prompt - 1:].exp().masked_fill(~written, 1.0)
     return agrees, probabilities
 
 

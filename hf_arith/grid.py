@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .decoding import default_batch_size
+from .decoding import default_batch_size, forced_scores
 from .formatting import OPERATORS, FormatError, Problems, digits_to_int, render
 from .limits import model_limits
 from .metrics import arith_scores, group_scores, length_key
@@ -161,15 +161,13 @@ def teacher_forced(model, tokenizer, problems: Problems, batch_size: int | None 
         batch = np.where(real, np.take_along_axis(ids[rows, :width], np.clip(src, 0, None), axis=1), pad)
         input_ids = torch.from_numpy(batch).to(device)
         mask = torch.from_numpy(real.astype(np.int64)).to(device)
-        logits = model(input_ids=input_ids, attention_mask=mask, use_cache=False, **(model_kwargs or {})).logits[:, :-1]
-        targets = input_ids[:, 1:]
-        logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]
         # Token at column c (an answer token when c >= shift + prompt length) is scored by column c - 1.
         cols = np.arange(1, width)[None, :]
         answer = torch.from_numpy(cols >= (shift + prompts)[:, None]).to(device)
+        logp, agree = forced_scores(model, input_ids, mask, answer, model_kwargs)
         nll = -(logp * answer).sum(1) / answer.sum(1)
         perplexity[rows] = torch.exp(nll).cpu().numpy()
-        agrees[rows] = ((logits.argmax(-1) == targets) | ~answer).all(1).cpu().numpy()
+        agrees[rows] = agree.cpu().numpy()
         if on_batch is not None:
             on_batch(len(lens))
     return perplexity, agrees
