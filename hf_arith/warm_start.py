@@ -2,7 +2,8 @@
 
 The usual use is adding capacity to a model that already works, such as extra multi-token
 heads on a trained trunk: tensors the checkpoint has are copied in, tensors it lacks keep
-their fresh initialisation. A checkpoint of another family or number format, or one whose
+their fresh initialisation. A table the model declares growable (the abacus table) may be longer
+than the checkpoint's: a model can learn digit indices beyond its checkpoint's range. A checkpoint of another family or number format, or one whose
 tensors have other shapes, is refused in one line before any training.
 """
 
@@ -32,7 +33,8 @@ def _as_format(data) -> NumberFormat | None:
 
 def warm_start(model: torch.nn.Module, name_or_path: str, number_format: dict) -> list[str]:
     """Copy the weights of a bundled model or checkpoint folder into `model`; returns the names
-    of the tensors that kept their fresh init (those the checkpoint does not have)."""
+    of the tensors that kept their fresh init: those the checkpoint does not have, and grown
+    tables (fresh in their new rows; they train under optim.freeze_init too)."""
     try:
         folder = resolve_checkpoint(name_or_path)
     except CheckpointError as err:
@@ -54,18 +56,32 @@ def warm_start(model: torch.nn.Module, name_or_path: str, number_format: dict) -
     if unexpected:
         raise WarmStartError(f"init_from: {name_or_path} holds tensors this model lacks ({_keys(unexpected)}); "
                              f"its shape differs from the recipe's model")
-    mismatched = [k for k, v in saved.items() if tuple(v.shape) != tuple(own[k].shape)]
+    grown = _grown_tables(model, saved, own)
+    mismatched = [k for k, v in saved.items() if tuple(v.shape) != tuple(own[k].shape) and k not in grown]
     if mismatched:
         k = mismatched[0]
         raise WarmStartError(f"init_from: {name_or_path} has {k} of shape {tuple(saved[k].shape)}, the recipe's model "
                              f"{tuple(own[k].shape)} ({len(mismatched)} tensor(s) differ)")
+    for name in grown:  # the trained rows go first; the rest are new, drawn at the trained rows' scale
+        table, rows = own[name].clone(), saved[name]
+        table[len(rows):] = torch.randn_like(table[len(rows):]) * rows.float().std().to(table.dtype)
+        table[:len(rows)] = rows
+        saved[name] = table
     model.load_state_dict(saved, strict=False)
     model.tie_weights()  # a tied head is stored once, under the embedding's name
     tied = set(getattr(model, "_tied_weights_keys", None) or {}) if model.config.tie_word_embeddings else set()
     fresh = sorted(set(own) - set(saved) - tied)
     if fresh and hasattr(model, "init_missing_from_loaded"):  # a family may seed new parts from trained ones
         model.init_missing_from_loaded(fresh)
-    return fresh
+    return sorted(fresh + grown)
+
+
+def _grown_tables(model: torch.nn.Module, saved: dict, own: dict) -> list[str]:
+    """Tables the model declares growable (`_warm_start_growable_tables`, such as the abacus table,
+    one row per digit index) that are longer here than in the checkpoint, with the same row width."""
+    names = getattr(model, "_warm_start_growable_tables", ())
+    return [k for k in names if k in saved and k in own and saved[k].dim() == 2 and own[k].dim() == 2
+            and saved[k].shape[1] == own[k].shape[1] and saved[k].shape[0] < own[k].shape[0]]
 
 
 def freeze_all_but(model: torch.nn.Module, trainable: list[str]) -> None:
@@ -78,7 +94,8 @@ def freeze_all_but(model: torch.nn.Module, trainable: list[str]) -> None:
 def describe_warm_start(name_or_path: str | Path, fresh: list[str]) -> str:
     if not fresh:
         return f"Initialised every weight from {name_or_path}"
-    return f"Initialised from {name_or_path}; {len(fresh)} tensor(s) it lacks start fresh ({_keys(fresh)})"
+    return (f"Initialised from {name_or_path}; {len(fresh)} tensor(s) start fresh, wholly or in the rows it lacks "
+            f"({_keys(fresh)})")
 
 
 __all__ = ["WarmStartError", "describe_warm_start", "freeze_all_but", "warm_start"]

@@ -37,6 +37,20 @@ def test_extra_heads_on_the_bundled_trunk_start_as_copies_of_its_last_block():
     assert torch.equal(model.lm_head.weight, model.transformer.wte.weight)  # still tied
 
 
+def test_a_longer_abacus_table_keeps_the_trained_indices_and_learns_the_new_ones():
+    model, fmt = model_of("abacus-gpt2-add", ["model.abacus_max_digits=120", "model.max_position_embeddings=512"])
+    fresh = warm_start(model, "abacus-gpt2-add", fmt.to_dict())
+    saved = load_file(f"{bundled_path('abacus-gpt2-add')}/model.safetensors")["transformer.abacus.weight"]
+    table = model.transformer.abacus.weight.detach()
+    assert fresh == ["transformer.abacus.weight"] and table.shape[0] == 121 > saved.shape[0]
+    assert torch.equal(table[:len(saved)], saved)
+    new_rows = table[len(saved):]
+    assert 0.5 < new_rows.std() / saved.std() < 2  # new indices start at the trained ones' scale
+    shorter, fmt = model_of("abacus-gpt2-add", ["model.abacus_max_digits=30"])
+    with pytest.raises(WarmStartError, match="transformer.abacus.weight of shape"):
+        warm_start(shorter, "abacus-gpt2-add", fmt.to_dict())
+
+
 @pytest.mark.parametrize(("preset", "overrides", "words"), [
     ("abacus-gpt2-add", ["model.hidden_size=32", "model.intermediate_size=128"], "shape"),
     ("abacus-gpt2-add-hex", [], "number format"),
