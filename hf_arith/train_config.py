@@ -117,7 +117,8 @@ class Recipe:
     output_dir: str = "runs/minimal-add10"
     name: str = "minimal-add10"
     # Warm start: a bundled model name or checkpoint folder whose weights initialise the model
-    # (tensors it lacks, such as new multi-token heads, keep their fresh init). "" = from scratch.
+    # (tensors it lacks, such as new multi-token heads, keep their fresh init), or preset:NAME, the
+    # final model of that preset's run, trained first when it is not there. "" = from scratch.
     init_from: str = ""
     # How the recipe was read (TrainingArguments names taken as recipe keys), one line each, printed
     # once per run by training.prepare_run. Not a field: not part of the recorded recipe.

@@ -522,6 +522,7 @@ class TrainingRun:
     checkpoint: str | None = None
     eval_problems: Problems | None = None
     overwrite: bool = False  # clear the output folder's checkpoint-* and final/ before training
+    earlier_stage: Recipe | None = None  # init_from: preset:NAME whose final model is not there yet: trained first
 
 
 def _output_entries(output_dir: str) -> list[str]:
@@ -533,6 +534,27 @@ def _output_entries(output_dir: str) -> list[str]:
         return []
 
 
+PRESET_STAGE = "preset:"  # init_from: preset:NAME starts from the final model of preset NAME's run
+
+
+def resolve_earlier_stage(recipe: Recipe) -> tuple[Recipe, Recipe | None]:
+    """A recipe whose init_from is `preset:NAME`: the same recipe starting from the final folder of
+    that preset's run, and the preset's recipe when that folder holds no model yet (None when it
+    does). Staged models then train from scratch with one command, each stage in its own folder."""
+    if not recipe.init_from.startswith(PRESET_STAGE):
+        return recipe, None
+    from .train_config import load_recipe  # the presets are read here, as the CLI reads them
+
+    name = recipe.init_from[len(PRESET_STAGE):]
+    try:
+        earlier = load_recipe(name, [])
+    except RecipeError as err:
+        raise RecipeError(f"init_from {recipe.init_from}: {err}") from None
+    final = Path(earlier.output_dir) / "final"
+    resolved = dataclasses.replace(recipe, init_from=str(final))
+    return resolved, None if (final / "model.safetensors").is_file() else earlier
+
+
 def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = False,
                 overwrite: bool = False) -> TrainingRun:
     """Everything that can refuse a run before training, once: the recipe (`train_config.check_recipe`),
@@ -542,6 +564,11 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
     held-out problems of an evaluation during training. Prints the recipe's notes (TrainingArguments
     names read as recipe keys) once, on the main process."""
     output_dir = str(output_dir or recipe.output_dir)
+    stage = recipe.init_from
+    recipe, earlier = resolve_earlier_stage(recipe)
+    if earlier is not None and Path(earlier.output_dir).resolve() == Path(output_dir).resolve():
+        raise RecipeError(f"init_from {stage} trains into {output_dir}, this run's own output folder; "
+                          f"give this run another --output-dir")
     if resume and overwrite:
         raise RecipeError("--resume continues the run in the output folder and --overwrite replaces it; give one of them")
     fmt = check_recipe(recipe)
@@ -569,7 +596,8 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
     if is_main_process():
         for note in notes:
             print(f"hf-arith: {note}", file=sys.stderr, flush=True)
-    return TrainingRun(recipe, fmt, output_dir, checkpoint, eval_problems, overwrite=overwrite)
+    return TrainingRun(recipe, fmt, output_dir, checkpoint, eval_problems, overwrite=overwrite,
+                       earlier_stage=earlier if checkpoint is None else None)
 
 
 def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, evaluate: bool = True,
@@ -616,6 +644,11 @@ def grokfast_callbacks(recipe: Recipe, checkpoint) -> list:
 def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
     """Train a prepared run (see `prepare_run`, which has checked it); returns the summary `train` does."""
     recipe, fmt, output_dir, checkpoint = run.recipe, run.fmt, run.output_dir, run.checkpoint
+    if run.earlier_stage is not None:  # its own run, resumed where a killed one left checkpoints
+        earlier = run.earlier_stage
+        if is_main_process():
+            print(f"Training the earlier stage first, into {earlier.output_dir} (init_from: {recipe.init_from})", flush=True)
+        train(earlier, resume=last_checkpoint(earlier.output_dir) is not None, evaluate=evaluate)
     if run.overwrite and is_main_process():
         clear_output(output_dir)
     torch.set_num_threads(recipe.optim.threads)

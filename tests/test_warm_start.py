@@ -4,6 +4,7 @@ frozen loaded weights with `optim.freeze_init`, and one-line refusals of unusabl
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,44 @@ def test_a_checkpoint_saved_before_a_format_field_existed_matches_its_default(tm
     model, fmt = model_of("abacus-gpt2-add", [])
     assert fmt.to_dict()["negative_answers"] == "sign"
     assert warm_start(model, str(folder), fmt.to_dict()) == []
+
+
+def stage_recipe(folder: Path, name: str, init_from: str = "") -> Path:
+    """A short minimal-add10 run into folder/name, as a YAML recipe file."""
+    text = (Path(bundled_path("minimal-add10")).parents[1] / "presets" / "minimal-add10.yaml").read_text()
+    for key, value in (("steps", "2"), ("save_steps", "1000"), ("samples", "20"), ("verify", "false"),
+                       ("compile", "false")):
+        text = re.sub(rf"^(\s+){key}: .*$", rf"\g<1>{key}: {value}", text, flags=re.M)
+    text = re.sub(r"^output_dir: .*$", f"output_dir: {folder / name}", text, flags=re.M)
+    if init_from:
+        text += f"init_from: {init_from}\n"
+    path = folder / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_preset_stage_trains_its_earlier_stage_first_and_only_once(tmp_path, capsys):
+    from hf_arith.cli import main
+
+    first = stage_recipe(tmp_path, "first")
+    second = stage_recipe(tmp_path, "second", init_from=f"preset:{first}")
+    assert main(["train", str(second)]) == 0
+    out = capsys.readouterr().out
+    assert f"Training the earlier stage first, into {tmp_path / 'first'}" in out
+    weights = tmp_path / "first" / "final" / "model.safetensors"
+    summary = json.loads((tmp_path / "second" / "final" / "training_summary.json").read_text())
+    assert summary["init_from"] == {"name": str(tmp_path / "first" / "final"), "kind": "folder"}
+    assert [stage["steps"] for stage in summary["earlier_stages"]] == [2]
+    # The earlier stage's model is there now: a second run starts from it without training it again.
+    before = weights.stat().st_mtime_ns
+    assert main(["train", str(second), "--overwrite"]) == 0
+    assert "earlier stage" not in capsys.readouterr().out and weights.stat().st_mtime_ns == before
+
+
+def test_a_preset_stage_that_cannot_run_is_refused_in_one_line(tmp_path):
+    with pytest.raises(RecipeError, match="init_from preset:no-such-preset: ") as err:
+        train(load_recipe(str(stage_recipe(tmp_path, "a", init_from="preset:no-such-preset")), []))
+    assert "\n" not in str(err.value)
+    own = stage_recipe(tmp_path, "b")
+    with pytest.raises(RecipeError, match="this run's own output folder"):
+        train(load_recipe(str(stage_recipe(tmp_path, "c", init_from=f"preset:{own}")), []), output_dir=str(tmp_path / "b"))
