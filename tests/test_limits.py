@@ -14,6 +14,7 @@ from hf_arith.formatting import OPERATORS, FormatError, NumberFormat, quote
 from hf_arith.limits import ModelLimits, model_limits, problem_spec
 from hf_arith.loading import load_checkpoint
 from hf_arith.models import MAX_RECURRENCES
+from hf_arith.problems import example_problem
 from hf_arith.streaming import worst_case_length
 
 BUNDLED = hf_arith.bundled_models()
@@ -124,9 +125,10 @@ def test_tokens_per_step_up_to_the_models_heads(bundled):
     name, model, tok = bundled
     heads = getattr(model.config, "num_future_tokens", 1) or 1
     assert model_limits(model, tok).tokens_per_step == (1, heads)
-    assert solve(model, tok, ["12+34"], tokens_per_step=heads) == solve(model, tok, ["12+34"])
+    problem = example_problem(tok.arith_format, 2)  # one of the model's own task
+    assert solve(model, tok, [problem], tokens_per_step=heads) == solve(model, tok, [problem])
     with pytest.raises(FormatError, match=rf"tokens_per_step={heads + 1} .*num_future_tokens={heads}\)"):
-        solve(model, tok, ["12+34"], tokens_per_step=heads + 1)
+        solve(model, tok, [problem], tokens_per_step=heads + 1)
 
 
 def test_grid_and_digit_range_name_the_option_and_the_limit(bundled):
