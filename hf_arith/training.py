@@ -43,7 +43,7 @@ from .problems import ProblemSpec, sample
 from .saving import save_checkpoint
 from .streaming import CurriculumState, ProblemStream, encode_examples, stack_examples, worst_case_length
 from .tokenization_arith import ArithTokenizer
-from .train_config import Recipe, RecipeError, check_recipe, evaluates_during_training
+from .train_config import Recipe, RecipeError, check_recipe, evaluates_during_training, load_recipe
 from .warm_start import describe_warm_start, earlier_stages, freeze_all_but, warm_start
 
 
@@ -543,8 +543,6 @@ def resolve_earlier_stage(recipe: Recipe) -> tuple[Recipe, Recipe | None]:
     does). Staged models then train from scratch with one command, each stage in its own folder."""
     if not recipe.init_from.startswith(PRESET_STAGE):
         return recipe, None
-    from .train_config import load_recipe  # the presets are read here, as the CLI reads them
-
     name = recipe.init_from[len(PRESET_STAGE):]
     try:
         earlier = load_recipe(name, [])
