@@ -106,11 +106,13 @@ def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: st
     pick = mixed & (rng.random(digits.shape) < 0.5)
     repeated = np.where(pick, second, first).astype(np.int8)
     digits = np.where(~chain[:, None, None], repeated, digits)
-    # Leading zeros take the pair's other digit (non-zero, as the two differ).
-    top = np.take_along_axis(digits, np.maximum(lengths - 1, 0)[..., None], axis=2)[..., 0]
+    # Leading zeros take the pair's other digit (non-zero, as the two differ), so that the
+    # _fix_leading below, which would draw any non-zero digit, keeps them within the pair.
+    lead = np.maximum(lengths - 1, 0)[..., None]
+    top = np.take_along_axis(digits, lead, axis=2)[..., 0]
     other = np.broadcast_to(np.where(first[..., 0] == 0, second[..., 0], first[..., 0]), top.shape)
     top = np.where((~chain[:, None]) & (lengths > 1) & (top == 0), other, top)
-    np.put_along_axis(digits, np.maximum(lengths - 1, 0)[..., None], top[..., None].astype(np.int8), axis=2)
+    np.put_along_axis(digits, lead, top[..., None].astype(np.int8), axis=2)
     if chain.any():
         shorter = lengths[:, :2].min(axis=1)
         start = (rng.random(n) * shorter).astype(np.int64)  # chain columns: start .. shorter - 1
