@@ -269,7 +269,7 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     while produced < max_new_tokens:
         if out is None:
             if positions_of is not None:
-                extra["position_ids"] = positions_of(sequence)[:, -step_input.shape[1]:]
+                extra["position_ids"] = positions_of(sequence, generated_from=input_ids.shape[1])[:, -step_input.shape[1]:]
             out = model(input_ids=step_input, attention_mask=attention_mask, past_key_values=cache,
                         use_cache=use_cache, logits_to_keep=1, **extra)
         passes += 1

@@ -23,6 +23,7 @@ TASKS = ("add", "sub", "mul", "sort")
 OPERATORS = {"add": "+", "sub": "-", "mul": "*"}
 TASK_NAMES = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "sort": "sorting"}
 NEGATIVE_ANSWERS = ("sign", "complement")  # how a subtraction answer below zero is written
+SCRATCHPADS = ("none", "running_sums")  # intermediate steps written before the answer
 DIGIT_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SORT_LABELS = "abcdefghijklmnopqrstuvwxyz"
 PAD_TOKEN, EOS_TOKEN = "<pad>", "<eos>"
@@ -58,6 +59,11 @@ class NumberFormat:
       with leading zeros kept, then '-' after the digits when a < b. Every answer digit then
       depends only on its own column and the borrow from the one below, as in addition, so the
       sign need not be known before the first digit; `decode_answer` gives the plain number.
+    scratchpad (multiplication): "running_sums" writes, for k = 0 .. len(b) - 1, the running sum
+      a * (b mod base**(k+1)) in len(a) + k + 1 digits (leading zeros kept), the sums joined by
+      '='; the last sum is the product. Each digit of a sum then needs one digit product, the digit
+      of the sum before it and a carry, as an addition does, instead of up to len(b) products at
+      once. `decode_answer` returns the last sum only, and None unless every sum is well formed.
     """
 
     task: str = "add"
@@ -69,6 +75,7 @@ class NumberFormat:
     end_token: bool = True
     max_items: int = 8  # sort: the largest number of labelled items a prompt may hold
     negative_answers: str = "sign"
+    scratchpad: str = "none"
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -88,6 +95,12 @@ class NumberFormat:
                               f"not {TASK_NAMES[self.task]}")
         if self.negative_answers == "complement" and self.answer_width:
             raise FormatError("answer_width does not apply to complement answers (they have the longer operand's width)")
+        if self.scratchpad not in SCRATCHPADS:
+            raise FormatError(f"scratchpad must be one of {SCRATCHPADS}, got {self.scratchpad!r}")
+        if self.scratchpad != "none" and self.task != "mul":
+            raise FormatError(f"scratchpad {self.scratchpad!r} applies to multiplication only, not {TASK_NAMES[self.task]}")
+        if self.scratchpad != "none" and self.answer_width:
+            raise FormatError("answer_width does not apply to running sums (each sum has its own width)")
         if self.task == "sort" and self.answer_width:
             raise FormatError("answer_width does not apply to sorting (the answer is a list of labels)")
 
@@ -137,10 +150,25 @@ class NumberFormat:
             return (lengths > 0).sum(axis=1)
         return np.maximum(bound, self.answer_width)
 
+    def answer_tokens(self, lengths: np.ndarray) -> np.ndarray:
+        """Per problem ([n, k] operand lengths): the tokens its answer may take, sign, running sums
+        and <eos> included."""
+        end = 1 if self.end_token else 0
+        if self.scratchpad == "running_sums":
+            la, lb = lengths[:, 0], lengths[:, 1]
+            return lb * la + lb * (lb + 1) // 2 + (lb - 1) + end  # sums of la + k + 1 digits, '=' between
+        return self.max_answer_digits(lengths) + (1 if self.task == "sub" else 0) + end
+
+    def answer_run_tokens(self, lengths: np.ndarray) -> np.ndarray:
+        """Per problem: the longest run of answer tokens between separators, which an abacus model
+        indexes as one number (a sign counts: a model may write a digit in its place)."""
+        if self.scratchpad == "running_sums":
+            return self.max_answer_digits(lengths)
+        return self.answer_tokens(lengths) - (1 if self.end_token else 0)
+
     def max_answer_tokens(self, problems: Problems) -> int:
         """Tokens a decoder may need for the longest answer in the batch (sign and <eos> included)."""
-        extra = (1 if self.task == "sub" else 0) + (1 if self.end_token else 0)
-        return int(self.max_answer_digits(problems.lengths).max()) + extra
+        return int(self.answer_tokens(problems.lengths).max())
 
 
 _FINGERPRINT_FIELDS = ("task", "base", "reverse_operands", "reverse_answer", "operand_width", "answer_width",
@@ -361,6 +389,27 @@ def check_fits(problems: Problems, fmt: NumberFormat) -> None:
 
 
 # -- rendering to token ids ---------------------------------------------------------------
+def running_sums(problems: Problems, base: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For k = 0 .. longest b - 1: a * (b mod base**(k+1)) as digit rows (least significant first)
+    and its width len(a) + k + 1, 0 in rows whose b has no digit k. Schoolbook on digit arrays, so
+    operands of any length stay exact."""
+    a = problems.operands[:, 0].astype(np.int64)
+    b = problems.operands[:, 1].astype(np.int64)
+    la, lb = problems.lengths[:, 0], problems.lengths[:, 1]
+    width = a.shape[1]
+    total = np.zeros((len(problems), 2 * width + 1), dtype=np.int64)
+    sums = []
+    for k in range(int(lb.max()) if len(problems) else 0):
+        present = k < lb
+        digit = np.where(present, b[:, k], 0)
+        carry = np.zeros(len(problems), dtype=np.int64)
+        for i in range(width + 1):  # add a * digit * base**k; position k + width takes the last carry
+            term = total[:, k + i] + carry + (a[:, i] * digit if i < width else 0)
+            total[:, k + i], carry = term % base, term // base
+        sums.append((total.copy(), np.where(present, la + k + 1, 0)))
+    return sums
+
+
 def complement_digits(problems: Problems, base: int) -> tuple[np.ndarray, np.ndarray]:
     """(a - b) mod base**L as digit rows (least significant first) and L, the longer operand's length.
 
@@ -454,6 +503,11 @@ def render(problems: Problems, fmt: NumberFormat, with_answer: bool):
             digits, lengths = complement_digits(problems, fmt.base)
             segments.append(_digit_segment(digits, lengths, fmt.answer_width, fmt.reverse_answer))
             segments.append(_const(vocab["-"], problems.negative))
+        elif fmt.scratchpad == "running_sums":
+            for k, (digits, widths) in enumerate(running_sums(problems, fmt.base)):
+                if k:
+                    segments.append(_const(vocab[PROMPT_END], widths > 0))
+                segments.append(_digit_segment(digits, widths, 0, fmt.reverse_answer))
         else:
             if fmt.task == "sub":
                 segments.append(_const(vocab["-"], problems.negative))
@@ -466,13 +520,15 @@ def render(problems: Problems, fmt: NumberFormat, with_answer: bool):
 
 
 # -- reading answers back -----------------------------------------------------------------
-def decode_answer(tokens: list[str], fmt: NumberFormat) -> str | None:
+def decode_answer(tokens: list[str], fmt: NumberFormat, operand_lengths=None) -> str | None:
     """Generated answer tokens to plain decimal text.
 
     The answer is the tokens before the first <eos> (or <pad>). A format with an end token
     writes <eos> after every answer, so tokens without one (an answer cut off by the token
     budget, or ended by <pad>) are not an answer. Returns None when the tokens are not a
-    well-formed answer in this format.
+    well-formed answer in this format. `operand_lengths` (the problem's operand digit counts),
+    when given, also holds running sums to the problem's shape: one sum per digit of b, the
+    first len(a) + 1 digits wide.
     """
     chars, ended = [], False
     for t in tokens:
@@ -483,6 +539,15 @@ def decode_answer(tokens: list[str], fmt: NumberFormat) -> str | None:
     if fmt.end_token and not ended:
         return None
     text = "".join(chars)
+    if fmt.scratchpad == "running_sums":
+        sums = text.split(PROMPT_END)
+        # Sum k has one digit more than sum k - 1: a sum dropped or cut short is not an answer.
+        first = len(sums[0]) if operand_lengths is None else int(operand_lengths[0]) + 1
+        if operand_lengths is not None and len(sums) != int(operand_lengths[1]):
+            return None
+        if any(len(s) != first + k or not set(s) <= set(DIGIT_CHARS[: fmt.base]) for k, s in enumerate(sums)):
+            return None
+        text = sums[-1]
     if fmt.task == "sort":
         labels = SORT_LABELS[: fmt.max_items]
         if not text or any(c not in labels for c in text) or len(set(text)) != len(text):

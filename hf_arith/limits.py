@@ -88,10 +88,7 @@ class ModelLimits:
 
     def answer_budgets(self, parsed: Problems) -> np.ndarray:
         """Per problem: the answer tokens it may take (its own budget, whatever batch it is decoded in)."""
-        digits = self.fmt.max_answer_digits(parsed.lengths)
-        # The sign and end token are the same for every problem of a format: the budget of the
-        # batch minus its longest answer's digits.
-        return digits + (self.answer_budget(parsed) - int(digits.max()))
+        return self.fmt.answer_tokens(parsed.lengths)
 
     def _tokens(self, parsed: Problems) -> tuple[np.ndarray, np.ndarray]:
         """Per problem: prompt tokens and answer tokens (the answer's budget)."""
@@ -102,9 +99,9 @@ class ModelLimits:
         """The first problem the model cannot take and why (context first, then abacus range);
         `tokens`: their `_tokens`, when the caller has them."""
         prompt, answer = self._tokens(parsed) if tokens is None else tokens
-        # Every answer token but the end token may be a digit the abacus places: a subtraction model
+        # The longest run of answer tokens may all be digits the abacus places: a subtraction model
         # that writes no sign has room for one digit more than the answer can have.
-        digits = answer - (1 if self.fmt.end_token else 0) + self.abacus_answer_offset
+        digits = self.fmt.answer_run_tokens(parsed.lengths) + self.abacus_answer_offset
         longest = np.maximum(parsed.lengths.max(axis=1), digits)  # the longest number the abacus places
         no_room = prompt + answer > self.context if self.context is not None else np.zeros(len(parsed), bool)
         no_index = (longest > self.abacus_max_digits if self.abacus_max_digits is not None

@@ -96,7 +96,7 @@ class ArithmeticPipeline(Pipeline):
     def postprocess(self, outputs, return_confidence: bool = False):
         # A problem's own budget, also when it shared a batch with longer ones: the same answer either way.
         written = outputs["answer_ids"][0, : int(outputs["budget"][0])].tolist()
-        result = {"problem": outputs["problem"], "answer": self.tokenizer.decode_answers([written])[0]}
+        result = {"problem": outputs["problem"], "answer": self.tokenizer.decode_answers([written], [outputs["problem"]])[0]}
         if return_confidence:
             # The tokens the model wrote: up to and including its end token; generate pads after it.
             eos = self.tokenizer.eos_token_id

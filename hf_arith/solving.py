@@ -90,7 +90,8 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     for start in range(0, len(problems), batch_size):
         chunk = problems[start : start + batch_size]
         enc = tokenizer(chunk, padding=True, return_tensors="pt")
-        budgets = limits.answer_budgets(parsed.select(slice(start, start + batch_size)))
+        batch = parsed.select(slice(start, start + batch_size))
+        budgets = limits.answer_budgets(batch)
         budget = int(budgets.max())
         decode = confirmed_greedy_decode if confirm and tokens_per_step > 1 else greedy_decode
         new = decode(
@@ -106,9 +107,9 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
         if return_confidence:
             lowest = probabilities.masked_fill(beyond, 1.0).min(1).values.tolist() if probabilities.shape[1] \
                 else [1.0] * len(chunk)
-            answers.extend(map(Answer, tokenizer.decode_answers(new), lowest))
+            answers.extend(map(Answer, tokenizer.decode_answers(new, batch), lowest))
         else:
-            answers.extend(tokenizer.decode_answers(new))
+            answers.extend(tokenizer.decode_answers(new, batch))
     return answers[0] if single else answers
 
 

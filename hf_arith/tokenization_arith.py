@@ -14,7 +14,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers.tokenization_utils_base import BatchEncoding, PaddingStrategy, TruncationStrategy
 from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
-from .formatting import EOS_TOKEN, PAD_TOKEN, FormatError, NumberFormat, decode_answer, parse_problems, render
+from .formatting import EOS_TOKEN, PAD_TOKEN, FormatError, NumberFormat, Problems, decode_answer, parse_problems, render
 
 
 def build_backend(fmt: NumberFormat) -> Tokenizer:
@@ -73,14 +73,22 @@ class ArithTokenizer(TokenizersBackend):
         the `max_new_tokens` a decoder needs for them."""
         return self.arith_format.max_answer_tokens(parse_problems(problems, self.arith_format))
 
-    def decode_answers(self, generated) -> list[str | None]:
+    def decode_answers(self, generated, problems=None) -> list[str | None]:
         """Generated answer ids ([n, T] tensor or lists) to plain decimal; None where malformed
-        (in a format with an end token, also where no <eos> follows the answer)."""
+        (in a format with an end token, also where no <eos> follows the answer). `problems`, the
+        plain problems the rows answer, also holds written working (running sums) to each
+        problem's shape."""
         rows = _answer_rows(generated)
+        lengths = [None] * len(rows)
+        if problems is not None:
+            parsed = problems if isinstance(problems, Problems) else parse_problems(problems, self.arith_format)
+            if len(parsed) != len(rows):
+                raise FormatError(f"{len(rows)} rows of generated ids answer {len(parsed)} problems")
+            lengths = parsed.lengths
         out = []
-        for row in rows:
+        for row, operand_lengths in zip(rows, lengths):
             tokens = [self._vocab_list[i] if 0 <= i < len(self._vocab_list) else "?" for i in row]
-            out.append(decode_answer(tokens, self.arith_format))
+            out.append(decode_answer(tokens, self.arith_format, operand_lengths))
         return out
 
     def _check_characters(self, texts: list[str]) -> None:

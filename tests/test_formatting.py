@@ -99,6 +99,42 @@ def test_mul_and_no_end_token():
     assert rendered("mul", [[12, 34], [0, 999]], end_token=False) == [("21*43=", "804"), ("0*999=", "0")]
 
 
+def test_mul_running_sums_are_written_before_the_product():
+    # 123*45: a*5 = 615 in 4 digits, then a*45 = 5535 in 5; reversed, each sum in its own width.
+    assert rendered("mul", [[123, 45]], scratchpad="running_sums") == [("321*54=", "5160=53550$")]
+    assert rendered("mul", [[123, 45]], scratchpad="running_sums", reverse_operands=False,
+                    reverse_answer=False) == [("123*45=", "0615=05535$")]
+    # A zero digit of b repeats the sum; a one-digit b writes the product alone.
+    assert rendered("mul", [[7, 908], [0, 5]], scratchpad="running_sums") == [
+        ("7*809=", "65=650=6536$"), ("0*5=", "00$")]
+    assert rendered("mul", [[255, 255]], base=16, scratchpad="running_sums", reverse_answer=False) == [
+        ("FF*FF=", "EF1=FE01$")]
+
+
+def test_mul_running_sums_budget_is_exact():
+    """The answer budget of each problem is the tokens its running sums and <eos> take."""
+    fmt = NumberFormat(task="mul", scratchpad="running_sums")
+    spec = ProblemSpec(task="mul", min_digits=1, max_digits=9)
+    problems = sample(spec, 300, np.random.default_rng(1), split=None)
+    _, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
+    assert (fmt.answer_tokens(problems.lengths) == lengths - prompt_lengths).all()
+    assert fmt.max_answer_tokens(problems) == int((lengths - prompt_lengths).max())
+    # An abacus model indexes the longest sum, the product, as one number.
+    assert (fmt.answer_run_tokens(problems.lengths) == problems.lengths.sum(axis=1)).all()
+
+
+def test_mul_running_sums_decode_only_whole_answers():
+    fmt = NumberFormat(task="mul", scratchpad="running_sums")
+    assert decode_answer(list("5160=53550") + [EOS_TOKEN], fmt) == "5535"
+    assert decode_answer(list("5160") + [EOS_TOKEN], fmt) == "615"  # a one-digit b: the product alone
+    for malformed in ("5160=5355$",  # the product a digit short
+                      "5160=53550",  # no end token: cut off by the budget
+                      "5160=$", "=53550$", "5160==53550$", "516*=53550$"):
+        tokens = [EOS_TOKEN if c == "$" else c for c in malformed]
+        assert decode_answer(tokens, fmt) is None, malformed
+    assert fmt.fingerprint() != NumberFormat(task="mul").fingerprint()
+
+
 def test_sort_prompt_and_label_answers():
     rows = [[31, 7, 120], [5, 5]]
     assert rendered("sort", rows, reverse_operands=False) == [("a:31,b:7,c:120=", "bac$"), ("a:5,b:5=", "ab$")]
@@ -209,6 +245,8 @@ FORMATS = [
     dict(base=36, end_token=False),
     dict(negative_answers="complement"),
     dict(negative_answers="complement", base=16, reverse_answer=False, end_token=False),
+    dict(scratchpad="running_sums"),
+    dict(scratchpad="running_sums", base=16, reverse_operands=False, reverse_answer=False, end_token=False),
 ]
 
 
@@ -219,6 +257,8 @@ def test_decode_answer_round_trips(task, settings):
         settings = {k: v for k, v in settings.items() if k != "answer_width"}
     if task != "sub" and "negative_answers" in settings:
         pytest.skip("complement answers are for subtraction")
+    if task != "mul" and "scratchpad" in settings:
+        pytest.skip("running sums are for multiplication")
     fmt = NumberFormat(task=task, **settings)
     spec = ProblemSpec(task=task, min_digits=1, max_digits=12, base=fmt.base, min_items=2, max_items=8)
     problems = sample(spec, 200, np.random.default_rng(0), split=None)
@@ -282,6 +322,9 @@ def test_decode_malformed_returns_none(tokens, fmt):
     (dict(negative_answers="twos"), "negative_answers must be one of"),
     (dict(task="add", negative_answers="complement"), "applies to subtraction only, not addition"),
     (dict(task="sub", negative_answers="complement", answer_width=5), "answer_width does not apply to complement"),
+    (dict(task="mul", scratchpad="sums"), "scratchpad must be one of"),
+    (dict(task="add", scratchpad="running_sums"), "applies to multiplication only, not addition"),
+    (dict(task="mul", scratchpad="running_sums", answer_width=10), "answer_width does not apply to running sums"),
 ])
 def test_bad_formats(settings, message):
     with pytest.raises(FormatError, match=message) as info:

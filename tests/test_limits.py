@@ -55,11 +55,12 @@ def test_max_digits_is_the_longest_operand_solve_takes(bundled):
     assert "\n" not in message and quote(too_long) in message and limit_phrase(model, fmt) in message, message
 
 
-@pytest.mark.parametrize("task", ["add", "sub", "mul", "sort"])
+@pytest.mark.parametrize("task", ["add", "sub", "mul", "sort", "mul running_sums"])
 @pytest.mark.parametrize("context", [30, 33, 100])
 def test_max_digits_matches_the_worst_case_length_of_the_training_data(task, context):
     # streaming.worst_case_length sizes training rows: an independent route to the same limit.
-    fmt = NumberFormat(task=task)
+    task, _, scratchpad = task.partition(" ")
+    fmt = NumberFormat(task=task, scratchpad=scratchpad or "none")
     limits = ModelLimits(fmt=fmt, context=context, abacus_max_digits=None, abacus_answer_offset=0,
                          loops=None, tokens_per_step=(1, 1))
     fitting = [d for d in range(1, context + 1) if worst_case_length(problem_spec(fmt, 1, d), fmt) <= context]
@@ -161,3 +162,37 @@ def test_the_longest_accepted_problem_decodes_even_when_every_answer_token_is_a_
     digits = model_limits(model, tok).max_digits
     answer = solve(model, tok, widest_problem(fmt, digits))
     assert answer is None or set(answer.lstrip("-")) == {"9"}
+
+
+def test_running_sums_that_overrun_the_abacus_table_decode_as_none():
+    # A multiplication model that writes only digits: its answer runs past the abacus table (the
+    # budget of a 5x5 product with its running sums is 45 tokens, the table 24), which the decoder
+    # must survive, and the answer is malformed, not an error and not a number.
+    from hf_arith.tokenization_arith import ArithTokenizer
+    from tests.test_abacus_model import make
+
+    fmt = NumberFormat(task="mul", scratchpad="running_sums")
+    tok = ArithTokenizer(number_format=fmt)
+    model, tok = make(fmt=fmt, abacus_align_answer=True, answer_start_token_id=tok.convert_tokens_to_ids("="),
+                      abacus_max_digits=24)
+    digit = tok.convert_tokens_to_ids("9")
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+    model.lm_head.bias = torch.nn.Parameter(torch.zeros(len(tok)).index_fill_(0, torch.tensor([digit]), 1.0))
+    assert model_limits(model, tok).max_digits >= 5
+    assert solve(model, tok, ["12345*67890", "3*4"]) == [None, None]
+    with pytest.raises(FormatError, match="abacus range of 24 digits"):
+        solve(model, tok, ["9" * 12 + "*" + "9" * 12])  # a product of 24 digits: the limits refuse it first
+
+
+def test_running_sums_must_have_the_problems_shape():
+    from hf_arith.tokenization_arith import ArithTokenizer
+
+    tok = ArithTokenizer(number_format=NumberFormat(task="mul", scratchpad="running_sums"))
+    written = [tok.convert_tokens_to_ids(list(text)) + [tok.eos_token_id]
+               for text in ("5160=53550", "53550", "51600=535509")]
+    assert tok.decode_answers(written) == ["5535", "5535", "905535"]
+    # 123*45 has two sums, of 4 and 5 digits: one sum alone, or sums too wide, are not its answer.
+    assert tok.decode_answers(written, ["123*45"] * 3) == ["5535", None, None]
+    with pytest.raises(FormatError, match="3 rows of generated ids answer 1 problems"):
+        tok.decode_answers(written, ["123*45"])

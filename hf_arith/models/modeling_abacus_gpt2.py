@@ -131,11 +131,19 @@ class AbacusGPT2PreTrainedModel(PreTrainedModel):
         if isinstance(module, (AbacusGPT2Attention, AbacusGPT2MLP)):
             init.normal_(module.c_proj.weight, mean=0.0, std=std / math.sqrt(2 * self.config.num_hidden_layers))
 
-    def position_ids_from_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+    def position_ids_from_input_ids(self, input_ids: torch.Tensor, generated_from: int | None = None) -> torch.Tensor:
         """Abacus positions of a whole sequence (with the segments packed in, when the model has them);
-        decoders with a KV cache slice the new tokens' tail."""
+        decoders with a KV cache slice the new tokens' tail.
+
+        `generated_from`: the column where generated tokens start. A generated number longer than
+        the table is a malformed answer (the limits never let a well-formed one be), so it takes
+        the table's last index and the batch decodes on, where the prompt's would be an error.
+        """
         c = self.config
         index = abacus_position_ids(input_ids, c.num_digit_tokens, c.answer_start_token_id if c.abacus_align_answer else None)
+        if generated_from is not None:
+            check_abacus_range(index[:, :generated_from], c.abacus_max_digits)
+            index = index.clamp(max=c.abacus_max_digits)
         check_abacus_range(index, c.abacus_max_digits)  # before packing, which a too-long number would corrupt
         segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments) \
             if c.abacus_num_segments else None
