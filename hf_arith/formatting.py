@@ -23,7 +23,8 @@ TASKS = ("add", "sub", "mul", "sort")
 OPERATORS = {"add": "+", "sub": "-", "mul": "*"}
 TASK_NAMES = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "sort": "sorting"}
 NEGATIVE_ANSWERS = ("sign", "complement")  # how a subtraction answer below zero is written
-SCRATCHPADS = ("none", "running_sums")  # intermediate steps written before the answer
+SCRATCHPADS = ("none", "running_sums", "radix_passes")  # intermediate steps written before the answer
+SCRATCHPAD_TASKS = {"running_sums": "mul", "radix_passes": "sort"}
 DIGIT_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SORT_LABELS = "abcdefghijklmnopqrstuvwxyz"
 PAD_TOKEN, EOS_TOKEN = "<pad>", "<eos>"
@@ -64,6 +65,11 @@ class NumberFormat:
       '='; the last sum is the product. Each digit of a sum then needs one digit product, the digit
       of the sum before it and a carry, as an addition does, instead of up to len(b) products at
       once. `decode_answer` returns the last sum only, and None unless every sum is well formed.
+    scratchpad (sorting): "radix_passes" writes the labels once per digit place p = 0 .. longest
+      item - 1, each time ordered by digit p (0 beyond an item's length), ties in the order of the
+      line before (the first: label order), the lines joined by '='; the last line is the sorted
+      order (a least-significant-digit radix sort). Each label then needs one digit and the rank of
+      its label in the line before, instead of a comparison of whole numbers.
     """
 
     task: str = "add"
@@ -97,9 +103,10 @@ class NumberFormat:
             raise FormatError("answer_width does not apply to complement answers (they have the longer operand's width)")
         if self.scratchpad not in SCRATCHPADS:
             raise FormatError(f"scratchpad must be one of {SCRATCHPADS}, got {self.scratchpad!r}")
-        if self.scratchpad != "none" and self.task != "mul":
-            raise FormatError(f"scratchpad {self.scratchpad!r} applies to multiplication only, not {TASK_NAMES[self.task]}")
-        if self.scratchpad != "none" and self.answer_width:
+        if self.scratchpad != "none" and self.task != SCRATCHPAD_TASKS[self.scratchpad]:
+            raise FormatError(f"scratchpad {self.scratchpad!r} applies to "
+                              f"{TASK_NAMES[SCRATCHPAD_TASKS[self.scratchpad]]} only, not {TASK_NAMES[self.task]}")
+        if self.scratchpad == "running_sums" and self.answer_width:
             raise FormatError("answer_width does not apply to running sums (each sum has its own width)")
         if self.task == "sort" and self.answer_width:
             raise FormatError("answer_width does not apply to sorting (the answer is a list of labels)")
@@ -157,13 +164,16 @@ class NumberFormat:
         if self.scratchpad == "running_sums":
             la, lb = lengths[:, 0], lengths[:, 1]
             return lb * la + lb * (lb + 1) // 2 + (lb - 1) + end  # sums of la + k + 1 digits, '=' between
+        if self.scratchpad == "radix_passes":
+            items, places = (lengths > 0).sum(axis=1), lengths.max(axis=1)
+            return places * items + (places - 1) + end  # one line of labels per digit place
         return self.max_answer_digits(lengths) + (1 if self.task == "sub" else 0) + end
 
     def answer_run_tokens(self, lengths: np.ndarray) -> np.ndarray:
         """Per problem: the longest run of answer tokens between separators, which an abacus model
         indexes as one number (a sign counts: a model may write a digit in its place)."""
-        if self.scratchpad == "running_sums":
-            return self.max_answer_digits(lengths)
+        if self.scratchpad != "none":
+            return self.max_answer_digits(lengths)  # a sum's digits, a line's labels
         return self.answer_tokens(lengths) - (1 if self.end_token else 0)
 
     def max_answer_tokens(self, problems: Problems) -> int:
@@ -389,6 +399,21 @@ def check_fits(problems: Problems, fmt: NumberFormat) -> None:
 
 
 # -- rendering to token ids ---------------------------------------------------------------
+def radix_passes(problems: Problems) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each digit place p up to the longest item: the item order after a stable sort by digit p
+    of the order before ([n, k] item indices, absent items last) and which rows have place p."""
+    present = problems.lengths > 0
+    longest = problems.lengths.max(axis=1)
+    order = np.broadcast_to(np.arange(problems.operands.shape[1]), present.shape).copy()
+    passes = []
+    for p in range(int(longest.max()) if len(problems) else 0):
+        digit = np.where(p < problems.lengths, problems.operands[:, :, p], 0)
+        key = np.take_along_axis(np.where(present, digit, problems.base), order, axis=1)
+        order = np.take_along_axis(order, np.argsort(key, axis=1, kind="stable"), axis=1)
+        passes.append((order.copy(), p < longest))
+    return passes
+
+
 def running_sums(problems: Problems, base: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """For k = 0 .. longest b - 1: a * (b mod base**(k+1)) as digit rows (least significant first)
     and its width len(a) + k + 1, 0 in rows whose b has no digit k. Schoolbook on digit arrays, so
@@ -498,7 +523,13 @@ def render(problems: Problems, fmt: NumberFormat, with_answer: bool):
             raise FormatError("cannot render answers for problems parsed from prompts")
         if fmt.task == "sort":
             label_ids = np.array([vocab[c] for c in SORT_LABELS[: problems.answer.shape[1]]])
-            segments.append((label_ids[problems.answer], problems.answer_lengths))
+            if fmt.scratchpad == "radix_passes":
+                for p, (order, has_place) in enumerate(radix_passes(problems)):
+                    if p:
+                        segments.append(_const(vocab[PROMPT_END], has_place))
+                    segments.append((label_ids[order], np.where(has_place, problems.answer_lengths, 0)))
+            else:
+                segments.append((label_ids[problems.answer], problems.answer_lengths))
         elif fmt.task == "sub" and fmt.negative_answers == "complement":
             digits, lengths = complement_digits(problems, fmt.base)
             segments.append(_digit_segment(digits, lengths, fmt.answer_width, fmt.reverse_answer))
@@ -550,9 +581,19 @@ def decode_answer(tokens: list[str], fmt: NumberFormat, operand_lengths=None) ->
         text = sums[-1]
     if fmt.task == "sort":
         labels = SORT_LABELS[: fmt.max_items]
-        if not text or any(c not in labels for c in text) or len(set(text)) != len(text):
+        lines = text.split(PROMPT_END) if fmt.scratchpad == "radix_passes" else [text]
+        if operand_lengths is not None:
+            items = int((np.asarray(operand_lengths) > 0).sum())
+            labels = SORT_LABELS[:items]
+            if len(lines) != int(np.max(operand_lengths)):
+                return None  # one line per digit place of the longest item
+        # Every line orders the same labels, each once.
+        if any(not line or set(line) != set(lines[0]) or len(set(line)) != len(line) or not set(line) <= set(labels)
+               for line in lines):
             return None
-        return text
+        if operand_lengths is not None and len(lines[0]) != len(labels):
+            return None
+        return lines[-1]
     sign = ""
     complement = fmt.task == "sub" and fmt.negative_answers == "complement"
     if complement and text.endswith("-"):

@@ -8,6 +8,7 @@ import pytest
 from hf_arith.formatting import (
     EOS_TOKEN,
     PAD_TOKEN,
+    SCRATCHPAD_TASKS,
     FormatError,
     NumberFormat,
     decode_answer,
@@ -135,6 +136,28 @@ def test_mul_running_sums_decode_only_whole_answers():
     assert fmt.fingerprint() != NumberFormat(task="mul").fingerprint()
 
 
+def test_sort_radix_passes_order_the_labels_one_digit_place_at_a_time():
+    # 31, 7, 120 by units (0 < 1 < 7): c a b; by tens, ties kept (0, 2, 3): b c a; by hundreds: b a c.
+    assert rendered("sort", [[31, 7, 120], [5, 5], [10, 2]], scratchpad="radix_passes") == [
+        ("a:13,b:7,c:021=", "cab=bca=bac$"), ("a:5,b:5=", "ab$"), ("a:01,b:2=", "ab=ba$")]
+    fmt = NumberFormat(task="sort", scratchpad="radix_passes")
+    assert decode_answer(list("cab=bca=bac") + [EOS_TOKEN], fmt, [2, 1, 3]) == "bac"
+    for malformed, lengths in (("cab=bca=bac$", [2, 1, 2]),  # a line more than the longest item's places
+                               ("cab=bac$", [2, 1, 3]),  # a line fewer
+                               ("ca=bc=ba$", [2, 1, 3]),  # an item left out
+                               ("cab=bcc=bac$", None), ("cab=bca=bad$", None), ("cab=bca=bac", None)):
+        tokens = [EOS_TOKEN if c == "$" else c for c in malformed]
+        assert decode_answer(tokens, fmt, lengths) is None, malformed
+
+
+def test_sort_radix_passes_budget_is_exact():
+    fmt = NumberFormat(task="sort", scratchpad="radix_passes")
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=7, min_items=2, max_items=8)
+    problems = sample(spec, 300, np.random.default_rng(2), split=None)
+    _, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
+    assert (fmt.answer_tokens(problems.lengths) == lengths - prompt_lengths).all()
+
+
 def test_sort_prompt_and_label_answers():
     rows = [[31, 7, 120], [5, 5]]
     assert rendered("sort", rows, reverse_operands=False) == [("a:31,b:7,c:120=", "bac$"), ("a:5,b:5=", "ab$")]
@@ -247,6 +270,8 @@ FORMATS = [
     dict(negative_answers="complement", base=16, reverse_answer=False, end_token=False),
     dict(scratchpad="running_sums"),
     dict(scratchpad="running_sums", base=16, reverse_operands=False, reverse_answer=False, end_token=False),
+    dict(scratchpad="radix_passes"),
+    dict(scratchpad="radix_passes", base=16, reverse_operands=False, end_token=False),
 ]
 
 
@@ -257,8 +282,8 @@ def test_decode_answer_round_trips(task, settings):
         settings = {k: v for k, v in settings.items() if k != "answer_width"}
     if task != "sub" and "negative_answers" in settings:
         pytest.skip("complement answers are for subtraction")
-    if task != "mul" and "scratchpad" in settings:
-        pytest.skip("running sums are for multiplication")
+    if "scratchpad" in settings and SCRATCHPAD_TASKS[settings["scratchpad"]] != task:
+        pytest.skip("each scratchpad is for one task")
     fmt = NumberFormat(task=task, **settings)
     spec = ProblemSpec(task=task, min_digits=1, max_digits=12, base=fmt.base, min_items=2, max_items=8)
     problems = sample(spec, 200, np.random.default_rng(0), split=None)
@@ -324,6 +349,7 @@ def test_decode_malformed_returns_none(tokens, fmt):
     (dict(task="sub", negative_answers="complement", answer_width=5), "answer_width does not apply to complement"),
     (dict(task="mul", scratchpad="sums"), "scratchpad must be one of"),
     (dict(task="add", scratchpad="running_sums"), "applies to multiplication only, not addition"),
+    (dict(task="mul", scratchpad="radix_passes"), "applies to sorting only, not multiplication"),
     (dict(task="mul", scratchpad="running_sums", answer_width=10), "answer_width does not apply to running sums"),
 ])
 def test_bad_formats(settings, message):
