@@ -17,7 +17,7 @@ import torch
 import hf_arith
 from hf_arith.evaluation import heldout_problems
 from hf_arith.formatting import OPERATORS
-from hf_arith.limits import problem_spec
+from hf_arith.limits import model_limits, problem_spec
 from hf_arith.loading import load_checkpoint
 from hf_arith.stress import stress_sets
 
@@ -28,7 +28,8 @@ def problem_set(model, tokenizer) -> list[str]:
     """Held-out problems inside the training range and (where the model can place them) beyond it,
     plus carry chains and zeros (for sorting: lists of zeros and of the longest numbers)."""
     fmt = tokenizer.arith_format
-    top = fmt.operand_width or 10
+    limit = model_limits(model, tokenizer).max_digits  # running sums take more of the context than answers
+    top = fmt.operand_width or min(10, limit)
     spec = problem_spec(fmt, 1, top)
     texts = heldout_problems(spec, 120, seed=7)[0]
     if fmt.task == "sort":
@@ -37,8 +38,9 @@ def problem_set(model, tokenizer) -> list[str]:
         return texts + sets["zero_operands"][:4] + sets["max_length"]
     op = OPERATORS[fmt.task]
     if not fmt.operand_width:
-        texts += heldout_problems(problem_spec(fmt, 11, 30), 60, seed=8)[0]
-        texts += [f"{'9' * 30}{op}1", f"1{op}{'9' * 30}", f"{'9' * 25}{op}{'9' * 25}"]
+        far = min(30, limit)
+        texts += heldout_problems(problem_spec(fmt, top + 1, far), 60, seed=8)[0]
+        texts += [f"{'9' * far}{op}1", f"1{op}{'9' * far}", f"{'9' * min(25, far)}{op}{'9' * min(25, far)}"]
     texts += [f"0{op}0", f"{'9' * top}{op}{'9' * top}", f"{'9' * top}{op}1", f"{'5' * top}{op}{'5' * top}"]
     return texts
 

@@ -10,7 +10,7 @@ import torch
 
 import hf_arith
 from hf_arith import solve
-from hf_arith.formatting import OPERATORS, FormatError, NumberFormat, quote
+from hf_arith.formatting import OPERATORS, FormatError, NumberFormat, parse_problems, quote, render
 from hf_arith.limits import ModelLimits, model_limits, problem_spec
 from hf_arith.loading import load_checkpoint
 from hf_arith.models import MAX_RECURRENCES
@@ -32,10 +32,15 @@ def widest_problem(fmt, digits: int) -> str:
     return f"{top}{OPERATORS[fmt.task]}{top}"
 
 
-def limit_phrase(model, fmt) -> str:
-    """What the refusal of a too-long operand must name: the limit that binds first."""
+def limit_phrase(model, fmt, problem: str) -> str:
+    """What the refusal of a too-long `problem` must name: the limit that binds first (the context,
+    which written working such as running sums fills first, then the abacus range)."""
     if fmt.operand_width:
         return f"more than {fmt.operand_width} base-{fmt.base} digits"
+    parsed = parse_problems([problem], fmt)
+    prompt = int(render(parsed, fmt, with_answer=False)[2][0])
+    if prompt + fmt.max_answer_tokens(parsed) > model.config.max_position_embeddings:
+        return f"context of {model.config.max_position_embeddings} positions"
     if getattr(model.config, "abacus_max_digits", None) is not None:
         return f"abacus range of {model.config.abacus_max_digits} digits"
     return f"context of {model.config.max_position_embeddings} positions"
@@ -52,7 +57,7 @@ def test_max_digits_is_the_longest_operand_solve_takes(bundled):
     with pytest.raises(FormatError) as info:
         solve(model, tok, [too_long])
     message = str(info.value)
-    assert "\n" not in message and quote(too_long) in message and limit_phrase(model, fmt) in message, message
+    assert "\n" not in message and quote(too_long) in message and limit_phrase(model, fmt, too_long) in message, message
 
 
 @pytest.mark.parametrize("task", ["add", "sub", "mul", "sort", "mul running_sums"])
