@@ -188,12 +188,13 @@ class ModelLimits:
         """New tokens the longest answer the model can be asked for takes (sign and end token
         included): the worst case at `max_digits`, and for sorting the format's most items. What
         a saved checkpoint's `generation_config.max_new_tokens` is set to."""
-        worst = self.worst_case(self.max_digits)
+        budget = self.answer_budget(self.worst_case(self.max_digits))
         if self.fmt.task == "sort":  # a prompt may hold up to max_items items, each answered by a label
             items = self.fmt.max_items
-            worst = Problems(self.fmt.task, self.fmt.base, np.zeros((1, items, 1), dtype=np.int8),
-                             np.ones((1, items), dtype=np.int64))
-        return self.answer_budget(worst)
+            most_items = Problems(self.fmt.task, self.fmt.base, np.zeros((1, items, 1), dtype=np.int8),
+                                  np.ones((1, items), dtype=np.int64))
+            budget = max(budget, self.answer_budget(most_items))  # radix passes: the longest items write most
+        return budget
 
     # -- the checks --------------------------------------------------------------------------
     def check_problems(self, texts: list[str], parsed: Problems | None = None, *,

@@ -79,6 +79,13 @@ def main(argv: list[str] | None = None) -> None:
          "--json", str(target / "eval_results.json"), *threads])
     report_path = target / "eval_results.json"  # named after the bundle, not this machine's path
     report_path.write_text(json.dumps({**json.loads(report_path.read_text()), "model": args.name}, indent=2) + "\n")
+    task = json.loads((target / "tokenizer_config.json").read_text())["number_format"]["task"]
+    if task == "sort":  # sorting has no length grid (its answers are labels): the held-out report only
+        record = {"name": args.name, "heldout": json.loads(report_path.read_text())}
+        what = f"the evaluation bundled with {args.name}: held-out exact match, through hf-arith eval"
+        write_results(RESULTS / f"{args.name}-bundled.json", record, what=what, load_before=load_before)
+        print(f"bundled {target}")
+        return
     scratch = RESULTS / f".{args.name}-eval"
     grid_seconds = run(["eval", str(target), "--samples", "100", "--grid", args.grid,
                         "--samples-per-cell", str(args.samples_per_cell), "--output-dir", str(scratch), *threads])

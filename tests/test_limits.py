@@ -201,3 +201,15 @@ def test_running_sums_must_have_the_problems_shape():
     assert tok.decode_answers(written, ["123*45"] * 3) == ["5535", None, None]
     with pytest.raises(FormatError, match="3 rows of generated ids answer 1 problems"):
         tok.decode_answers(written, ["123*45"])
+
+
+def test_radix_passes_budget_covers_the_longest_items():
+    # Plain sorting answers one label per item, so the most items bound the answer; with radix
+    # passes the longest items write the most lines, and the budget must cover them too.
+    for scratchpad in ("none", "radix_passes"):
+        fmt = NumberFormat(task="sort", scratchpad=scratchpad)
+        limits = ModelLimits(fmt=fmt, context=256, abacus_max_digits=None, abacus_answer_offset=0,
+                             loops=None, tokens_per_step=(1, 1))
+        worst = limits.answer_budget(limits.worst_case(limits.max_digits))
+        assert limits.max_answer_tokens == max(worst, fmt.max_items + 1)
+    assert limits.max_answer_tokens > fmt.max_items + 1
