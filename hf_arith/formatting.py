@@ -558,8 +558,9 @@ def decode_answer(tokens: list[str], fmt: NumberFormat, operand_lengths=None) ->
     writes <eos> after every answer, so tokens without one (an answer cut off by the token
     budget, or ended by <pad>) are not an answer. Returns None when the tokens are not a
     well-formed answer in this format. `operand_lengths` (the problem's operand digit counts),
-    when given, also holds running sums to the problem's shape: one sum per digit of b, the
-    first len(a) + 1 digits wide.
+    when given, also holds written working to the problem's shape: running sums, one per digit
+    of b, the first len(a) + 1 digits wide; radix passes, one line of every item's label per
+    digit place of the longest item.
     """
     chars, ended = [], False
     for t in tokens:
