@@ -76,7 +76,7 @@ class ArithTokenizer(TokenizersBackend):
     def decode_answers(self, generated, problems=None) -> list[str | None]:
         """Generated answer ids ([n, T] tensor or lists) to plain decimal; None where malformed
         (in a format with an end token, also where no <eos> follows the answer). `problems`, the
-        plain problems the rows answer, also holds written working (running sums) to each
+        plain problems the rows answer, also holds written working (running sums, radix passes) to each
         problem's shape."""
         rows = _answer_rows(generated)
         lengths = [None] * len(rows)
