@@ -293,15 +293,19 @@ def cmd_eval(args) -> int:
         limits.check_loops(args.loops, what="--loops")
     if args.grid:
         limits.check_grid(args.grid)
-    spec = problem_spec(fmt, min_digits, max_digits)
+    if args.items:
+        limits.check_items(args.items, max_digits)
+    spec = problem_spec(fmt, min_digits, max_digits, args.items)
     report = evaluate_model(model, tokenizer, spec, n=args.samples, seed=args.seed)
-    print(f"{args.model}: {describe_format(fmt)}; operands of {min_digits}-{max_digits} digits, seed {args.seed}")
+    lists = f"lists of {spec.min_items}-{spec.max_items} items, " if fmt.task == "sort" else ""
+    print(f"{args.model}: {describe_format(fmt)}; {lists}operands of {min_digits}-{max_digits} digits, seed {args.seed}")
     _print_report(report)
     print(f"({report['seconds']:.2f} s)")
     if args.json:
         # What the report was made on, so that `push --eval-json` can refuse it for another model.
         data = {"model": str(args.model), "task": fmt.task, "base": fmt.base, "min_digits": min_digits,
                 "max_digits": max_digits, "seed": args.seed,
+                **({"items": [spec.min_items, spec.max_items]} if fmt.task == "sort" else {}),
                 "number_format_fingerprint": fmt.fingerprint(),
                 "weights_fingerprint": weights_fingerprint(checkpoint_folder(model)), **report,
                 "by_max_operand_length": {str(k): v for k, v in report.get("by_max_operand_length", {}).items()},
@@ -323,6 +327,8 @@ def _eval_record(args, min_digits: int, max_digits: int) -> dict:
 
     command = [PROG, "eval", str(args.model), "--samples", str(args.samples), "--min-digits", str(min_digits),
                "--max-digits", str(max_digits), "--seed", str(args.seed), "--json", str(args.json)]
+    if getattr(args, "items", None):
+        command += ["--items", f"{args.items[0]}:{args.items[1]}"]
     if args.threads is not None:
         command += ["--threads", str(args.threads)]
     for option in ("revision", "device", "dtype"):  # where the model came from and what it ran in
@@ -340,6 +346,13 @@ def _length_range(text: str) -> tuple[int, int]:
         return parse_length_range(text, "")
     except FormatError as err:
         raise argparse.ArgumentTypeError(one_line(err).lstrip()) from None
+
+
+def _item_range(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text)
+    if m is None or not int(m.group(1)) <= int(m.group(2)):
+        raise argparse.ArgumentTypeError(f"expected A:B with A <= B items, e.g. 6:8, got {text[:40]!r}")
+    return int(m.group(1)), int(m.group(2))
 
 
 def _loop_counts(text: str) -> list[int]:
@@ -696,6 +709,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-digits", type=_int, metavar="B",
                    help="longest operands (default: the model's operand width, or the longest its context holds)")
     p.add_argument("--seed", type=_seed, default=1234, metavar="S", help="sampling seed (default: 1234)")
+    p.add_argument("--items", type=_item_range, metavar="A:B",
+                   help="sorting models: lists of A to B items (default: 2 to 5, or the format's max_items if fewer)")
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     p.add_argument("--grid", type=_length_range, metavar="A:B",
                    help="length-generalization grid: every (len_a, len_b) with A <= len <= B digits (JSON + PNG)")

@@ -32,10 +32,15 @@ UNBOUNDED_MAX_DIGITS = 10
 SORT_ITEMS = 5  # sorting problems hold 2 to this many items (fewer if the format takes fewer)
 
 
-def problem_spec(fmt: NumberFormat, min_digits: int, max_digits: int) -> ProblemSpec:
-    """The problems with operands of these lengths that eval draws and the limits assume."""
-    items = {"min_items": 2, "max_items": min(SORT_ITEMS, fmt.max_items)} if fmt.task == "sort" else {}
-    return ProblemSpec(task=fmt.task, base=fmt.base, min_digits=min_digits, max_digits=max_digits, **items)
+def problem_spec(fmt: NumberFormat, min_digits: int, max_digits: int,
+                 items: tuple[int, int] | None = None) -> ProblemSpec:
+    """The problems with operands of these lengths that eval draws and the limits assume; sorting
+    lists hold 2 to SORT_ITEMS items unless `items` (min, max) says otherwise."""
+    if fmt.task != "sort":
+        return ProblemSpec(task=fmt.task, base=fmt.base, min_digits=min_digits, max_digits=max_digits)
+    low, high = items or (2, min(SORT_ITEMS, fmt.max_items))
+    return ProblemSpec(task=fmt.task, base=fmt.base, min_digits=min_digits, max_digits=max_digits,
+                       min_items=low, max_items=high)
 
 
 def training_range(fmt: NumberFormat, folder: str | Path | None = None) -> tuple[int, int] | None:
@@ -232,6 +237,21 @@ class ModelLimits:
         reason = self._length_refusal(max_digits)
         if reason is not None:
             raise FormatError(f"{high} {max_digits}: {reason}")
+
+    def check_items(self, items: tuple[int, int], max_digits: int, what: str = "--items") -> None:
+        """Sorting lists of items[0] to items[1] items, each up to `max_digits` digits: within the
+        format's item count, and the longest such list fits the model."""
+        if self.fmt.task != "sort":
+            raise FormatError(f"{what}: item counts apply to sorting; this model does {TASK_NAMES[self.fmt.task]}")
+        low, high = items
+        if not 2 <= low <= high <= self.fmt.max_items:
+            raise FormatError(f"{what} {low}:{high}: lists must hold 2 to {self.fmt.max_items} items "
+                              "(the format's max_items)")
+        longest = Problems(self.fmt.task, self.fmt.base, np.full((1, high, max_digits), self.fmt.base - 1, dtype=np.int8),
+                           np.full((1, high), max_digits, dtype=np.int64))
+        refused = self._first_refusal(longest)
+        if refused is not None:
+            raise FormatError(f"{what} {low}:{high} with items of {max_digits} digits: {refused[1]}")
 
     def check_grid(self, lengths: tuple[int, int]) -> None:
         """A length grid needs two operands and, since its largest cells run last, lengths up to

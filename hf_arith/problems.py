@@ -91,10 +91,20 @@ def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: st
       borrow in), so one early column decides many answer digits; half the time the chain goes
       on into the longer operand's own digits (base - 1 for a carry, 0 for a borrow), past the
       end of the shorter one (990+99999999);
-    - "hard": each problem one of the two, half and half where the task has chains.
-    Lengths are drawn as for uniform problems.
+    - "hard": each problem one of the two, half and half where the task has chains; in sorting,
+      half the lists repeated digits and half uniform digits.
+    Lengths are drawn as for uniform problems, except in sorting: there half the lists have every
+    item as long as their longest (uniform lists almost never do, and then every radix pass orders
+    every item), and each later item of those repeats the first a third of the time, so that ties
+    (equal items, which must keep their label order) are common, up to lists of equal items.
     """
     digits, lengths = _sample_operands(spec, n, rng)
+    ties = np.zeros(lengths.shape, dtype=bool)
+    if spec.task == "sort":
+        ties = (rng.random(n) < 0.5)[:, None] & (lengths > 0)
+        lengths = np.where(ties, lengths.max(axis=1, keepdims=True), lengths)
+        ties[:, 0] = False
+        ties &= rng.random(lengths.shape) < 1 / 3
     base, width = spec.base, spec.max_digits
     if kind == "chains" and spec.task not in CHAIN_TASKS:
         raise FormatError(f"carry chains apply to {' and '.join(CHAIN_TASKS)}, not {spec.task}")
@@ -105,13 +115,14 @@ def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: st
     mixed = rng.random((n, digits.shape[1], 1)) < 0.5
     pick = mixed & (rng.random(digits.shape) < 0.5)
     repeated = np.where(pick, second, first).astype(np.int8)
-    digits = np.where(~chain[:, None, None], repeated, digits)
+    uniform = rng.random(n) < 0.5 if spec.task == "sort" and kind == "hard" else chain  # rows keeping their digits
+    digits = np.where(~uniform[:, None, None], repeated, digits)
     # Leading zeros take the pair's other digit (non-zero, as the two differ), so that the
     # _fix_leading below, which would draw any non-zero digit, keeps them within the pair.
     lead = np.maximum(lengths - 1, 0)[..., None]
     top = np.take_along_axis(digits, lead, axis=2)[..., 0]
     other = np.broadcast_to(np.where(first[..., 0] == 0, second[..., 0], first[..., 0]), top.shape)
-    top = np.where((~chain[:, None]) & (lengths > 1) & (top == 0), other, top)
+    top = np.where((~uniform[:, None]) & (lengths > 1) & (top == 0), other, top)
     np.put_along_axis(digits, lead, top[..., None].astype(np.int8), axis=2)
     if chain.any():
         shorter = lengths[:, :2].min(axis=1)
@@ -138,6 +149,7 @@ def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: st
         rows, col = np.nonzero(onward)
         digits[rows, which[rows], col] = base - 1 if spec.task == "add" else 0
     _fix_leading(digits, lengths, base, rng)
+    digits[ties] = np.broadcast_to(digits[:, :1], digits.shape)[ties]
     return digits, lengths
 
 

@@ -4,9 +4,11 @@
 - carry chains: 999..9 + 1 and 1 + 999..9 (every digit carries), 1000..0 - 1 (every digit
   borrows), 999..9 * 9, for every length;
 - zero operands: 0+0, 0+x and x+0 (sorting: all items 0);
+- ties (sorting): lists of equal items, whose answer is the labels in order;
 - max length: both operands as long as the model takes;
 - repeated digits: operands written with one or two distinct digits (55555555+5555555555), where
-  random sampling almost never goes and attention has the most look-alike positions to confuse;
+  random sampling almost never goes and attention has the most look-alike positions to confuse
+  (sorting: lists full of ties);
 - reported failures: wrong answers bundled models once gave, kept as regression cases.
 
 "9" stands for the largest digit of the model's base. Reference answers come from the
@@ -49,9 +51,15 @@ def stress_sets(fmt, max_digits: int, n: int = 100, seed: int = 0) -> dict[str, 
         items = min(fmt.max_items, 5)
         spec = ProblemSpec(task="sort", base=base, min_digits=max_digits, max_digits=max_digits,
                            min_items=items, max_items=items)
+        # Equal items must keep their label order: k copies of one number, for every length and item count.
+        values = [v for k in lengths for v in (*_random_values(base, k, 1, rng), base**k - 1)]
+        mixed = ProblemSpec(task="sort", base=base, min_digits=1, max_digits=max_digits, min_items=2, max_items=items)
         return {
             "zero_operands": [",".join(f"{SORT_LABELS[i]}:0" for i in range(k)) for k in range(2, fmt.max_items + 1)],
             "max_length": sample(spec, n, rng, split=None).to_text(),
+            "ties": [",".join(f"{SORT_LABELS[i]}:{v}" for i in range(k)) for v in values
+                     for k in range(2, fmt.max_items + 1)],
+            "repeated_digits": sample(mixed, n, rng, split=None, kind="repeated").to_text(),
         }
     op = OPERATORS[task]
     top = [base**k - 1 for k in lengths]  # 99..9 in the model's base, k digits

@@ -287,3 +287,20 @@ def test_each_hard_kind_alone():
         sample(ProblemSpec(task="mul"), 10, np.random.default_rng(0), kind="chains")
     with pytest.raises(FormatError, match="unknown problem kind 'easy'"):
         sample(spec, 10, np.random.default_rng(0), kind="easy")
+
+
+def test_hard_sorting_lists_are_full_of_ties():
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=6, min_items=2, max_items=5)
+    hard, uniform = (sample(spec, 4000, np.random.default_rng(3), kind=k) for k in ("hard", "uniform"))
+
+    def share(problems, test):
+        return np.mean([test(values) for values in problems.operand_values()])
+
+    def has_tie(values):
+        return len(set(values)) < len(values)
+
+    def all_equal_long(values):
+        return len(values) >= 4 and len(set(values)) == 1 and values[0] >= 10**5
+
+    assert share(uniform, has_tie) < 0.1 and share(hard, has_tie) > 0.4
+    assert share(uniform, all_equal_long) == 0 and share(hard, all_equal_long) > 0.001
