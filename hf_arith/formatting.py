@@ -27,6 +27,7 @@ SCRATCHPADS = ("none", "running_sums", "radix_passes")  # intermediate steps wri
 SCRATCHPAD_TASKS = {"running_sums": "mul", "radix_passes": "sort"}
 DIGIT_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SORT_LABELS = "abcdefghijklmnopqrstuvwxyz"
+SORT_ITEMS = 5  # sorting lists drawn by default (eval, limits) hold 2 to this many items, fewer if max_items is lower
 PAD_TOKEN, EOS_TOKEN = "<pad>", "<eos>"
 PROMPT_END = "="
 QUOTE_CHARS = 40  # an error message quotes at most this many characters of a problem

@@ -18,7 +18,17 @@ from pathlib import Path
 
 import numpy as np
 
-from .formatting import PROMPT_END, TASK_NAMES, FormatError, NumberFormat, Problems, parse_problems, quote, render
+from .formatting import (
+    PROMPT_END,
+    SORT_ITEMS,
+    TASK_NAMES,
+    FormatError,
+    NumberFormat,
+    Problems,
+    parse_problems,
+    quote,
+    render,
+)
 from .models import MAX_RECURRENCES
 from .problems import ProblemSpec
 
@@ -29,7 +39,6 @@ FINGERPRINT_KEY = "number_format_fingerprint"
 MAX_CONTEXT = 1_000_000
 # Operands assumed for a model that states neither a context nor an abacus range (none does today).
 UNBOUNDED_MAX_DIGITS = 10
-SORT_ITEMS = 5  # sorting problems hold 2 to this many items (fewer if the format takes fewer)
 
 
 def problem_spec(fmt: NumberFormat, min_digits: int, max_digits: int,

@@ -17,6 +17,7 @@ built, each with a one-line note in `recipe.notes`; the two given with different
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib.util
 import inspect
 import math
@@ -541,7 +542,12 @@ def load_recipe(name_or_path: str | None = None, overrides: list[str] | None = N
     if not path.is_file():
         preset = PRESETS_DIR / f"{name_or_path}.yaml"
         if not preset.is_file():
-            raise RecipeError(f"no preset or file named {name_or_path!r}; presets: {', '.join(list_presets())}")
+            # The presets are too many to list in one error line: the closest names, and where the rest are.
+            presets = list_presets()
+            close = difflib.get_close_matches(name_or_path, presets, n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise RecipeError(f"no preset or file named {name_or_path!r}; {hint}the {len(presets)} presets include "
+                              f"minimal-add10 (the default); `hf-arith train --help` lists them all")
         path = preset
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

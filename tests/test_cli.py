@@ -119,6 +119,34 @@ def test_eval_digit_range_and_seed(add10, capsys):
     assert {int(r) for r in rows} <= {3, 4}
 
 
+def test_eval_items_sets_how_many_items_a_sorting_list_holds(tmp_path, capsys):
+    report = tmp_path / "items.json"
+    code, out, err = run(capsys, "eval", "abacus-gpt2-sort", "--samples", 30, "--items", "6:8", "--max-digits", 3,
+                         "--json", report)
+    assert code == 0, err
+    assert "lists of 6-8 items, operands of 1-3 digits" in out
+    data = json.loads(report.read_text())
+    assert data["items"] == [6, 8] and "--items 6:8" in data["command"] and data["n"] == 30
+    # The report's own command remakes it.
+    remade = tmp_path / "remade.json"
+    argv = shlex.split(data["command"])[1:]
+    argv[argv.index("--json") + 1] = str(remade)
+    assert run(capsys, *argv)[0] == 0
+    assert json.loads(remade.read_text())["exact_match"] == data["exact_match"]
+
+
+def test_eval_items_out_of_range_or_on_another_task_is_one_line(add10, capsys):
+    for argv, message in [
+        (["abacus-gpt2-sort", "--items", "2:9"], "--items 2:9: lists must hold 2 to 8 items (the format's max_items)"),
+        (["abacus-gpt2-sort", "--items", "1:3"], "--items 1:3: lists must hold 2 to 8 items (the format's max_items)"),
+        ([add10, "--items", "2:3"], "--items: item counts apply to sorting; this model does addition"),
+    ]:
+        code, _, err = run(capsys, "eval", *argv, "--samples", 5)
+        assert code == 2 and err.splitlines() == [f"hf-arith: error: {message}"], err
+    code, _, err = run(capsys, "eval", add10, "--items", "8:6")
+    assert code == 2 and "expected A:B with A <= B items" in err and len(err.splitlines()) <= 3
+
+
 # -- verify ---------------------------------------------------------------------------------
 def test_verify_prints_the_tiny_adder_protocol(add10, capsys):
     code, out, err = run(capsys, "verify", add10)

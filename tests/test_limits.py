@@ -10,8 +10,8 @@ import torch
 
 import hf_arith
 from hf_arith import solve
-from hf_arith.formatting import OPERATORS, FormatError, NumberFormat, parse_problems, quote, render
-from hf_arith.limits import ModelLimits, model_limits, problem_spec
+from hf_arith.formatting import OPERATORS, SORT_LABELS, FormatError, NumberFormat, parse_problems, quote, render
+from hf_arith.limits import SORT_ITEMS, ModelLimits, model_limits, problem_spec
 from hf_arith.loading import load_checkpoint
 from hf_arith.models import MAX_RECURRENCES
 from hf_arith.problems import example_problem
@@ -27,8 +27,11 @@ def bundled(request):
 
 
 def widest_problem(fmt, digits: int) -> str:
-    """Two operands of `digits` digits, every digit the base's largest, written in decimal."""
+    """Two operands (sorting: as many items as eval draws) of `digits` digits, every digit the
+    base's largest, written in decimal."""
     top = fmt.base**digits - 1
+    if fmt.task == "sort":
+        return ",".join(f"{label}:{top}" for label in SORT_LABELS[:min(SORT_ITEMS, fmt.max_items)])
     return f"{top}{OPERATORS[fmt.task]}{top}"
 
 
@@ -52,7 +55,7 @@ def test_max_digits_is_the_longest_operand_solve_takes(bundled):
     digits = model_limits(model, tok).max_digits
     assert digits >= 10  # every bundled model takes the tiny-adder protocol's lengths
     answer = solve(model, tok, [widest_problem(fmt, digits)])[0]
-    assert answer is None or answer.lstrip("-").isdigit()
+    assert answer is None or (answer.isalpha() if fmt.task == "sort" else answer.lstrip("-").isdigit())
     too_long = widest_problem(fmt, digits + 1)
     with pytest.raises(FormatError) as info:
         solve(model, tok, [too_long])
@@ -141,9 +144,13 @@ def test_grid_and_digit_range_name_the_option_and_the_limit(bundled):
     name, model, tok = bundled
     limits = model_limits(model, tok)
     top = limits.max_digits
-    limits.check_grid((1, top))
-    with pytest.raises(FormatError, match=f"^grid up to {top + 1} digits: "):
-        limits.check_grid((1, top + 1))
+    if tok.arith_format.task == "sort":  # the length grid needs two operands
+        with pytest.raises(FormatError, match="^the length grid needs a task with two operands; this model does sorting"):
+            limits.check_grid((1, top))
+    else:
+        limits.check_grid((1, top))
+        with pytest.raises(FormatError, match=f"^grid up to {top + 1} digits: "):
+            limits.check_grid((1, top + 1))
     with pytest.raises(FormatError, match=f"^--max-digits {top + 1}: "):
         limits.check_digit_range(1, top + 1, names=("--min-digits", "--max-digits"))
     with pytest.raises(FormatError, match="need 1 <= --min-digits <= --max-digits, got 3 and 2"):

@@ -199,8 +199,9 @@ def open_pipeline(name: str):
 def worst_problem(fmt, formatting, digits: int) -> str:
     """The longest problem with operands of `digits` digits: every digit the base's largest."""
     number = str(fmt.base**digits - 1)
-    if fmt.task == "sort":
-        return ",".join(f"{label}:{number}" for label in formatting.SORT_LABELS[: fmt.max_items])
+    if fmt.task == "sort":  # as many items as hf_arith's limits assume (SORT_ITEMS); longer lists are refused as typed
+        items = min(getattr(formatting, "SORT_ITEMS", fmt.max_items), fmt.max_items)
+        return ",".join(f"{label}:{number}" for label in formatting.SORT_LABELS[:items])
     return f"{number}{formatting.OPERATORS[fmt.task]}{number}"
 
 
