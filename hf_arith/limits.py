@@ -129,10 +129,10 @@ class ModelLimits:
         return i, (f"numbers of {longest[i]} digits are beyond this model's abacus range of "
                    f"{self.abacus_max_digits} digits (config.abacus_max_digits)")
 
-    def worst_case(self, digits: int) -> Problems:
+    def worst_case(self, digits: int, items: int | None = None) -> Problems:
         """The longest problem with operands of `digits` digits (every digit the base's largest;
-        for sorting, as many items as eval draws): what a range of lengths must fit."""
-        k = problem_spec(self.fmt, 1, digits).n_operands
+        for sorting, `items` items or as many as eval draws): what a range of lengths must fit."""
+        k = items or problem_spec(self.fmt, 1, digits).n_operands
         operands = np.full((1, k, digits), self.fmt.base - 1, dtype=np.int8)
         return Problems(self.fmt.task, self.fmt.base, operands, np.full((1, k), digits, dtype=np.int64))
 
@@ -256,9 +256,7 @@ class ModelLimits:
         if not 2 <= low <= high <= self.fmt.max_items:
             raise FormatError(f"{what} {low}:{high}: lists must hold 2 to {self.fmt.max_items} items "
                               "(the format's max_items)")
-        longest = Problems(self.fmt.task, self.fmt.base, np.full((1, high, max_digits), self.fmt.base - 1, dtype=np.int8),
-                           np.full((1, high), max_digits, dtype=np.int64))
-        refused = self._first_refusal(longest)
+        refused = self._first_refusal(self.worst_case(max_digits, items=high))
         if refused is not None:
             raise FormatError(f"{what} {low}:{high} with items of {max_digits} digits: {refused[1]}")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .decoding import default_batch_size
-from .formatting import OPERATORS, SORT_LABELS, digits_to_int, parse_problems
+from .formatting import OPERATORS, SORT_ITEMS, SORT_LABELS, digits_to_int, parse_problems
 from .limits import model_limits
 from .metrics import arith_scores, is_silent_wrong
 from .problems import ProblemSpec, sample, with_answers
@@ -48,7 +48,7 @@ def stress_sets(fmt, max_digits: int, n: int = 100, seed: int = 0) -> dict[str, 
     base, task = fmt.base, fmt.task
     lengths = range(1, max_digits + 1)
     if task == "sort":
-        items = min(fmt.max_items, 5)
+        items = min(fmt.max_items, SORT_ITEMS)
         spec = ProblemSpec(task="sort", base=base, min_digits=max_digits, max_digits=max_digits,
                            min_items=items, max_items=items)
         # Equal items must keep their label order: k copies of one number, for every length and item count.
