@@ -685,7 +685,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Train, evaluate and use small transformers that do exact arithmetic.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--threads", type=_threads, default=None, metavar="N",
-                        help="torch CPU threads (default: the recipe's optim.threads for train; for eval, 1 for tiny "
+                        help="torch CPU threads (default: the recipe's optim.threads for train, and for every earlier stage it "
+                             "trains; for eval, 1 for tiny "
                              "models and every core for wider ones; 1 for the other commands)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

@@ -643,7 +643,9 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
     """Train a prepared run (see `prepare_run`, which has checked it); returns the summary `train` does."""
     recipe, fmt, output_dir, checkpoint = run.recipe, run.fmt, run.output_dir, run.checkpoint
     if run.earlier_stage is not None:  # its own run, resumed where a killed one left checkpoints
-        earlier = run.earlier_stage
+        # Threads are a setting of the machine, not of the model: every stage one command trains uses its own.
+        earlier = dataclasses.replace(run.earlier_stage,
+                                      optim=dataclasses.replace(run.earlier_stage.optim, threads=recipe.optim.threads))
         if is_main_process():
             print(f"Training the earlier stage first, into {earlier.output_dir} (init_from: {recipe.init_from})", flush=True)
         train(earlier, resume=last_checkpoint(earlier.output_dir) is not None, evaluate=evaluate)

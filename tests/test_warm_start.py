@@ -142,3 +142,14 @@ def test_a_preset_stage_that_cannot_run_is_refused_in_one_line(tmp_path):
     own = stage_recipe(tmp_path, "b")
     with pytest.raises(RecipeError, match="this run's own output folder"):
         train(load_recipe(str(stage_recipe(tmp_path, "c", init_from=f"preset:{own}")), []), output_dir=str(tmp_path / "b"))
+
+
+def test_earlier_stages_train_on_the_threads_of_the_command_that_starts_them(tmp_path):
+    from hf_arith.cli import main
+
+    first = stage_recipe(tmp_path, "first")  # its recipe says threads: 1
+    second = stage_recipe(tmp_path, "second", init_from=f"preset:{first}")
+    assert main(["train", str(second), "--threads", "2"]) == 0
+    for stage in ("first", "second"):
+        summary = json.loads((tmp_path / stage / "final" / "training_summary.json").read_text())
+        assert summary["recipe"]["optim"]["threads"] == 2, stage
