@@ -291,8 +291,8 @@ def cmd_eval(args) -> int:
     limits.check_digit_range(min_digits, max_digits, names=("--min-digits", "--max-digits"))
     if args.loops:
         limits.check_loops(args.loops, what="--loops")
-    if args.grid:
-        limits.check_grid(args.grid)
+    if args.grid:  # a sorting model's grid rows are --items, when given (else every list size it writes)
+        limits.check_grid(args.grid, args.items if fmt.task == "sort" else None)
     if args.items:
         limits.check_items(args.items, max_digits)
     spec = problem_spec(fmt, min_digits, max_digits, args.items)
@@ -398,17 +398,20 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
     written = []
     grid_set = None
     if args.grid:
+        sort = fmt.task == "sort"
         result = length_grid(model, tokenizer, args.grid, args.samples_per_cell, seed=args.seed, train_range=train,
-                             progress=sys.stderr.isatty(), keep_problems=True)
+                             progress=sys.stderr.isatty(), keep_problems=True, items=args.items if sort else None,
+                             train_items=limits.training_items)
         problems = result.pop("problems")
         grid_set = ([p["problem"] for p in problems], [p["answer"] for p in problems],
-                    [_in_training_range(p, train) for p in problems])
+                    [_in_training_range(p, train, result.get("train_items")) for p in problems])
         result["model"] = str(args.model)
         written.append(_write_json(out_dir / "grid.json", result))
         with (out_dir / "grid_problems.jsonl").open("w") as f:
             f.writelines(json.dumps(p) + "\n" for p in problems)
         written += [out_dir / "grid_problems.jsonl", save_figure(plot_grid(result), out_dir / "grid.png")]
-        summary["grid"] = {"lengths": result["lengths"], **result["summary"]}
+        summary["grid"] = {"lengths": result["lengths"], **({"items": result["items"]} if "items" in result else {}),
+                           **result["summary"]}
         _print_grid(result)
     if args.loops:
         if grid_set is None:
@@ -435,14 +438,21 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
     print(f"Wrote {', '.join(p.name for p in written)} to {out_dir}")
 
 
-def _in_training_range(problem: dict, train) -> bool:
+def _in_training_range(problem: dict, train, train_items=None) -> bool:
+    """Whether a grid problem lies in the trained range: both operand lengths, or for a sorting
+    list its size (in `train_items`) and its numbers' digits."""
+    if "items" in problem:
+        return (train is not None and train_items is not None and train_items[0] <= problem["items"] <= train_items[1]
+                and train[0] <= problem["digits"] <= train[1])
     return train is not None and all(train[0] <= problem[k] <= train[1] for k in ("len_a", "len_b"))
 
 
 def _print_grid(result: dict) -> None:
     s = result["summary"]
     lo, hi = result["lengths"]
-    print(f"Length grid {lo}-{hi} x {lo}-{hi} digits, {result['samples_per_cell']} problems per cell: "
+    cells = (f"Grid of lists of {result['items'][0]}-{result['items'][1]} numbers x {lo}-{hi} digits each"
+             if result.get("items") else f"Length grid {lo}-{hi} x {lo}-{hi} digits")
+    print(f"{cells}, {result['samples_per_cell']} problems per cell: "
           f"{_pct(s['exact_match'])} exact match, {_pct(s['per_digit_accuracy'])} of digits, "
           f"mean answer perplexity {s['mean_perplexity']:.3f} ({s['seconds']:.1f} s)")
     for key, label in (("in_training_range_exact_match", "inside the training range"),
@@ -711,10 +721,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="longest operands (default: the model's operand width, or the longest its context holds)")
     p.add_argument("--seed", type=_seed, default=1234, metavar="S", help="sampling seed (default: 1234)")
     p.add_argument("--items", type=_item_range, metavar="A:B",
-                   help="sorting models: lists of A to B items (default: 2 to 5, or the format's max_items if fewer)")
+                   help="sorting models: lists of A to B items (default: 2 to 5, or the format's max_items if fewer; "
+                        "the rows of --grid)")
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     p.add_argument("--grid", type=_length_range, metavar="A:B",
-                   help="length-generalization grid: every (len_a, len_b) with A <= len <= B digits (JSON + PNG)")
+                   help="length-generalization grid: every (len_a, len_b) with A <= len <= B digits, or for sorting "
+                        "every (items, digits) with lists of --items numbers (default: every size the format writes) "
+                        "of A to B digits (JSON + PNG)")
     p.add_argument("--samples-per-cell", type=_int_in(1, MAX_SAMPLES_PER_CELL), default=100, metavar="N",
                    help=f"problems per grid cell, at most {MAX_SAMPLES_PER_CELL:,} (default: 100)")
     p.add_argument("--train-range", type=_length_range, metavar="A:B",

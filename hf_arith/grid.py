@@ -1,7 +1,9 @@
-"""The length-generalization grid: accuracy for every pair of operand lengths (len_a, len_b).
+"""The length-generalization grid: accuracy for every pair of operand lengths (len_a, len_b), and
+for sorting, for every list size and item length (items, digits).
 
 Each cell holds `samples_per_cell` problems whose operands have exactly len_a and len_b digits
-(in the model's base), drawn from the held-out split (the split hash of `problems.py`), so a
+(in the model's base), or lists of exactly `items` numbers of exactly `digits` digits each (the
+hardest lists of that size: every radix pass orders every item), drawn from the held-out split (the split hash of `problems.py`), so a
 cell inside the training range measures held-out accuracy. Small cells (1x1 has 100 problems,
 of which about 10 are held out) are enumerated and sampled with replacement; the JSON records
 how many distinct problems a cell used. Per-cell scores come from `hf_arith.metrics`, the same
@@ -28,7 +30,7 @@ from .decoding import default_batch_size, forced_scores
 from .formatting import OPERATORS, FormatError, Problems, digits_to_int, render
 from .limits import model_limits
 from .metrics import arith_scores, group_scores, length_key
-from .problems import DEFAULT_TEST_FRACTION, split_of, with_answers
+from .problems import DEFAULT_TEST_FRACTION, ProblemSpec, problem_hash, sample, split_of, with_answers
 from .solving import solve
 
 ENUMERATE_LIMIT = 200_000  # cells with at most this many problems are enumerated, not sampled
@@ -106,11 +108,38 @@ def cell_problems(task: str, base: int, len_a: int, len_b: int, n: int, seed: in
     return problems, {"distinct": int(distinct), "heldout": bool(heldout)}
 
 
+def sort_cell_problems(base: int, items: int, digits: int, n: int, seed: int = 0,
+                       test_fraction: float = DEFAULT_TEST_FRACTION) -> tuple[Problems, dict]:
+    """n held-out lists of exactly `items` numbers of exactly `digits` digits each (with answers),
+    and how they were drawn, as `cell_problems` says. Small spaces repeat lists (1-digit pairs:
+    100 lists, about 10 held out)."""
+    spec = ProblemSpec(task="sort", base=base, min_digits=digits, max_digits=digits, min_items=items, max_items=items)
+    rng = np.random.default_rng([seed, items, digits])
+    problems = sample(spec, n, rng, split="test" if test_fraction > 0 else None, test_fraction=test_fraction)
+    return problems, {"distinct": len(np.unique(problem_hash(problems))), "heldout": test_fraction > 0}
+
+
 def stack(parts: list[Problems]) -> Problems:
-    """One batch from batches of (possibly) different operand widths, without answers."""
+    """One batch from batches of (possibly) different operand widths and item counts, without answers."""
+    items = max(p.operands.shape[1] for p in parts)
     width = max(p.operands.shape[2] for p in parts)
-    operands = np.concatenate([np.pad(p.operands, ((0, 0), (0, 0), (0, width - p.operands.shape[2]))) for p in parts])
-    return Problems(parts[0].task, parts[0].base, operands, np.concatenate([p.lengths for p in parts]))
+    operands = np.concatenate([np.pad(p.operands, ((0, 0), (0, items - p.operands.shape[1]),
+                                                   (0, width - p.operands.shape[2]))) for p in parts])
+    lengths = np.concatenate([np.pad(p.lengths, ((0, 0), (0, items - p.lengths.shape[1]))) for p in parts])
+    return Problems(parts[0].task, parts[0].base, operands, lengths)
+
+
+def cell_of(problems: Problems) -> np.ndarray:
+    """Each problem's grid cell as (row, column), [n, 2]: its operand lengths (len_a, len_b), or for
+    a sorting list its item count and its longest item's digits (items, digits)."""
+    if problems.task == "sort":
+        return np.stack([(problems.lengths > 0).sum(axis=1), problems.lengths.max(axis=1)], axis=1)
+    return problems.lengths[:, :2]
+
+
+def axis_names(task: str) -> tuple[str, str]:
+    """What a grid's rows and columns count: ('len_a', 'len_b'), or ('items', 'digits') for sorting."""
+    return ("items", "digits") if task == "sort" else ("len_a", "len_b")
 
 
 def _decimal(digits: np.ndarray, lengths: np.ndarray, base: int) -> list[str]:
@@ -124,6 +153,8 @@ def _decimal(digits: np.ndarray, lengths: np.ndarray, base: int) -> list[str]:
 
 def plain_text(problems: Problems) -> tuple[list[str], list[str]]:
     """Problems and answers as plain decimal text ('123+456', '579'), fast for large batches."""
+    if problems.task == "sort":
+        return problems.to_text(), problems.answer_text()
     a = _decimal(problems.operands[:, 0], problems.lengths[:, 0], problems.base)
     b = _decimal(problems.operands[:, 1], problems.lengths[:, 1], problems.base)
     answers = _decimal(problems.answer, problems.answer_lengths, problems.base)
@@ -182,25 +213,31 @@ def answer_perplexity(model, tokenizer, problems: Problems, batch_size: int | No
 
 # -- the grid -------------------------------------------------------------------------------
 def grid_problem_set(fmt, lengths: tuple[int, int], samples_per_cell: int = 100, seed: int = 0,
-                     test_fraction: float = DEFAULT_TEST_FRACTION) -> tuple[Problems, dict]:
+                     test_fraction: float = DEFAULT_TEST_FRACTION,
+                     items: tuple[int, int] | None = None) -> tuple[Problems, dict]:
     """All cells' problems in one batch (cell by cell, with answers), and how each cell was drawn.
-    The lengths are ones the format can write (`length_grid` checks them)."""
+    The lengths (and for sorting, the item counts `items`) are ones the format can write
+    (`length_grid` checks them)."""
     lo, hi = lengths
+    rows = items if fmt.task == "sort" else lengths
     parts, drawn = [], {}
-    for a in range(lo, hi + 1):
+    for a in range(rows[0], rows[1] + 1):
         for b in range(lo, hi + 1):
-            problems, drawn[(a, b)] = cell_problems(fmt.task, fmt.base, a, b, samples_per_cell, seed, test_fraction)
+            if fmt.task == "sort":
+                problems, drawn[(a, b)] = sort_cell_problems(fmt.base, a, b, samples_per_cell, seed, test_fraction)
+            else:
+                problems, drawn[(a, b)] = cell_problems(fmt.task, fmt.base, a, b, samples_per_cell, seed, test_fraction)
             parts.append(problems)
     return with_answers(stack(parts)), drawn  # answers in one vectorized pass over all cells
 
 
-def _matrix(cells: dict, lo: int, hi: int, field: str) -> list[list[float]]:
-    size = range(lo, hi + 1)
-    return [[cells[(a, b)][field] for b in size] for a in size]
+def _matrix(cells: dict, rows: tuple[int, int], columns: tuple[int, int], field: str) -> list[list[float]]:
+    return [[cells[(a, b)][field] for b in range(columns[0], columns[1] + 1)] for a in range(rows[0], rows[1] + 1)]
 
 
-def _in_range(len_a: int, len_b: int, train_range) -> bool:
-    return train_range is not None and all(train_range[0] <= n <= train_range[1] for n in (len_a, len_b))
+def _in_range(row: int, column: int, train_rows, train_range) -> bool:
+    return (train_range is not None and train_rows is not None
+            and train_rows[0] <= row <= train_rows[1] and train_range[0] <= column <= train_range[1])
 
 
 def solved_up_to(cells: dict, lo: int, hi: int, threshold: float = SOLVED) -> int:
@@ -213,26 +250,34 @@ def solved_up_to(cells: dict, lo: int, hi: int, threshold: float = SOLVED) -> in
     return best
 
 
-def grid_report(predictions, answers, lengths, perplexity, lo: int, hi: int, train_range=None) -> dict:
-    """Per-cell scores and the summary from per-problem predictions (no model: also for tests)."""
+def grid_report(predictions, answers, lengths, perplexity, lo: int, hi: int, train_range=None, *,
+                rows: tuple[int, int] | None = None, train_rows=None, names: tuple[str, str] = ("len_a", "len_b")) -> dict:
+    """Per-cell scores and the summary from per-problem predictions (no model: also for tests).
+
+    lengths: each problem's cell (`cell_of`). Columns run lo..hi; rows run lo..hi too, or over
+    `rows` (sorting: item counts, whose trained range is `train_rows`), named by `names`."""
     lengths = np.asarray(lengths)
+    square = rows is None
+    rows = (lo, hi) if square else rows
+    train_rows = train_range if square else train_rows
     keys = [length_key(row) for row in lengths]
     scored = group_scores(predictions, answers, keys)
     by_key = {}
     for k, x in zip(keys, np.asarray(perplexity, dtype=np.float64)):
         by_key.setdefault(k, []).append(x)
     cells = {}
-    for a in range(lo, hi + 1):
+    for a in range(rows[0], rows[1] + 1):
         for b in range(lo, hi + 1):
             key = length_key((a, b))
             if key not in scored:
-                raise ValueError(f"no problems with operand lengths {a} and {b} in the grid")
-            cells[(a, b)] = {"len_a": a, "len_b": b, **scored[key], "mean_perplexity": float(np.mean(by_key[key]))}
+                raise ValueError(f"no problems with {names[0]} {a} and {names[1]} {b} in the grid")
+            cells[(a, b)] = {names[0]: a, names[1]: b, **scored[key], "mean_perplexity": float(np.mean(by_key[key]))}
     overall = arith_scores(predictions, answers)
-    summary = {**overall, "mean_perplexity": float(np.mean(perplexity)) if len(perplexity) else math.nan,
-               f"solved_up_to_{int(SOLVED * 100)}": solved_up_to(cells, lo, hi)}
+    summary = {**overall, "mean_perplexity": float(np.mean(perplexity)) if len(perplexity) else math.nan}
+    if square:  # the lengths up to which every pair is solved; a grid of items x digits has no such diagonal
+        summary[f"solved_up_to_{int(SOLVED * 100)}"] = solved_up_to(cells, lo, hi)
     if train_range is not None:
-        inside = np.array([_in_range(a, b, train_range) for a, b in lengths[:, :2]])
+        inside = np.array([_in_range(a, b, train_rows, train_range) for a, b in lengths[:, :2]])
         for name, part in (("in_training_range", inside), ("beyond_training_range", ~inside)):
             idx = np.flatnonzero(part)
             summary[f"{name}_exact_match"] = (
@@ -243,21 +288,26 @@ def grid_report(predictions, answers, lengths, perplexity, lo: int, hi: int, tra
 def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: int = 100, seed: int = 0,
                 batch_size: int | None = None, model_kwargs: dict | None = None, train_range=None,
                 test_fraction: float = DEFAULT_TEST_FRACTION, progress: bool = False,
-                keep_problems: bool = False) -> dict:
-    """Evaluate every (len_a, len_b) cell for len_a, len_b in [lengths[0], lengths[1]].
+                keep_problems: bool = False, items: tuple[int, int] | None = None, train_items=None) -> dict:
+    """Evaluate every (len_a, len_b) cell for len_a, len_b in [lengths[0], lengths[1]]; for a sorting
+    model, every (items, digits) cell for lists of `items` (default: 2 to the format's max_items)
+    numbers of `digits` in [lengths[0], lengths[1]].
 
-    Returns a JSON-ready dict: the settings, `matrices` (row = len_a, column = len_b, from the
-    smallest length) of exact match, per-digit accuracy, malformed share and mean answer
-    perplexity, the list of `cells`, and a `summary` (overall, inside and beyond `train_range`).
-    `keep_problems` adds every problem with its prediction and answer perplexity.
+    Returns a JSON-ready dict: the settings, `axes` (what rows and columns count), `matrices` (row =
+    len_a or items, column = len_b or digits, from the smallest) of exact match, per-digit
+    accuracy, malformed share and mean answer perplexity, the list of `cells`, and a `summary`
+    (overall, inside and beyond the trained range: `train_range` digits and, for sorting,
+    `train_items`). `keep_problems` adds every problem with its prediction and answer perplexity.
     """
     fmt = tokenizer.arith_format
     lo, hi = lengths
+    limits = model_limits(model, tokenizer)
+    items = (items or limits.grid_items) if fmt.task == "sort" else items  # other tasks: refused if given
     # The largest cells run last: the model's limits and the options are checked before the first.
-    model_limits(model, tokenizer).check_grid(lengths)
+    limits.check_grid(lengths, items)
     if samples_per_cell < 1:
         raise FormatError(f"samples per cell must be at least 1, got {samples_per_cell}")
-    problems, drawn = grid_problem_set(fmt, lengths, samples_per_cell, seed, test_fraction)
+    problems, drawn = grid_problem_set(fmt, lengths, samples_per_cell, seed, test_fraction, items)
     # Decode in order of length, so a batch holds problems of about one size: little left padding
     # and an answer budget close to every row's need. Results go back to the cells' order below.
     order = np.lexsort((problems.lengths.max(axis=1), problems.lengths.sum(axis=1)))
@@ -288,29 +338,33 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
     problems, perplexity = problems.select(back), np.asarray(perplexity)[back]
     texts, answers, predictions = ([values[i] for i in back] for values in (texts, answers, predictions))
     seconds = time.perf_counter() - start
-    report = grid_report(predictions, answers, problems.lengths, perplexity, lo, hi, train_range)
+    names, cell = axis_names(fmt.task), cell_of(problems)
+    report = grid_report(predictions, answers, cell, perplexity, lo, hi, train_range, rows=items,
+                         train_rows=train_items, names=names)
     cells = report["cells"]
     for key, info in drawn.items():
         cells[key].update(info)
+    sort = {"items": list(items), "train_items": list(train_items) if train_items is not None else None} if items else {}
     result = {
-        "task": fmt.task, "base": fmt.base, "lengths": [lo, hi], "samples_per_cell": samples_per_cell,
+        "task": fmt.task, "base": fmt.base, "axes": list(names), "lengths": [lo, hi], **sort,
+        "samples_per_cell": samples_per_cell,
         "seed": seed, "test_fraction": test_fraction, "model_kwargs": dict(model_kwargs or {}),
         "train_range": list(train_range) if train_range is not None else None,
-        "matrices": {f: _matrix(cells, lo, hi, f)
+        "matrices": {f: _matrix(cells, items or (lo, hi), (lo, hi), f)
                      for f in ("exact_match", "per_digit_accuracy", "malformed", "mean_perplexity")},
         "summary": {**report["summary"], "seconds": seconds, "problems_per_second": len(texts) / seconds,
                     "decoded": len(to_decode)},  # the rest were confirmed by the teacher-forced pass
         "cells": list(cells.values()),
     }
     if keep_problems:
-        result["problems"] = [{"problem": t, "len_a": int(n[0]), "len_b": int(n[1]), "answer": r, "prediction": p,
+        result["problems"] = [{"problem": t, names[0]: int(n[0]), names[1]: int(n[1]), "answer": r, "prediction": p,
                                "perplexity": float(x)}
-                              for t, n, r, p, x in zip(texts, problems.lengths, answers, predictions, perplexity)]
+                              for t, n, r, p, x in zip(texts, cell, answers, predictions, perplexity)]
     return result
 
 
 __all__ = [
-    "answer_perplexity", "cell_problems", "count_of_length", "grid_problem_set", "grid_report",
+    "answer_perplexity", "axis_names", "cell_of", "cell_problems", "count_of_length", "grid_problem_set", "grid_report",
     "length_grid", "teacher_forced",
-    "parse_length_range", "plain_text", "solved_up_to", "stack",
+    "parse_length_range", "plain_text", "solved_up_to", "sort_cell_problems", "stack",
 ]

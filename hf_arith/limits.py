@@ -66,6 +66,20 @@ def training_range(fmt: NumberFormat, folder: str | Path | None = None) -> tuple
     return (1, fmt.operand_width) if fmt.operand_width else None
 
 
+def training_items(fmt: NumberFormat, folder: str | Path | None = None) -> tuple[int, int] | None:
+    """The list sizes a sorting checkpoint was trained on (its recipe's data.min_items and
+    data.max_items in training_summary.json), where known; None for other tasks."""
+    summary = Path(folder) / "training_summary.json" if folder is not None else None
+    if fmt.task != "sort" or summary is None or not summary.is_file():
+        return None
+    try:
+        data = json.loads(summary.read_text(encoding="utf-8"))["recipe"]["data"]
+        low, high = data["min_items"], data["max_items"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (low, high) if isinstance(low, int) and isinstance(high, int) else None
+
+
 def answer_budget(tokenizer, problems: list[str]) -> int:
     """New tokens the decoder may need for the longest answer in `problems` (plain text)."""
     return tokenizer.answer_budget(problems)
@@ -185,6 +199,11 @@ class ModelLimits:
         """The operand lengths the checkpoint was trained on, where known (see `training_range`)."""
         return training_range(self.fmt, self.folder)
 
+    @cached_property
+    def training_items(self) -> tuple[int, int] | None:
+        """The list sizes a sorting checkpoint was trained on, where known (see `training_items`)."""
+        return training_items(self.fmt, self.folder)
+
     def beyond_training(self, parsed: Problems) -> np.ndarray:
         """Per problem: True where an operand is longer than the trained range (known ranges only).
         Lengths are the parsed operands' digits, so leading zeros do not count."""
@@ -260,11 +279,19 @@ class ModelLimits:
         if refused is not None:
             raise FormatError(f"{what} {low}:{high} with items of {max_digits} digits: {refused[1]}")
 
-    def check_grid(self, lengths: tuple[int, int]) -> None:
-        """A length grid needs two operands and, since its largest cells run last, lengths up to
-        lengths[1] that the model can take: checked before the first cell runs."""
+    @property
+    def grid_items(self) -> tuple[int, int]:
+        """The list sizes of a sorting model's grid unless asked otherwise: every size its format writes."""
+        return 2, self.fmt.max_items
+
+    def check_grid(self, lengths: tuple[int, int], items: tuple[int, int] | None = None) -> None:
+        """Since a grid's largest cells run last, lengths up to lengths[1] (and for sorting, lists
+        of up to items[1] items) that the model can take: checked before the first cell runs."""
         if self.fmt.task == "sort":
-            raise FormatError(f"the length grid needs a task with two operands; this model does {TASK_NAMES[self.fmt.task]}")
+            self.check_items(items or self.grid_items, lengths[1], what="grid items")
+            return
+        if items is not None:
+            raise FormatError(f"grid items: item counts apply to sorting; this model does {TASK_NAMES[self.fmt.task]}")
         reason = self._length_refusal(lengths[1])
         if reason is not None:
             raise FormatError(f"grid up to {lengths[1]} digits: {reason}")
@@ -374,5 +401,5 @@ def model_limits(model, tokenizer, folder: str | Path | None = None) -> ModelLim
 
 __all__ = [
     "FINGERPRINT_KEY", "BeyondTrainingWarning", "ModelLimits", "answer_budget", "check_model_kwargs", "check_pair",
-    "max_tokens_per_step", "model_limits", "problem_spec", "training_range",
+    "max_tokens_per_step", "model_limits", "problem_spec", "training_items", "training_range",
 ]

@@ -22,7 +22,7 @@ MODEL_CARD_TEMPLATE = "model_card.md"
 EVAL_FILE = "eval_results.json"
 GRID_FILE = "length_grid.json"
 HEATMAP_FILE = "images/length_heatmap.png"
-GRID_SAMPLES = 20  # problems per (len_a, len_b) cell of the card's grid: 2,000 for 10x10, a few seconds
+GRID_SAMPLES = 20  # problems per cell of the card's grid: 2,000 for 10x10 operand lengths, a few seconds
 
 # Config entries that say nothing about the architecture (bookkeeping, token ids, init).
 _CONFIG_NOISE = {"architectures", "auto_map", "transformers_version", "dtype", "torch_dtype", "model_type",
@@ -243,17 +243,18 @@ def load_grid(path: str | os.PathLike, fmt: NumberFormat | None = None) -> dict 
 
 def length_grid_figure(model, tokenizer, max_digits: int, source: Path | None = None,
                        samples_per_cell: int = GRID_SAMPLES):
-    """(figure, result) of hf_arith.grid's length grid over 1..max_digits, or None without that
-    module or when the model has no grid (sorting) or cannot take those lengths."""
+    """(figure, result) of hf_arith.grid's length grid over 1..max_digits (for sorting, by list size
+    too), or None without that module or when the model cannot take those lengths."""
     try:
         from .grid import length_grid
-        from .limits import training_range
+        from .limits import training_items, training_range
         from .plots import plot_grid
     except ImportError:
         return None
+    fmt = tokenizer.arith_format
     try:
         result = length_grid(model, tokenizer, (1, max_digits), samples_per_cell=samples_per_cell,
-                             train_range=training_range(tokenizer.arith_format, source))
+                             train_range=training_range(fmt, source), train_items=training_items(fmt, source))
     except FormatError:
         return None
     return plot_grid(result), result
@@ -275,7 +276,7 @@ def shipped_grid_figure(source: Path, fmt: NumberFormat, label: str):
 def card_figure(model, tokenizer, report: dict, source: Path, *, label: str, repo_id: str,
                 grid_samples: int = GRID_SAMPLES):
     """(figure, grid or None) for the card: the checkpoint's own length grid, else one drawn now with
-    grid_samples problems per cell; with no grid (sorting, or grid_samples=0) the report's
+    grid_samples problems per cell; with no grid (grid_samples=0, or lengths the model cannot take) the report's
     per-length accuracy, and None for the grid."""
     if grid_samples:
         drawn = shipped_grid_figure(source, tokenizer.arith_format, label)

@@ -33,23 +33,27 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
     return path
 
 
-def _heatmap(fig, ax, matrix, lo: int, title: str, norm=None, vmin=None, vmax=None, cmap="viridis", fmt="{:.2f}"):
+AXIS_LABELS = {"len_a": "digits of the first operand", "len_b": "digits of the second operand",
+               "items": "numbers in the list", "digits": "digits of every number"}
+
+
+def _heatmap(fig, ax, matrix, lo: int, title: str, norm=None, vmin=None, vmax=None, cmap="viridis", fmt="{:.2f}",
+             row_lo: int | None = None, axes=("len_a", "len_b")):
     data = np.asarray(matrix, dtype=np.float64)
     image = ax.imshow(data, origin="lower", cmap=cmap, norm=norm, vmin=vmin, vmax=vmax, aspect="equal",
                       interpolation="nearest")
-    n = data.shape[0]
-    step = max(1, n // 10)
-    ticks = list(range(0, n, step))
-    ax.set_xticks(ticks, [str(lo + t) for t in ticks])
-    ax.set_yticks(ticks, [str(lo + t) for t in ticks])
-    ax.set_xlabel("digits of the second operand")
-    ax.set_ylabel("digits of the first operand")
+    row_lo = lo if row_lo is None else row_lo
+    for set_ticks, n, first in ((ax.set_yticks, data.shape[0], row_lo), (ax.set_xticks, data.shape[1], lo)):
+        ticks = list(range(0, n, max(1, n // 10)))
+        set_ticks(ticks, [str(first + t) for t in ticks])
+    ax.set_xlabel(AXIS_LABELS[axes[1]])
+    ax.set_ylabel(AXIS_LABELS[axes[0]])
     ax.set_title(title)
     bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     bar.ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))  # plain numbers on a log scale, not 6x10^0
     # Minor ticks are labelled only on short ranges (under half a decade), else they overlap.
     bar.ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
-    if n <= ANNOTATE_UP_TO:
+    if max(data.shape) <= ANNOTATE_UP_TO:
         for (i, j), value in np.ndenumerate(data):
             r, g, b, _ = image.cmap(image.norm(value))
             ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"  # readable on its cell
@@ -57,32 +61,43 @@ def _heatmap(fig, ax, matrix, lo: int, title: str, norm=None, vmin=None, vmax=No
     return image
 
 
-def _outline(ax, train_range, lo: int, hi: int) -> None:
-    """A red square around the cells whose both lengths lie in the training range."""
-    if train_range is None:
+def _outline(ax, train_range, lo: int, hi: int, train_rows=None, rows: tuple[int, int] | None = None) -> None:
+    """A red box around the trained cells: both lengths in the training range, or for sorting
+    (`rows`: the grid's item counts) list sizes in `train_rows` and item lengths in `train_range`."""
+    rows = rows or (lo, hi)
+    train_rows = train_range if train_rows is None and rows == (lo, hi) else train_rows
+    if train_range is None or train_rows is None:
         return
     a, b = max(train_range[0], lo), min(train_range[1], hi)
-    if a > b:
+    c, d = max(train_rows[0], rows[0]), min(train_rows[1], rows[1])
+    if a > b or c > d:
         return
-    ax.add_patch(Rectangle((a - lo - 0.5, a - lo - 0.5), b - a + 1, b - a + 1, fill=False,
+    ax.add_patch(Rectangle((a - lo - 0.5, c - rows[0] - 0.5), b - a + 1, d - c + 1, fill=False,
                            edgecolor="red", linewidth=2.5, clip_on=False))
-    ax.set_title(f"{ax.get_title()}\n(red square: trained on {train_range[0]}-{train_range[1]} digits)", fontsize=10)
+    trained, box = f"{train_range[0]}-{train_range[1]} digits", "red square"
+    if train_rows is not train_range:
+        trained, box = f"lists of {train_rows[0]}-{train_rows[1]} numbers of {trained}", "red box"
+    ax.set_title(f"{ax.get_title()}\n({box}: trained on {trained})", fontsize=10)
 
 
 def plot_grid(result: dict, title: str | None = None) -> Figure:
-    """Exact match and mean answer perplexity per (len_a, len_b) cell of a `length_grid` result."""
+    """Exact match and mean answer perplexity per (len_a, len_b) cell of a `length_grid` result, or
+    per (items, digits) cell of a sorting model's."""
     lo, hi = result["lengths"]
+    rows = tuple(result["items"]) if result.get("items") else (lo, hi)
+    axes = tuple(result.get("axes") or ("len_a", "len_b"))
     fig = Figure(figsize=GRID_SIZE, dpi=DPI, layout="constrained")
     left, right = fig.subplots(1, 2)
-    _heatmap(fig, left, result["matrices"]["exact_match"], lo, "exact match", vmin=0.0, vmax=1.0)
+    _heatmap(fig, left, result["matrices"]["exact_match"], lo, "exact match", vmin=0.0, vmax=1.0,
+             row_lo=rows[0], axes=axes)
     perplexity = np.asarray(result["matrices"]["mean_perplexity"], dtype=np.float64)
     # Perplexity runs from 1 (certain of the right answer) upwards; a floor of 2 for the top of
     # the scale keeps a model that is right everywhere from painting its rounding noise.
     top = max(float(np.nanmax(perplexity)), 2.0)
     _heatmap(fig, right, perplexity, lo, "mean perplexity of the correct answer",
-             norm=LogNorm(vmin=1.0, vmax=top), cmap="magma_r", fmt="{:.3g}")
+             norm=LogNorm(vmin=1.0, vmax=top), cmap="magma_r", fmt="{:.3g}", row_lo=rows[0], axes=axes)
     for ax in (left, right):
-        _outline(ax, result.get("train_range"), lo, hi)
+        _outline(ax, result.get("train_range"), lo, hi, result.get("train_items"), rows)
     s = result["summary"]
     fig.suptitle(title or f"{result['task']}: {s['exact_match']:.2%} exact match over {s['n']:,} problems "
                           f"({result['samples_per_cell']} per cell)")

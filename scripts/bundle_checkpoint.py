@@ -2,14 +2,17 @@
 
     python scripts/bundle_checkpoint.py runs/abacus-gpt2-add/final abacus-gpt2-add --grid 1:30
     python scripts/bundle_checkpoint.py runs/looped-add/final looped-add --grid 1:30 --loops 1,2,4,8,16,32
+    python scripts/bundle_checkpoint.py - abacus-gpt2-sort --grid-only --max-digits 6 --grid 1:10 --items 2:8
 
 Steps, all through `hf-arith eval` (so the numbers are the ones a user gets):
   1. copy the run's final folder (safetensors weights and JSON files; no remote-code .py files, which
      save_pretrained writes again whenever a bundled model is saved or pushed) to hf_arith/bundled/NAME;
   2. held-out exact match on --samples problems with 1 to --max-digits digit operands ->
      eval_results.json (the model card's model-index numbers);
-  3. the length grid (--grid, --samples-per-cell) -> length_grid.json and images/length_heatmap.png,
-     copied to bench/results/NAME-grid.json / .png with the wall time of the grid;
+  3. the length grid (--grid, --samples-per-cell; for sorting, lists of --items numbers by their
+     numbers' digits) -> length_grid.json and images/length_heatmap.png, copied to
+     bench/results/NAME-grid.json / .png with the wall time of the grid (--grid-only: this step
+     alone, on the bundled folder as it is);
   4. with --loops (looped models): the accuracy-vs-recurrences curve on a smaller grid
      (--loops-samples-per-cell) -> loops.json and images/loops.png, also copied to bench/results/.
 bench/results/NAME-grid.json records the machine and the command like every benchmark's results
@@ -55,7 +58,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loops", default=None, help="loop counts for looped models, e.g. 1,2,4,8,16,32")
     parser.add_argument("--loops-samples-per-cell", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--items", default=None, help="sorting models: the grid's list sizes, e.g. 2:8 "
+                                                      "(default: every size the format writes)")
+    parser.add_argument("--grid-only", action="store_true", help="step 3 alone, on the bundled folder NAME")
     args = parser.parse_args(argv)
+    if args.grid_only:
+        bundle_grid(args, BUNDLED_DIR / args.name, load_average())
+        return
 
     source, target = Path(args.run), BUNDLED_DIR / args.name
     if not (source / "config.json").is_file():
@@ -79,25 +88,31 @@ def main(argv: list[str] | None = None) -> None:
          "--json", str(target / "eval_results.json"), *threads])
     report_path = target / "eval_results.json"  # named after the bundle, not this machine's path
     report_path.write_text(json.dumps({**json.loads(report_path.read_text()), "model": args.name}, indent=2) + "\n")
-    task = json.loads((target / "tokenizer_config.json").read_text())["number_format"]["task"]
-    if task == "sort":  # sorting has no length grid (its answers are labels): the held-out report only
-        record = {"name": args.name, "heldout": json.loads(report_path.read_text())}
-        what = f"the evaluation bundled with {args.name}: held-out exact match, through hf-arith eval"
-        write_results(RESULTS / f"{args.name}-bundled.json", record, what=what, load_before=load_before)
-        print(f"bundled {target}")
-        return
+    bundle_grid(args, target, load_before)
+
+
+def bundle_grid(args, target: Path, load_before) -> None:
+    """Step 3 (and 4 with --loops): the grid of the bundled folder `target`, into it and bench/results/."""
+    if not (target / "eval_results.json").is_file():
+        raise SystemExit(f"{target}: no eval_results.json (bundle it first, without --grid-only)")
+    threads = ["--threads", str(args.threads)]
+    items = ["--items", args.items] if args.items else []
+    # --max-digits keeps the 100 held-out problems of the grid run inside the longest list the model takes.
+    heldout = ["--samples", "100", "--max-digits", str(args.max_digits)]
     scratch = RESULTS / f".{args.name}-eval"
-    grid_seconds = run(["eval", str(target), "--samples", "100", "--grid", args.grid,
+    grid_seconds = run(["eval", str(target), *heldout, "--grid", args.grid, *items,
                         "--samples-per-cell", str(args.samples_per_cell), "--output-dir", str(scratch), *threads])
+    (target / "images").mkdir(exist_ok=True)
     shutil.copy2(scratch / "grid.json", target / "length_grid.json")
     shutil.copy2(scratch / "grid.png", target / "images" / "length_heatmap.png")
     grid = json.loads((scratch / "grid.json").read_text())
-    record = {"name": args.name, "grid": args.grid, "samples_per_cell": args.samples_per_cell,
+    record = {"name": args.name, "grid": args.grid, **({"items": grid["items"]} if "items" in grid else {}),
+              "samples_per_cell": args.samples_per_cell,
               "seconds_with_100_heldout": round(grid_seconds, 1), "summary": grid.get("summary")}
     shutil.copy2(scratch / "grid.png", RESULTS / f"{args.name}-grid.png")
     if args.loops:
         loops_dir = scratch / "loops"
-        run(["eval", str(target), "--samples", "100", "--grid", args.grid, "--samples-per-cell",
+        run(["eval", str(target), *heldout, "--grid", args.grid, "--samples-per-cell",
              str(args.loops_samples_per_cell), "--loops", args.loops, "--output-dir", str(loops_dir), *threads])
         shutil.copy2(loops_dir / "loops.json", target / "loops.json")
         shutil.copy2(loops_dir / "loops.png", target / "images" / "loops.png")

@@ -28,13 +28,14 @@ from hf_arith.grid import (
     parse_length_range,
     plain_text,
     solved_up_to,
+    sort_cell_problems,
     stack,
 )
 from hf_arith.limits import model_limits, training_range
 from hf_arith.loading import load_checkpoint
 from hf_arith.metrics import metric_path
 from hf_arith.plots import GRID_SIZE, LOOPS_SIZE
-from hf_arith.problems import split_of, with_answers
+from hf_arith.problems import reference_answer, split_of, with_answers
 from hf_arith.saving import save_checkpoint
 from hf_arith.streaming import worst_case_length
 from hf_arith.train_config import list_presets, load_recipe
@@ -109,6 +110,44 @@ def test_tiny_cells_reuse_their_few_held_out_problems():
     assert not no_split["heldout"]
 
 
+@pytest.mark.parametrize(("items", "digits"), [(2, 1), (3, 4), (5, 6)])
+def test_sort_cells_hold_lists_of_that_size_with_every_number_that_long(items, digits):
+    problems, info = sort_cell_problems(10, items, digits, 40, seed=2)
+    texts, answers = plain_text(problems)
+    for text, answer in zip(texts, answers):
+        numbers = [item.split(":")[1] for item in text.split(",")]
+        assert len(numbers) == items and all(len(n) == digits for n in numbers), text
+        assert answer == reference_answer(text, NumberFormat(task="sort", max_items=8))
+    assert split_of(problems).all() and info["heldout"] and 1 <= info["distinct"] <= 40
+    again, _ = sort_cell_problems(10, items, digits, 40, seed=2)
+    assert np.array_equal(again.operands, problems.operands)  # a cell is the same in every grid
+
+
+def test_a_sorting_grid_has_list_sizes_for_rows_and_item_digits_for_columns():
+    from hf_arith.plots import plot_grid
+
+    model, tok = random_model("abacus-gpt2-sort")
+    result = length_grid(model, tok, (1, 3), samples_per_cell=4, items=(2, 4), train_range=(1, 2),
+                         train_items=(2, 3), keep_problems=True)
+    assert result["axes"] == ["items", "digits"] and result["items"] == [2, 4] and result["train_items"] == [2, 3]
+    assert np.asarray(result["matrices"]["exact_match"]).shape == (3, 3)  # rows: 2-4 items; columns: 1-3 digits
+    problems = result["problems"]
+    for p in problems:  # every list is as long as its row says, every number as long as its column says
+        numbers = [item.split(":")[1] for item in p["problem"].split(",")]
+        assert len(numbers) == p["items"] and {len(n) for n in numbers} == {p["digits"]}
+    for cell in result["cells"]:
+        mine = [p for p in problems if (p["items"], p["digits"]) == (cell["items"], cell["digits"])]
+        assert len(mine) == 4 and cell["exact_match"] == np.mean([p["prediction"] == p["answer"] for p in mine])
+        row, column = cell["items"] - 2, cell["digits"] - 1
+        assert result["matrices"]["exact_match"][row][column] == cell["exact_match"]
+    inside = [p["prediction"] == p["answer"] for p in problems if p["items"] <= 3 and p["digits"] <= 2]
+    assert len(inside) == 16 and result["summary"]["in_training_range_exact_match"] == np.mean(inside)
+    assert "solved_up_to_99" not in result["summary"]  # no diagonal of equal lengths in items x digits
+    fig = plot_grid(result)
+    assert fig.axes[0].get_ylabel() == "numbers in the list" and fig.axes[0].get_xlabel() == "digits of every number"
+    assert "red box: trained on lists of 2-3 numbers of 1-2 digits" in fig.axes[0].get_title()
+
+
 @pytest.mark.parametrize(("task", "base"), [("add", 10), ("sub", 10), ("mul", 7)])
 def test_plain_text_matches_the_reference_conversion(task, base):
     problems = with_answers(stack([cell_problems(task, base, a, b, 20, seed=1)[0] for a, b in ((1, 3), (4, 2))]))
@@ -125,8 +164,12 @@ def test_grid_rejects_formats_it_cannot_draw(tiny):
     with pytest.raises(FormatError, match="another number format"):  # not this model's tokenizer
         length_grid(model, sort_tok, (1, 3))
     sort_model = types.SimpleNamespace(config=types.SimpleNamespace(max_position_embeddings=64))  # no fingerprint
-    with pytest.raises(FormatError, match="two operands"):
-        length_grid(sort_model, sort_tok, (1, 3))
+    with pytest.raises(FormatError, match="^grid items 2:9: lists must hold 2 to 8 items"):
+        length_grid(sort_model, sort_tok, (1, 3), items=(2, 9))
+    with pytest.raises(FormatError, match="^grid items 2:8 with items of 6 digits: .*context of 64 positions"):
+        length_grid(sort_model, sort_tok, (1, 6))  # every list size the format writes, the longest last
+    with pytest.raises(FormatError, match="^grid items: item counts apply to sorting; this model does addition"):
+        length_grid(model, tok, (1, 3), items=(2, 3))
 
 
 def test_training_range_from_summary_or_width(tmp_path):
@@ -321,6 +364,25 @@ def test_eval_grid_stress_writes_json_png_and_summary(add10, tmp_path, capsys):
     assert set(summary["stress"]) >= {"commutativity", "carry_chains", "zero_operands", "max_length"}
     assert summary["unique_params"] > 0 and summary["heldout"]["n"] == 50
     assert_png(out / "grid.png", GRID_SIZE)
+
+
+def test_eval_grid_of_the_sorting_model_counts_list_sizes_and_digits(tmp_path, capsys):
+    out = tmp_path / "sort"
+    code = main(["eval", "abacus-gpt2-sort", "--samples", "20", "--max-digits", "6", "--grid", "1:2", "--items", "4:6",
+                 "--samples-per-cell", "3", "--output-dir", str(out), "--threads", "1"])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Grid of lists of 4-6 numbers x 1-2 digits each, 3 problems per cell" in stdout
+    grid = json.loads((out / "grid.json").read_text())
+    assert grid["axes"] == ["items", "digits"] and grid["items"] == [4, 6] and grid["lengths"] == [1, 2]
+    assert grid["train_items"] == [2, 5] and grid["train_range"] == [1, 6]  # from its training summary
+    problems = [json.loads(line) for line in (out / "grid_problems.jsonl").read_text().splitlines()]
+    assert sorted({(p["items"], p["digits"]) for p in problems}) == [(i, d) for i in (4, 5, 6) for d in (1, 2)]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["grid"]["items"] == [4, 6] and summary["heldout"]["n"] == 20
+    assert_png(out / "grid.png", GRID_SIZE)
+    message = fails(capsys, "eval", "abacus-gpt2-sort", "--grid", "1:2", "--items", "2:9", "--output-dir", tmp_path / "x")
+    assert message.startswith("grid items 2:9: lists must hold 2 to 8 items")
 
 
 @pytest.fixture(scope="module")

@@ -144,9 +144,10 @@ def test_grid_and_digit_range_name_the_option_and_the_limit(bundled):
     name, model, tok = bundled
     limits = model_limits(model, tok)
     top = limits.max_digits
-    if tok.arith_format.task == "sort":  # the length grid needs two operands
-        with pytest.raises(FormatError, match="^the length grid needs a task with two operands; this model does sorting"):
-            limits.check_grid((1, top))
+    if tok.arith_format.task == "sort":  # rows: list sizes; the limit is the longest list at the longest numbers
+        limits.check_grid((1, top), items=(2, 5))
+        with pytest.raises(FormatError, match=f"^grid items 2:5 with items of {top + 1} digits: "):
+            limits.check_grid((1, top + 1), items=(2, 5))
     else:
         limits.check_grid((1, top))
         with pytest.raises(FormatError, match=f"^grid up to {top + 1} digits: "):

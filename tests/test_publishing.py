@@ -675,6 +675,17 @@ def test_without_a_grid_the_card_shows_the_reports_per_length_accuracy(tmp_path)
     assert "Length generalization" not in (folder / "README.md").read_text()
 
 
+def test_a_sorting_models_card_has_its_grid_of_list_sizes_by_digits(tmp_path):
+    folder = build_model_folder("abacus-gpt2-sort", tmp_path / "out", repo_id="me/s", grid_samples=2)
+    grid = json.loads((folder / GRID_FILE).read_text())
+    assert grid["axes"] == ["items", "digits"] and grid["items"][0] == 2 and grid["train_items"] == [2, 5]
+    card = (folder / "README.md").read_text()
+    assert (f"exact match for lists of {grid['items'][0]} to {grid['items'][1]} numbers (rows) whose numbers all\n"
+            f"have the same number of digits, from {grid['lengths'][0]} to {grid['lengths'][1]} (columns)") in card
+    assert "(lists of 2-5 numbers of 1-6 digits)" in card  # the trained range, outlined in red
+    assert (folder / HEATMAP_FILE).read_bytes()[:8] == PNG_MAGIC
+
+
 # -- the card templates ship inside the package ----------------------------------------------------
 def test_card_templates_are_package_data():
     import tomllib

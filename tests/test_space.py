@@ -226,9 +226,12 @@ def test_models_tab_reads_the_checkpoints_own_files(client, name):
     per_length = report["by_max_operand_length"]
     assert figures.count('<div class="cell" style=') == len(per_length)  # the per-length strip
     if (folder / "length_grid.json").is_file():
-        grid = json.loads((folder / "length_grid.json").read_text())["summary"]
+        whole = json.loads((folder / "length_grid.json").read_text())
+        grid = whole["summary"]
         low, high = json.loads((folder / "training_summary.json").read_text())["train_digits"]
-        assert f"Inside the red square (trained on {low}-{high} digits): {grid['in_training_range_exact_match']:.1%}" in figures
+        box = (f"red box (trained on lists of {whole['train_items'][0]}-{whole['train_items'][1]} numbers of "
+               f"{low}-{high} digits)" if whole.get("items") else f"red square (trained on {low}-{high} digits)")
+        assert f"Inside the {box}: {grid['in_training_range_exact_match']:.1%}" in figures
         assert f"beyond it, lengths it never saw: {grid['beyond_training_range_exact_match']:.1%}" in figures
     if (folder / "loops.json").is_file():
         curve = json.loads((folder / "loops.json").read_text())

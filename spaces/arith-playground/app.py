@@ -620,12 +620,20 @@ def image_html(path: Path, caption: str) -> str:
 def grid_caption(grid: dict | None, report: dict | None, trained) -> str:
     if grid and isinstance(grid.get("summary"), dict):
         s, (lo, hi) = grid["summary"], grid["lengths"]
-        text = (f"Each cell: problems whose two numbers have the row's and the column's number of digits "
-                f"({lo}-{hi}, {grid['samples_per_cell']} problems per cell). Left: the share answered exactly "
-                f"(yellow = all right); right: how surprised the model is by the right answer (1 = certain).")
-        if trained and "in_training_range_exact_match" in s:
-            text += (f" Inside the red square (trained on {trained[0]}-{trained[1]} digits): "
-                     f"{s['in_training_range_exact_match']:.1%} exact")
+        items, trained_items = grid.get("items"), grid.get("train_items")
+        if items:  # sorting: rows are list sizes, columns the digits of every number in the list
+            text = (f"Each cell: lists of the row's count of numbers ({items[0]}-{items[1]}), every number with the "
+                    f"column's number of digits ({lo}-{hi}), {grid['samples_per_cell']} lists per cell.")
+            box = (f"the red box (trained on lists of {trained_items[0]}-{trained_items[1]} numbers of "
+                   f"{trained[0]}-{trained[1]} digits)" if trained and trained_items else None)
+        else:
+            text = (f"Each cell: problems whose two numbers have the row's and the column's number of digits "
+                    f"({lo}-{hi}, {grid['samples_per_cell']} problems per cell).")
+            box = f"the red square (trained on {trained[0]}-{trained[1]} digits)" if trained else None
+        text += (" Left: the share answered exactly (yellow = all right); right: how surprised the model is by "
+                 "the right answer (1 = certain).")
+        if box and s.get("in_training_range_exact_match") is not None:
+            text += f" Inside {box}: {s['in_training_range_exact_match']:.1%} exact"
             if "beyond_training_range_exact_match" in s:
                 text += f"; beyond it, lengths it never saw: {s['beyond_training_range_exact_match']:.1%}"
             text += "."
