@@ -1,6 +1,6 @@
 """Reliability sweep: many held-out problems inside each model's trained range, every wrong answer listed.
 
-Usage: python bench/sweep.py [MODEL ...] [--random N] [--hard N] [--seed S] [--threads T]
+Usage: python bench/sweep.py [MODEL ...] [--random N] [--hard N] [--seed S] [--threads T] [--device D]
 
 Sets per model, all from the test split (problems training never draws) and inside the operand
 lengths the checkpoint was trained on:
@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--hard", type=int, default=20_000, help="problems of each hard kind (default 20,000)")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default=None, help="where the models run, e.g. cuda (default: CPU)")
     parser.add_argument("--table-only", action="store_true", help="only rebuild sweep.md from the sweep_*.json files")
     args = parser.parse_args(argv)
     if args.table_only:
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     records = []
     for name in args.models:
-        model, tok = load_checkpoint(name)
+        model, tok = load_checkpoint(name, device=args.device)
         limits = model_limits(model, tok, checkpoint_folder(model))
         low, high = limits.training_range or (1, limits.max_digits)
         n_random = args.random or (1_000_000 if name == "minimal-add10" else 200_000)
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
             if kind != "chains" or spec.task in CHAIN_TASKS:
                 sets[key] = hard_heldout(spec, kind, args.hard, args.seed + offset)
         record = {"model": name, "operand_digits": [low, high], "seed": args.seed, "threads": args.threads,
-                  "confidence_threshold": LOW_CONFIDENCE}
+                  **({"device": str(model.device)} if args.device else {}), "confidence_threshold": LOW_CONFIDENCE}
         # Every set at one token per pass; a multi-token model's sets again at its full heads.
         for k in sorted({1, max_tokens_per_step(model)}):
             part = record if k == 1 else record.setdefault("multi_token", {"tokens_per_step": k, "confirmed": True})

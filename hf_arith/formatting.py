@@ -23,8 +23,8 @@ TASKS = ("add", "sub", "mul", "sort")
 OPERATORS = {"add": "+", "sub": "-", "mul": "*"}
 TASK_NAMES = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "sort": "sorting"}
 NEGATIVE_ANSWERS = ("sign", "complement")  # how a subtraction answer below zero is written
-SCRATCHPADS = ("none", "running_sums", "radix_passes")  # intermediate steps written before the answer
-SCRATCHPAD_TASKS = {"running_sums": "mul", "radix_passes": "sort"}
+SCRATCHPADS = ("none", "running_sums", "radix_passes", "radix_keys")  # intermediate steps written before the answer
+SCRATCHPAD_TASKS = {"running_sums": "mul", "radix_passes": "sort", "radix_keys": "sort"}
 DIGIT_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SORT_LABELS = "abcdefghijklmnopqrstuvwxyz"
 SORT_ITEMS = 5  # sorting lists drawn by default (eval, limits) hold 2 to this many items, fewer if max_items is lower
@@ -71,6 +71,11 @@ class NumberFormat:
       line before (the first: label order), the lines joined by '='; the last line is the sorted
       order (a least-significant-digit radix sort). Each label then needs one digit and the rank of
       its label in the line before, instead of a comparison of whole numbers.
+      "radix_keys" writes the sort keys as well: for p = 0 .. longest item - 1 a line of the
+      labels in the order so far (label order, then the order after places 0 .. p - 1), each
+      followed by its item's digit p, then the sorted labels ("a:31,b:7,c:120" is answered
+      a1b7c0=c2a3b0=b0c1a0=bac). The order of each line is then a stable sort of the line before
+      by the digits written in that line, and each written digit is one look-up in the prompt.
     """
 
     task: str = "add"
@@ -168,11 +173,16 @@ class NumberFormat:
         if self.scratchpad == "radix_passes":
             items, places = (lengths > 0).sum(axis=1), lengths.max(axis=1)
             return places * items + (places - 1) + end  # one line of labels per digit place
+        if self.scratchpad == "radix_keys":
+            items, places = (lengths > 0).sum(axis=1), lengths.max(axis=1)
+            return places * (2 * items + 1) + items + end  # a line of label-digit pairs per place, then the labels
         return self.max_answer_digits(lengths) + (1 if self.task == "sub" else 0) + end
 
     def answer_run_tokens(self, lengths: np.ndarray) -> np.ndarray:
         """Per problem: the longest run of answer tokens between separators, which an abacus model
         indexes as one number (a sign counts: a model may write a digit in its place)."""
+        if self.scratchpad == "radix_keys":
+            return 2 * self.max_answer_digits(lengths)  # a line of labels, each with its digit
         if self.scratchpad != "none":
             return self.max_answer_digits(lengths)  # a sum's digits, a line's labels
         return self.answer_tokens(lengths) - (1 if self.end_token else 0)
@@ -529,6 +539,9 @@ def render(problems: Problems, fmt: NumberFormat, with_answer: bool):
                     if p:
                         segments.append(_const(vocab[PROMPT_END], has_place))
                     segments.append((label_ids[order], np.where(has_place, problems.answer_lengths, 0)))
+            elif fmt.scratchpad == "radix_keys":
+                segments += _radix_key_lines(problems, label_ids, vocab)
+                segments.append((label_ids[problems.answer], problems.answer_lengths))
             else:
                 segments.append((label_ids[problems.answer], problems.answer_lengths))
         elif fmt.task == "sub" and fmt.negative_answers == "complement":
@@ -549,6 +562,24 @@ def render(problems: Problems, fmt: NumberFormat, with_answer: bool):
             segments.append(_const(vocab[EOS_TOKEN], ones))
     ids, lengths = _concat(segments, n, vocab[PAD_TOKEN])
     return ids, lengths, prompt_lengths
+
+
+def _radix_key_lines(problems: Problems, label_ids: np.ndarray, vocab: dict) -> list:
+    """The segments of radix_keys' lines: per digit place p, the labels in the order before pass p,
+    each followed by its item's digit p (0 beyond its length), then '='; rows whose longest item is
+    shorter than p + 1 digits write nothing for p. Absent items come last in every order."""
+    digit_ids = np.array([vocab[c] for c in DIGIT_CHARS[: problems.base]])
+    n, k = problems.lengths.shape
+    order = np.broadcast_to(np.arange(k), (n, k))
+    items = (problems.lengths > 0).sum(axis=1)
+    segments = []
+    for p, (after, has_place) in enumerate(radix_passes(problems)):
+        digit = np.where(p < problems.lengths, problems.operands[:, :, p], 0)
+        pairs = np.stack([label_ids[order], digit_ids[np.take_along_axis(digit, order, axis=1)]], axis=2)
+        segments.append((pairs.reshape(n, 2 * k), np.where(has_place, 2 * items, 0)))
+        segments.append(_const(vocab[PROMPT_END], has_place))
+        order = after
+    return segments
 
 
 # -- reading answers back -----------------------------------------------------------------
@@ -583,12 +614,19 @@ def decode_answer(tokens: list[str], fmt: NumberFormat, operand_lengths=None) ->
         text = sums[-1]
     if fmt.task == "sort":
         labels = SORT_LABELS[: fmt.max_items]
-        lines = text.split(PROMPT_END) if fmt.scratchpad == "radix_passes" else [text]
+        lines = text.split(PROMPT_END) if fmt.scratchpad != "none" else [text]
+        if fmt.scratchpad == "radix_keys":
+            # Every line but the last: label-digit pairs; they are checked as the labels they order.
+            digits = set(DIGIT_CHARS[: fmt.base])
+            keyed, lines = lines[:-1], lines[-1:]
+            if not keyed or any(len(line) % 2 or not set(line[1::2]) <= digits for line in keyed):
+                return None
+            lines = [line[0::2] for line in keyed] + lines
         if operand_lengths is not None:
             items = int((np.asarray(operand_lengths) > 0).sum())
             labels = SORT_LABELS[:items]
-            if len(lines) != int(np.max(operand_lengths)):
-                return None  # one line per digit place of the longest item
+            if len(lines) != int(np.max(operand_lengths)) + (fmt.scratchpad == "radix_keys"):
+                return None  # one line per digit place of the longest item (and radix_keys' answer line)
         # Every line orders the same labels, each once.
         if any(not line or set(line) != set(lines[0]) or len(set(line)) != len(line) or not set(line) <= set(labels)
                for line in lines):

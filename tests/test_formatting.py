@@ -150,8 +150,26 @@ def test_sort_radix_passes_order_the_labels_one_digit_place_at_a_time():
         assert decode_answer(tokens, fmt, lengths) is None, malformed
 
 
-def test_sort_radix_passes_budget_is_exact():
-    fmt = NumberFormat(task="sort", scratchpad="radix_passes")
+def test_sort_radix_keys_write_each_lines_digits_before_the_next_order():
+    # 31, 7, 120: units 1 7 0 in label order; by units c a b, with tens 2 3 0; by tens b c a, with
+    # hundreds 0 1 0; by hundreds: b a c. A line's order is its predecessor sorted by the digits written there.
+    assert rendered("sort", [[31, 7, 120], [5, 5], [10, 2]], scratchpad="radix_keys") == [
+        ("a:13,b:7,c:021=", "a1b7c0=c2a3b0=b0c1a0=bac$"), ("a:5,b:5=", "a5b5=ab$"), ("a:01,b:2=", "a0b2=a1b0=ba$")]
+    fmt = NumberFormat(task="sort", scratchpad="radix_keys")
+    assert decode_answer(list("a1b7c0=c2a3b0=b0c1a0=bac") + [EOS_TOKEN], fmt, [2, 1, 3]) == "bac"
+    for malformed, lengths in (("a1b7c0=c2a3b0=bac$", [2, 1, 3]),  # a line of keys fewer than the places
+                               ("a1b7c0=c2a3b0=b0c1a0=b0c1a0=bac$", [2, 1, 3]),  # one more
+                               ("a1b7c0=c2a3b=b0c1a0=bac$", None),  # a key left out
+                               ("a1b7c0=c2a3bx=b0c1a0=bac$", None),  # a key that is not a digit
+                               ("a1b7c0=c2a3b0=b0c1a0=ba$", None),  # the answer drops an item
+                               ("bac$", None), ("a1b7c0=c2a3b0=b0c1a0=bac", None)):
+        tokens = [EOS_TOKEN if c == "$" else c for c in malformed]
+        assert decode_answer(tokens, fmt, lengths) is None, malformed
+
+
+@pytest.mark.parametrize("scratchpad", ["radix_passes", "radix_keys"])
+def test_sort_scratchpad_budget_is_exact(scratchpad):
+    fmt = NumberFormat(task="sort", scratchpad=scratchpad)
     spec = ProblemSpec(task="sort", min_digits=1, max_digits=7, min_items=2, max_items=8)
     problems = sample(spec, 300, np.random.default_rng(2), split=None)
     _, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
@@ -272,6 +290,8 @@ FORMATS = [
     dict(scratchpad="running_sums", base=16, reverse_operands=False, reverse_answer=False, end_token=False),
     dict(scratchpad="radix_passes"),
     dict(scratchpad="radix_passes", base=16, reverse_operands=False, end_token=False),
+    dict(scratchpad="radix_keys"),
+    dict(scratchpad="radix_keys", base=16, reverse_operands=False, end_token=False),
 ]
 
 
