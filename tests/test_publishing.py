@@ -374,7 +374,8 @@ def test_every_family_publishes_and_loads_without_hf_arith(untrained, tmp_path):
         card = ModelCard.load(folder / "README.md")
         assert {"custom_code", "arithmetic"} <= set(card.data.tags)
         assert card.data.eval_results[0].metric_value == report["exact_match"]
-        assert (folder / GRID_FILE).is_file() == (fmt.task != "sort")  # sorting: per-length accuracy only
+        assert (folder / GRID_FILE).is_file()  # sorting too: list sizes by digits
+        assert json.loads((folder / GRID_FILE).read_text())["axes"][0] == ("items" if fmt.task == "sort" else "len_a")
         assert (folder / HEATMAP_FILE).read_bytes()[:8] == PNG_MAGIC
         spec = ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=report["max_digits"],
                            **({"min_items": 2, "max_items": min(4, fmt.max_items)} if fmt.task == "sort" else {}))
@@ -681,7 +682,7 @@ def test_a_sorting_models_card_has_its_grid_of_list_sizes_by_digits(tmp_path):
     assert grid["axes"] == ["items", "digits"] and grid["items"][0] == 2 and grid["train_items"] == [2, 5]
     card = (folder / "README.md").read_text()
     assert (f"exact match for lists of {grid['items'][0]} to {grid['items'][1]} numbers (rows) whose numbers all\n"
-            f"have the same number of digits, from {grid['lengths'][0]} to {grid['lengths'][1]} (columns)") in card
+            f"have the same number of digits, from {grid['lengths'][0]} to {grid['lengths'][1]} digits (columns)") in card
     assert "(lists of 2-5 numbers of 1-6 digits)" in card  # the trained range, outlined in red
     assert (folder / HEATMAP_FILE).read_bytes()[:8] == PNG_MAGIC
 
