@@ -64,8 +64,8 @@ def _heatmap(fig, ax, matrix, lo: int, title: str, norm=None, vmin=None, vmax=No
 def _outline(ax, train_range, lo: int, hi: int, train_rows=None, rows: tuple[int, int] | None = None) -> None:
     """A red box around the trained cells: both lengths in the training range, or for sorting
     (`rows`: the grid's item counts) list sizes in `train_rows` and item lengths in `train_range`."""
-    rows = rows or (lo, hi)
-    train_rows = train_range if train_rows is None and rows == (lo, hi) else train_rows
+    square = rows is None  # rows that count operand digits, as the columns do
+    rows, train_rows = ((lo, hi), train_range) if square else (rows, train_rows)
     if train_range is None or train_rows is None:
         return
     a, b = max(train_range[0], lo), min(train_range[1], hi)
@@ -75,7 +75,7 @@ def _outline(ax, train_range, lo: int, hi: int, train_rows=None, rows: tuple[int
     ax.add_patch(Rectangle((a - lo - 0.5, c - rows[0] - 0.5), b - a + 1, d - c + 1, fill=False,
                            edgecolor="red", linewidth=2.5, clip_on=False))
     trained, box = f"{train_range[0]}-{train_range[1]} digits", "red square"
-    if train_rows is not train_range:
+    if not square:
         trained, box = f"lists of {train_rows[0]}-{train_rows[1]} numbers of {trained}", "red box"
     ax.set_title(f"{ax.get_title()}\n({box}: trained on {trained})", fontsize=10)
 
@@ -97,7 +97,7 @@ def plot_grid(result: dict, title: str | None = None) -> Figure:
     _heatmap(fig, right, perplexity, lo, "mean perplexity of the correct answer",
              norm=LogNorm(vmin=1.0, vmax=top), cmap="magma_r", fmt="{:.3g}", row_lo=rows[0], axes=axes)
     for ax in (left, right):
-        _outline(ax, result.get("train_range"), lo, hi, result.get("train_items"), rows)
+        _outline(ax, result.get("train_range"), lo, hi, result.get("train_items"), rows if result.get("items") else None)
     s = result["summary"]
     fig.suptitle(title or f"{result['task']}: {s['exact_match']:.2%} exact match over {s['n']:,} problems "
                           f"({result['samples_per_cell']} per cell)")
