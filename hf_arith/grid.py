@@ -3,8 +3,8 @@ for sorting, for every list size and item length (items, digits).
 
 Each cell holds `samples_per_cell` problems whose operands have exactly len_a and len_b digits
 (in the model's base), or lists of exactly `items` numbers of exactly `digits` digits each (the
-hardest lists of that size: every radix pass orders every item), drawn from the held-out split (the split hash of `problems.py`), so a
-cell inside the training range measures held-out accuracy. Small cells (1x1 has 100 problems,
+hardest lists of that size: every radix pass orders every item), drawn from the held-out split
+(the split hash of `problems.py`), so a cell inside the training range measures held-out accuracy. Small cells (1x1 has 100 problems,
 of which about 10 are held out) are enumerated and sampled with replacement; the JSON records
 how many distinct problems a cell used. Per-cell scores come from `hf_arith.metrics`, the same
 code as the evaluate metric.
