@@ -60,25 +60,45 @@ def has_padding(spec: ProblemSpec, fmt: NumberFormat) -> bool:
     return ids.shape[1] != worst_case_length(spec, fmt) or spec.task == "sort"
 
 
-def encode_examples(problems: Problems, fmt: NumberFormat, length: int, rng: np.random.Generator | None = None):
+def pack_rows(ids: np.ndarray, lengths: np.ndarray, answer: np.ndarray, sizes: np.ndarray, pad_id: int):
+    """Packed sequences: row i is the first `sizes[i]` of its group of `len(ids) // len(sizes)` consecutive
+    rendered problems, one after another (each ends with its own <eos>). Returns (ids, lengths, answer)."""
+    n, width = ids.shape
+    rows = len(sizes)
+    group = n // rows
+    valid = (np.arange(width)[None, :] < lengths[:, None]).reshape(rows, group, width)
+    valid &= np.arange(group)[None, :, None] < sizes[:, None, None]
+    valid = valid.reshape(rows, group * width)
+    packed_lengths = valid.sum(1)
+    order = np.argsort(~valid, axis=1, kind="stable")[:, : packed_lengths.max()]  # valid tokens first, in order
+    inside = np.arange(order.shape[1])[None, :] < packed_lengths[:, None]
+    packed = np.where(inside, np.take_along_axis(ids.reshape(rows, -1), order, axis=1), pad_id)
+    return packed, packed_lengths, np.take_along_axis(answer.reshape(rows, -1), order, axis=1) & inside
+
+
+def encode_examples(problems: Problems, fmt: NumberFormat, length: int, rng: np.random.Generator | None = None,
+                    pack_sizes: np.ndarray | None = None):
     """input_ids, attention_mask and labels (answer tokens only), right-padded to `length`.
 
     With `rng`, each example is moved right by a random number of attended <pad> tokens (filler),
-    drawn uniformly from what fits in `length`.
+    drawn uniformly from what fits in `length`. With `pack_sizes`, example i packs the first
+    `pack_sizes[i]` problems of its group (`pack_rows`); every answer in it is a label.
     """
     ids, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
+    pad_id = fmt.token_id("<pad>")
+    answer = np.arange(ids.shape[1])[None, :] >= prompt_lengths[:, None]
+    if pack_sizes is not None:
+        ids, lengths, answer = pack_rows(ids, lengths, answer, pack_sizes, pad_id)
     n, width = ids.shape
     if width > length:
         raise ValueError(f"examples of {width} tokens exceed the fixed length {length}")
-    pad_id = fmt.token_id("<pad>")
     shift = np.zeros(n, dtype=np.int64) if rng is None else rng.integers(0, length - lengths + 1)
     cols = np.arange(length)[None, :]
     source = cols - shift[:, None]  # column of `ids` that lands in each output column
     inside = (source >= 0) & (source < lengths[:, None])
     input_ids = np.where(inside, np.take_along_axis(ids, source.clip(0, width - 1), axis=1), pad_id)
     attention_mask = (source < lengths[:, None]).astype(np.int64)  # the filler is attended, right padding not
-    answer = (source >= prompt_lengths[:, None]) & inside
-    labels = np.where(answer, input_ids, IGNORE_INDEX)
+    labels = np.where(np.take_along_axis(answer, source.clip(0, width - 1), axis=1) & inside, input_ids, IGNORE_INDEX)
     return input_ids, attention_mask, labels
 
 
@@ -92,14 +112,15 @@ class ProblemStream(torch.utils.data.IterableDataset):
 
     def __init__(self, spec: ProblemSpec, fmt: NumberFormat, state: CurriculumState | None = None,
                  seed: int = 0, rank: int = 0, chunk_size: int = 2048, test_fraction: float = 0.1,
-                 random_prefix: int = 0, hard_fraction: float = 0.0):
+                 random_prefix: int = 0, hard_fraction: float = 0.0, context_problems: int = 0):
         self.spec, self.fmt, self.seed, self.rank = spec, fmt, seed, rank
         self.random_prefix, self.hard_fraction = random_prefix, hard_fraction
+        self.context_problems = context_problems
         self.state = state or CurriculumState(spec.min_digits, spec.max_digits)
         self.chunk_size, self.test_fraction = chunk_size, test_fraction
-        self.length = worst_case_length(spec, fmt) + random_prefix
+        self.length = worst_case_length(spec, fmt) * (1 + context_problems) + random_prefix
         # Fixed-width formats never pad: without an attention mask the model skips building one.
-        self.with_mask = has_padding(spec, fmt) or random_prefix > 0
+        self.with_mask = has_padding(spec, fmt) or random_prefix > 0 or context_problems > 0
 
     def current_spec(self) -> ProblemSpec:
         return self._spec_for(self.state.min_digits, self.state.max_digits)
@@ -133,10 +154,14 @@ class ProblemStream(torch.utils.data.IterableDataset):
             hard = rng.binomial(count, self.hard_fraction) if self.hard_fraction else 0
             for n, kind in ((count - hard, "uniform"), (hard, "hard")):
                 if n:
-                    problems = sample(self._spec_for(lo, hi), n, rng, split="train", test_fraction=self.test_fraction,
-                                      kind=kind)
+                    group = 1 + self.context_problems
+                    problems = sample(self._spec_for(lo, hi), n * group, rng, split="train",
+                                      test_fraction=self.test_fraction, kind=kind)
+                    # Each example packs 1 to `group` problems (the earlier ones are its context).
+                    sizes = rng.integers(1, group + 1, n) if self.context_problems else None
                     # Operands shorter than the spec's widest keep the fixed sequence length by padding.
-                    parts.append(encode_examples(problems, self.fmt, self.length, rng if self.random_prefix else None))
+                    parts.append(encode_examples(problems, self.fmt, self.length, rng if self.random_prefix else None,
+                                                 sizes))
         arrays = tuple(np.concatenate(columns) for columns in zip(*parts))
         if self.hard_fraction:  # hard problems spread over the chunk's batches, not bunched at its end
             order = rng.permutation(len(arrays[0]))

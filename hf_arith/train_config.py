@@ -57,6 +57,11 @@ class DataRecipe:
     # beyond the longest example, so where a problem starts and how long the context is stop being
     # tied to the operand lengths (a length-generalization aid; 0 = off).
     random_prefix: int = 0
+    # Packing: each training sequence holds 1 to 1 + this many problems, each closed by <eos>, every
+    # answer a label. With model.abacus_offset_per_problem each problem draws its own abacus offset,
+    # so digits whose indices lie far apart meet in one sequence, as they do in one long problem
+    # (0 = one problem per sequence).
+    context_problems: int = 0
     # Share of training problems drawn from the hard cases uniform sampling almost never gives
     # (repeated digits; carry and borrow chains for add and sub): targeted fine-tuning (0 = off).
     hard_fraction: float = 0.0
@@ -212,6 +217,8 @@ def _check_values(recipe: Recipe) -> None:
         raise RecipeError(f"data.test_fraction must be between 0 and 1, got {d.test_fraction}")
     if not isinstance(d.random_prefix, int) or d.random_prefix < 0:
         raise RecipeError(f"data.random_prefix must be an integer >= 0, got {d.random_prefix!r}")
+    if not isinstance(d.context_problems, int) or isinstance(d.context_problems, bool) or not 0 <= d.context_problems <= 16:
+        raise RecipeError(f"data.context_problems must be an integer in 0..16, got {d.context_problems!r}")
     last = 0
     for i, phase in enumerate(d.curriculum):
         if phase.until_step <= last:

@@ -146,7 +146,10 @@ def check_model(recipe: Recipe, fmt: NumberFormat, checkpoint: str | None = None
     if checkpoint is not None:
         check_resume(recipe, model, checkpoint)
     config, d = model.config, recipe.data
-    rows = context + d.random_prefix
+    rows = context * (1 + d.context_problems) + d.random_prefix
+    if d.context_problems and not (getattr(config, "abacus_offset_per_problem", False) and fmt.end_token):
+        raise RecipeError("data.context_problems packs problems closed by <eos>: it needs format.end_token and "
+                          "model.abacus_offset_per_problem: true (each problem its own offset, segments restarting)")
     positions = getattr(config, "max_position_embeddings", None)
     if positions and positions > MAX_CONTEXT:
         raise RecipeError(f"model.max_position_embeddings must be at most {MAX_CONTEXT:,}, got {positions:,}")
@@ -154,8 +157,9 @@ def check_model(recipe: Recipe, fmt: NumberFormat, checkpoint: str | None = None
         given = "max_position_embeddings" in recipe.model
         raise RecipeError(f"model.max_position_embeddings {positions}{'' if given else ' (by default the longest problem)'} "
                           f"is shorter than the longest training example: {context} tokens for {d.max_digits}-digit "
-                          f"operands + data.random_prefix {d.random_prefix}; set it to at least {rows}, or lower "
-                          f"data.max_digits or data.random_prefix")
+                          f"operands{f' x {1 + d.context_problems} packed problems' if d.context_problems else ''} + "
+                          f"data.random_prefix {d.random_prefix}; set it to at least {rows}, or lower "
+                          f"data.max_digits, data.context_problems or data.random_prefix")
     limits = ModelLimits(fmt=fmt, context=None, abacus_max_digits=getattr(config, "abacus_max_digits", None),
                          abacus_answer_offset=int(bool(getattr(config, "abacus_align_answer", False))),
                          loops=None, tokens_per_step=(1, 1))
@@ -675,7 +679,8 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
     # Rank 0 draws every global batch (dispatched in slices), so the data do not depend on the world size.
     stream = ProblemStream(spec, fmt, state, seed=recipe.optim.seed, rank=int(os.environ.get("RANK", 0)),
                            chunk_size=recipe.data.chunk_size, test_fraction=recipe.data.test_fraction,
-                           random_prefix=recipe.data.random_prefix, hard_fraction=recipe.data.hard_fraction)
+                           random_prefix=recipe.data.random_prefix, hard_fraction=recipe.data.hard_fraction,
+                           context_problems=recipe.data.context_problems)
     # Only when the recipe turns on an evaluation strategy: otherwise training pays nothing for it.
     evaluation = {} if run.eval_problems is None else dict(
         eval_dataset=HeldoutExamples(run.eval_problems, stream), compute_metrics=compute_metrics(tokenizer),

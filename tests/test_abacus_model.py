@@ -15,6 +15,7 @@ from hf_arith.formatting import FormatError
 from hf_arith.models.abacus_positions import (
     abacus_position_ids,
     check_abacus_range,
+    problem_ids,
     random_offsets,
     segment_ids,
     unpack_positions,
@@ -163,6 +164,49 @@ def test_segments_count_separators_and_skip_padding():
     assert torch.equal(index, abacus_position_ids(ids, 10, 11)) and torch.equal(segment, segment_ids(ids, 10, 12, 4))
     with pytest.raises(ValueError, match="segment"):
         model(input_ids=ids[:, :3], position_ids=torch.full((2, 3), 41 * 4))
+
+
+def test_packed_problems_restart_segments_and_draw_their_own_offsets():
+    """Two problems in one row, each closed by <eos> (id 13): the second numbers its operands from 0
+    again, and with `problem` each problem of a row draws its own training offset."""
+    a = [2, 1, 10, 4, 3, 11, 6, 4, 13]  # 12+34=46<eos>, reversed
+    b = [5, 10, 5, 11, 0, 1, 13]  # 5+5=10<eos>
+    ids = torch.tensor([a + b, b + a])
+    problem = problem_ids(ids, 13)
+    assert problem.tolist() == [[0] * 9 + [1] * 7, [0] * 7 + [1] * 9]  # an <eos> belongs to the problem it closes
+    restarted = segment_ids(ids, 10, 12, 4, end_token_id=13)
+    assert restarted.tolist() == [[0, 0, 1, 1, 1, 2, 2, 2, 3, 0, 1, 1, 2, 2, 2, 3],
+                                  [0, 1, 1, 2, 2, 2, 3, 0, 0, 1, 1, 1, 2, 2, 2, 3]]
+    assert segment_ids(ids, 10, 12, 4)[0, 9:].tolist() == [3] * 7  # without restarting: capped from the <eos> on
+    torch.manual_seed(0)
+    base = abacus_position_ids(ids.repeat(64, 1), 10, 11)
+    shifted = random_offsets(base, 25, 40, per_sequence=True, shift_all_tokens=True, problem=problem.repeat(64, 1))
+    k = shifted - base
+    first, second = k[0::2, 0], k[0::2, -1]
+    assert torch.equal(k[0::2, :9], first[:, None].expand(-1, 9)) and torch.equal(k[0::2, 9:], second[:, None].expand(-1, 7))
+    assert (first != second).float().mean() > 0.8 and int(k.max()) <= 25 and int(shifted.max()) <= 40
+    # One problem per row: the same draws as without `problem`
+    torch.manual_seed(1)
+    single = random_offsets(base[:, :9], 25, 40, True, 0.3, True, problem=torch.zeros_like(base[:, :9]))
+    torch.manual_seed(1)
+    assert torch.equal(single, random_offsets(base[:, :9], 25, 40, True, 0.3, True))
+
+
+def test_offset_per_problem_needs_per_sequence_offsets_and_restarts_segments_after_eos():
+    with pytest.raises(ValueError, match="abacus_offset_per_problem needs abacus_offset_per_sequence"):
+        AbacusGPT2Config(abacus_offset_per_problem=True, eos_token_id=13)
+    model, tok = make(abacus_num_segments=4, abacus_offset_per_sequence=True, abacus_offset_per_problem=True)
+    ids = tok(["12+34"], return_tensors="pt").input_ids
+    packed = torch.cat([ids, torch.tensor([[6, 4, tok.eos_token_id]]), ids], dim=1)
+    _, segment = unpack_positions(model.position_ids_from_input_ids(packed), 40)
+    assert segment[0].tolist() == [0, 0, 1, 1, 1, 2, 2, 2, 3, 0, 0, 1, 1, 1, 2]
+    model.train()  # training draws one offset per problem: the two copies of 12+34 get different indices
+    seen = []
+    hook = model.transformer.abacus.register_forward_hook(lambda m, args, out: seen.append(args[0].clone()))
+    for _ in range(10):
+        model(input_ids=packed)
+    hook.remove()
+    assert any(not torch.equal(s[0, :6], s[0, 9:]) for s in seen)
 
 
 def test_left_padding_does_not_change_a_rows_output():

@@ -412,6 +412,22 @@ def test_random_prefix_filler_beyond_the_context_is_refused_before_training(tmp_
     assert main(argv) == 0, capsys.readouterr().err
 
 
+def test_packed_problems_need_a_model_with_an_offset_per_problem(tmp_path, capsys):
+    message = fails(capsys, "train", *TINY, "--set", "data.context_problems=1", "--output-dir", tmp_path / "o")
+    assert "data.context_problems packs problems closed by <eos>" in message and "abacus_offset_per_problem" in message
+    message = fails(capsys, "train", *TINY, "--set", "data.context_problems=17", "--output-dir", tmp_path / "o")
+    assert "data.context_problems must be an integer in 0..16, got 17" in message
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_abacus_model_trains_on_packed_problems(tmp_path, capsys):
+    argv = ["train", "abacus-gpt2-add", *TINY, "--set", "data.context_problems=2", "--set", "data.max_digits=4",
+            "--set", "model.abacus_offset_per_problem=true", "--output-dir", str(tmp_path / "o")]
+    assert main(argv) == 0, capsys.readouterr().err
+    config = json.loads((tmp_path / "o" / "final" / "config.json").read_text())
+    assert config["abacus_offset_per_problem"] is True
+
+
 @pytest.mark.parametrize("argv, option", [
     (["eval", "minimal-add10", "--samples", "100000000000"], "--samples"),
     (["eval", "abacus-gpt2-add", "--grid", "1:3", "--samples-per-cell", "100000000"], "--samples-per-cell"),

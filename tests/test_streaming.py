@@ -228,3 +228,36 @@ def test_hard_fraction_mixes_in_that_share_of_hard_problems():
         answer = [fmt.vocab()[i] for i in row["labels"][row["labels"] != IGNORE_INDEX]]
         assert decode_answer(answer, fmt) == str(a + b)
     np.testing.assert_array_equal(mixed.chunk(0)[0], mixed.chunk(0)[0])
+
+
+def test_packed_examples_hold_whole_problems_each_closed_by_eos_with_every_answer_labelled():
+    """'12+34' and '5+5' packed into one row (sizes [2]), and '12+34' alone into the next (sizes [1]
+    of the group '12+34', '5+5'): written out by hand. <pad> 12, <eos> 13."""
+    problems = with_answers(problems_from_ints("add", [[12, 34], [5, 5], [12, 34], [5, 5]], 10))
+    input_ids, attention_mask, labels = encode_examples(problems, NumberFormat(), 18, pack_sizes=np.array([2, 1]))
+    x = IGNORE_INDEX
+    assert input_ids.tolist() == [[2, 1, 10, 4, 3, 11, 6, 4, 13, 5, 10, 5, 11, 0, 1, 13, 12, 12],
+                                  [2, 1, 10, 4, 3, 11, 6, 4, 13] + [12] * 9]
+    assert attention_mask.tolist() == [[1] * 16 + [0] * 2, [1] * 9 + [0] * 9]
+    assert labels.tolist() == [[x] * 6 + [6, 4, 13] + [x] * 4 + [0, 1, 13, x, x], [x] * 6 + [6, 4, 13] + [x] * 9]
+
+
+def test_a_packing_stream_draws_one_to_all_problems_per_row_within_its_length():
+    spec, fmt = ProblemSpec(task="add", min_digits=1, max_digits=6), NumberFormat(reverse_operands=True,
+                                                                                  reverse_answer=True)
+    stream = ProblemStream(spec, fmt, seed=3, context_problems=2, random_prefix=4)
+    assert stream.length == 3 * worst_case_length(spec, fmt) + 4
+    rows = take(stream, 300)
+    eos = fmt.token_id(EOS_TOKEN)
+    counts = [int((r["input_ids"][r["attention_mask"] == 1] == eos).sum()) for r in rows]
+    assert set(counts) == {1, 2, 3}
+    for row in rows[:50]:  # every answer is labelled and reads back as the sum of its own problem
+        ids = row["input_ids"][row["attention_mask"] == 1].tolist()
+        labelled = row["labels"][row["attention_mask"] == 1].tolist()
+        vocab = fmt.vocab()
+        text = "".join(vocab[i] for i in ids).replace("<pad>", "").split(EOS_TOKEN)[:-1]
+        for problem in text:
+            prompt, answer = problem.split(PROMPT_END)
+            a, b = (int(t[::-1]) for t in prompt.split("+"))
+            assert int(answer[::-1]) == a + b
+        assert sum(t != IGNORE_INDEX for t in labelled) == sum(len(p.split(PROMPT_END)[1]) + 1 for p in text)

@@ -36,18 +36,36 @@ def abacus_position_ids(input_ids: torch.Tensor, num_digit_tokens: int,
     return torch.where(in_answer, positions + 1, positions)
 
 
+def problem_ids(input_ids: torch.Tensor, end_token_id: int) -> torch.Tensor:
+    """Which problem of a packed sequence each token belongs to: the `end_token_id`s (<eos>) before it.
+
+    An <eos> closes its own problem, so it gets the same id as the tokens before it.
+    """
+    is_end = (input_ids == end_token_id).long()
+    return is_end.cumsum(-1) - is_end
+
+
 def segment_ids(input_ids: torch.Tensor, num_digit_tokens: int, pad_token_id: int | None,
-                num_segments: int) -> torch.Tensor:
+                num_segments: int, end_token_id: int | None = None) -> torch.Tensor:
     """Which number each token belongs to: the separators (non-digit, non-pad tokens) up to and including it.
 
     `a+b=c` gives a: 0, `+` and b: 1, `=` and c: 2, capped at num_segments - 1. Without it a
     NoPE model tells the operands and the answer apart by attending over the separators seen so
     far, a feature that changes with the sequence length and so breaks on longer numbers.
+    With `end_token_id`, the count restarts after each such token (<eos>), so each problem of a
+    packed sequence numbers its own operands from 0.
     """
     separator = input_ids >= num_digit_tokens
     if pad_token_id is not None:
         separator &= input_ids != pad_token_id
-    return separator.long().cumsum(-1).clamp(max=num_segments - 1)
+    count = separator.long().cumsum(-1)
+    if end_token_id is not None:
+        index = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
+        # The count at the latest <eos> strictly before each token (0 before the first one).
+        last_end = torch.where(input_ids == end_token_id, index, torch.full_like(index, -1)).cummax(dim=-1).values
+        before = torch.cat([torch.full_like(last_end[..., :1], -1), last_end[..., :-1]], dim=-1)
+        count = count - torch.where(before >= 0, count.gather(-1, before.clamp(min=0)), torch.zeros_like(count))
+    return count.clamp(max=num_segments - 1)
 
 
 def pack_positions(index: torch.Tensor, segment: torch.Tensor | None, max_digits: int) -> torch.Tensor:
@@ -72,7 +90,8 @@ def check_abacus_range(position_ids: torch.Tensor, max_digits: int) -> None:
 
 
 def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int, per_sequence: bool,
-                   unshifted_fraction: float = 0.0, shift_all_tokens: bool = False) -> torch.Tensor:
+                   unshifted_fraction: float = 0.0, shift_all_tokens: bool = False,
+                   problem: torch.Tensor | None = None) -> torch.Tensor:
     """Shift every digit position by a random k in [0, max_offset] (one k per batch or per sequence).
 
     Without the shift, indices beyond the training length never receive gradient and length
@@ -81,6 +100,8 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     `unshifted_fraction` of draws keeps k = 0 so the low indices are trained as often as the rest.
     With `shift_all_tokens`, non-digit tokens move to k too: the `=` that predicts the first answer
     digit then sits one index below it for every k, as each answer digit sits below the next.
+    With `problem` (`problem_ids` of a packed sequence), each problem draws its own k, so digits
+    whose indices lie far apart meet in one sequence (one problem of short operands never gives that).
     """
     if max_offset <= 0 or position_ids.numel() == 0:
         return position_ids
@@ -90,15 +111,18 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
         room = room.min().expand_as(room)
         draw = torch.rand((), device=position_ids.device).expand_as(room)
     else:
+        if problem is not None:  # one draw per (sequence, problem)
+            room = room[:, None].expand(-1, int(problem.max()) + 1)
         draw = torch.rand(room.shape, device=position_ids.device)
     k = (draw * (room + 1)).floor().long().clamp(max=room)
     if unshifted_fraction > 0:
         keep = torch.rand(k.shape if per_sequence else (), device=k.device) < unshifted_fraction
         k = torch.where(keep, torch.zeros_like(k), k)
+    k = k.gather(1, problem) if problem is not None and per_sequence else k[:, None]
     if shift_all_tokens:
-        return position_ids + k[:, None]
-    return torch.where(position_ids > 0, position_ids + k[:, None], position_ids)
+        return position_ids + k
+    return torch.where(position_ids > 0, position_ids + k, position_ids)
 
 
-__all__ = ["abacus_position_ids", "check_abacus_range", "pack_positions", "random_offsets", "segment_ids",
-           "unpack_positions"]
+__all__ = ["abacus_position_ids", "check_abacus_range", "pack_positions", "problem_ids", "random_offsets",
+           "segment_ids", "unpack_positions"]

@@ -20,6 +20,11 @@ class AbacusGPT2Config(ArithConfig):
         abacus_max_offset: training draws a random k in [0, abacus_max_offset] added to every digit
             position (the paper's max_k = 100), so that indices beyond the training length get trained.
         abacus_offset_per_sequence: draw k per sequence instead of once per batch (the paper).
+        abacus_offset_per_problem: training sequences may pack several problems, each closed by
+            <eos> (recipe key data.context_problems): each problem draws its own k, and segments
+            restart after each <eos>. Digits whose indices lie far apart then meet in one sequence,
+            which one problem of short operands never gives. Needs abacus_offset_per_sequence and
+            an eos_token_id (without one, nothing is packed and this changes nothing).
         abacus_unshifted_fraction: share of draws that keep k = 0 (0 in the paper), so the low
             indices that every number uses at test time are trained often enough.
         abacus_offset_all_tokens: the training offset also moves non-digit tokens (index 0 -> k), so
@@ -57,6 +62,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_max_digits: int = 128,
         abacus_max_offset: int = 100,
         abacus_offset_per_sequence: bool = False,
+        abacus_offset_per_problem: bool = False,
         abacus_unshifted_fraction: float = 0.0,
         abacus_offset_all_tokens: bool = False,
         abacus_align_answer: bool = False,
@@ -80,6 +86,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_max_digits = abacus_max_digits
         self.abacus_max_offset = abacus_max_offset
         self.abacus_offset_per_sequence = abacus_offset_per_sequence
+        self.abacus_offset_per_problem = abacus_offset_per_problem
         self.abacus_unshifted_fraction = abacus_unshifted_fraction
         self.abacus_offset_all_tokens = abacus_offset_all_tokens
         self.abacus_align_answer = abacus_align_answer
@@ -107,6 +114,9 @@ class AbacusGPT2Config(ArithConfig):
                                              and 0 <= self.answer_start_token_id < self.vocab_size):
             raise ValueError(f"{name}.abacus_align_answer needs answer_start_token_id, the id of the token before "
                              f"the answer, in [0, vocab_size); got {self.answer_start_token_id!r}")
+        if self.abacus_offset_per_problem and not self.abacus_offset_per_sequence:
+            raise ValueError(f"{name}.abacus_offset_per_problem needs abacus_offset_per_sequence (a draw per problem "
+                             "is a draw per sequence, made for each problem)")
         for field in ("resid_pdrop", "embd_pdrop", "attn_pdrop", "abacus_unshifted_fraction"):
             if not 0.0 <= getattr(self, field) < 1.0:
                 raise ValueError(f"{name}.{field} must lie in [0, 1), got {getattr(self, field)!r}")

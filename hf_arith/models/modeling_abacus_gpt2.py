@@ -26,6 +26,7 @@ from .abacus_positions import (
     abacus_position_ids,
     check_abacus_range,
     pack_positions,
+    problem_ids,
     random_offsets,
     segment_ids,
     unpack_positions,
@@ -145,8 +146,8 @@ class AbacusGPT2PreTrainedModel(PreTrainedModel):
             check_abacus_range(index[:, :generated_from], c.abacus_max_digits)
             index = index.clamp(max=c.abacus_max_digits)
         check_abacus_range(index, c.abacus_max_digits)  # before packing, which a too-long number would corrupt
-        segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments) \
-            if c.abacus_num_segments else None
+        segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments,
+                              c.eos_token_id if c.abacus_offset_per_problem else None) if c.abacus_num_segments else None
         return pack_positions(index, segment, c.abacus_max_digits)
 
 
@@ -211,8 +212,10 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                 raise ValueError(f"position_ids hold segment {int(segment.max())}, but this model has "
                                  f"{c.abacus_num_segments} segments (config.abacus_num_segments)")
         if computed and self.training:
+            packed = c.abacus_offset_per_problem and c.eos_token_id is not None
+            problem = problem_ids(input_ids, c.eos_token_id) if packed else None
             index = random_offsets(index, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence,
-                                   c.abacus_unshifted_fraction, c.abacus_offset_all_tokens)
+                                   c.abacus_unshifted_fraction, c.abacus_offset_all_tokens, problem)
         hidden = self.wte(input_ids) + self.abacus(index)
         if segment is not None:
             hidden = hidden + self.segment(segment)
