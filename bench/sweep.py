@@ -126,10 +126,11 @@ def main(argv: list[str] | None = None) -> dict:
 def write_table() -> None:
     """bench/results/sweep.md (and sweep.json): every sweep_<model>.json there, each row from its own file."""
     every = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("sweep_*.json"))]
-    rows = [(r["model"], f"{r['operand_digits'][0]}-{r['operand_digits'][1]}", tokens, f"{p[k]['n']:,}", key_name,
+    # A swept run that became a bundled model is listed under its bundled name (its path stays in its file).
+    rows = [(r.get("bundled_as", r["model"]), f"{r['operand_digits'][0]}-{r['operand_digits'][1]}", tokens, f"{p[k]['n']:,}", key_name,
              p[k]["wrong"], p[k]["silent_wrong"], f"{p[k]['lowest_confidence_right']:.3f}", r["date"][:10])
             for r in every for tokens, p in passes(r) for k, key_name in SET_NAMES.items() if k in p]
-    write_results(RESULTS / "sweep.json", {"models": [r["model"] for r in every]}, title="Reliability sweep",
+    write_results(RESULTS / "sweep.json", {"models": [r.get("bundled_as", r["model"]) for r in every]}, title="Reliability sweep",
                   what="held-out problems inside each model's trained range; wrong answers, and how many of "
                        f"them had confidence >= {LOW_CONFIDENCE} (silent); lowest confidence of a right answer. "
                        "Rows come from bench/results/sweep_<model>.json, each with its own command and machine",

@@ -131,6 +131,13 @@ def test_numbers_beyond_the_abacus_range_are_a_clear_error():
         check_abacus_range(torch.tensor([[0, 13]]), 12)
     with pytest.raises(ValueError, match="abacus range"):
         model(input_ids=tok(["1" * 13 + "+1"], return_tensors="pt").input_ids)
+    with pytest.raises(ValueError, match="abacus range of 12 digits"):  # generate() checks the prompt too
+        model.generate(**tok(["1" * 13 + "+1"], return_tensors="pt"), max_new_tokens=3, do_sample=False)
+    enc = tok(["12+5", "1+2"], padding=True, return_tensors="pt")  # the prompt ends after the latest `=`
+    assert model.prompt_end(enc.input_ids) is None  # no answer_start_token_id: every number is checked
+    model, tok = make(abacus_max_digits=12, answer_start_token_id=11)
+    assert model.prompt_end(enc.input_ids) == enc.input_ids.shape[1]
+    assert model.prompt_end(enc.input_ids[:, :-1]) is None
     assert hf_arith.solve(model, tok, "12+5") is None or isinstance(hf_arith.solve(model, tok, "12+5"), str)
 
 

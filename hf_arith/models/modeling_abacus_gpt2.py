@@ -270,9 +270,20 @@ class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
 
     def prepare_inputs_for_generation(self, input_ids, **kwargs):
         # Abacus ids depend on the whole sequence: compute them from the full input_ids; the
-        # generation mixin then slices them to the tokens the cache has not seen.
-        kwargs["position_ids"] = self.position_ids_from_input_ids(input_ids)
+        # generation mixin then slices them to the tokens the cache has not seen. Numbers after the
+        # prompt are generated: one longer than the table is a malformed answer that decodes on, as
+        # in the shared decoder, instead of an error halfway through generate().
+        kwargs["position_ids"] = self.position_ids_from_input_ids(input_ids, self.prompt_end(input_ids))
         return super().prepare_inputs_for_generation(input_ids, **kwargs)
+
+    def prompt_end(self, input_ids: torch.Tensor) -> int | None:
+        """The column after the latest row's first `=` (the prompt's last token), or None when a row has
+        none: every number before it is checked against the table, none of the prompt is ever clamped."""
+        start = self.config.answer_start_token_id
+        is_start = input_ids == start if start is not None else None
+        if is_start is None or not bool(is_start.any(-1).all()):
+            return None
+        return int(is_start.int().argmax(-1).max()) + 1
 
     def get_input_embeddings(self):
         return self.transformer.wte
