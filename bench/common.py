@@ -23,6 +23,15 @@ def script_parser(doc: str) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+def add_length_probe_options(parser: argparse.ArgumentParser, lengths: str) -> None:
+    """A length probe's options: one model, operand --lengths, --samples per length, --threads, --out."""
+    parser.add_argument("model", help="bundled name or checkpoint folder")
+    parser.add_argument("--lengths", default=lengths)
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", help="also write the results here (JSON, with the machine and the command)")
+
+
 def add_model_batch_options(parser: argparse.ArgumentParser, out, batch_sizes=(1, 64, 256), batches: int = 4,
                             batches_help: str = "batches timed per setting", repeats: int | None = 5) -> None:
     """Models (default: every bundled one), batch sizes, batches, repeats (None: no --repeats), --max-digits, --out."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from common import script_parser
+from common import add_length_probe_options, script_parser
 from machine import command_line, load_average, machine_info, write_results
 
 from hf_arith.formatting import render
@@ -53,12 +53,8 @@ def probe(model, tok, length: int, offset: int, samples: int) -> dict:
 
 def main(argv=None) -> None:
     parser = script_parser(__doc__)
-    parser.add_argument("model", help="bundled name or checkpoint folder")
-    parser.add_argument("--lengths", default="10,20,30")
+    add_length_probe_options(parser, "10,20,30")
     parser.add_argument("--offsets", default="0,10,20")
-    parser.add_argument("--samples", type=int, default=200)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", help="also write the results here (JSON, with the machine and the command)")
     args = parser.parse_args(argv)
     load_before = load_average()
     torch.set_num_threads(args.threads)

@@ -14,7 +14,7 @@ writes the figures with the machine and the command (bench/machine.py's write_re
 from __future__ import annotations
 
 import torch
-from common import decimal_heldout, decode, per_digit, script_parser
+from common import add_length_probe_options, decimal_heldout, decode, per_digit, script_parser
 from machine import command_line, load_average, machine_info, write_results
 
 from hf_arith.loading import load_checkpoint
@@ -24,12 +24,8 @@ SEED = 4321  # the same problems for every model
 
 def main(argv=None) -> None:
     parser = script_parser(__doc__)
-    parser.add_argument("model", help="bundled name or checkpoint folder")
-    parser.add_argument("--lengths", default="5,10,13,16,20,25,30")
-    parser.add_argument("--samples", type=int, default=200)
+    add_length_probe_options(parser, "5,10,13,16,20,25,30")
     parser.add_argument("--per-digit", action="store_true")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", help="also write the results here (JSON, with the machine and the command)")
     args = parser.parse_args(argv)
     load_before = load_average()
     torch.set_num_threads(args.threads)
