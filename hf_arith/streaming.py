@@ -112,9 +112,11 @@ class ProblemStream(torch.utils.data.IterableDataset):
 
     def __init__(self, spec: ProblemSpec, fmt: NumberFormat, state: CurriculumState | None = None,
                  seed: int = 0, rank: int = 0, chunk_size: int = 2048, test_fraction: float = 0.1,
-                 random_prefix: int = 0, hard_fraction: float = 0.0, context_problems: int = 0):
+                 random_prefix: int = 0, hard_fraction: float = 0.0, context_problems: int = 0,
+                 hard_fraction_fade: tuple[int, int] | None = None):
         self.spec, self.fmt, self.seed, self.rank = spec, fmt, seed, rank
         self.random_prefix, self.hard_fraction = random_prefix, hard_fraction
+        self.hard_fraction_fade = tuple(hard_fraction_fade) if hard_fraction_fade else None
         self.context_problems = context_problems
         self.state = state or CurriculumState(spec.min_digits, spec.max_digits)
         self.chunk_size, self.test_fraction = chunk_size, test_fraction
@@ -129,29 +131,36 @@ class ProblemStream(torch.utils.data.IterableDataset):
         return ProblemSpec(task=self.spec.task, base=self.spec.base, min_digits=min_digits, max_digits=max_digits,
                            min_items=self.spec.min_items, max_items=self.spec.max_items)
 
-    def _segments(self, chunk: int) -> list[tuple[int, int, int]]:
-        """(count, min_digits, max_digits) runs covering chunk `chunk`, in order."""
+    def hard_fraction_at(self, step: int) -> float:
+        """The share of hard problems at global step `step` (constant without a fade)."""
+        if self.hard_fraction_fade is None:
+            return self.hard_fraction
+        start, end = self.hard_fraction_fade
+        return self.hard_fraction * min(1.0, max(0.0, (end - step) / (end - start)))
+
+    def _segments(self, chunk: int) -> list[tuple[int, int, int, float]]:
+        """(count, min_digits, max_digits, hard share) runs covering chunk `chunk`, in order."""
         state = self.state
         if state.schedule is None or state.examples_per_step < 1:
-            return [(self.chunk_size, state.min_digits, state.max_digits)]
+            return [(self.chunk_size, state.min_digits, state.max_digits, self.hard_fraction)]
         first = chunk * self.chunk_size
         steps, counts = np.unique(np.arange(first, first + self.chunk_size) // state.examples_per_step,
                                   return_counts=True)
-        segments: list[tuple[int, int, int]] = []
+        segments: list[tuple[int, int, int, float]] = []
         for step, count in zip(steps.tolist(), counts.tolist()):
-            lo, hi = state.schedule(step)
-            if segments and segments[-1][1:] == (lo, hi):
-                segments[-1] = (segments[-1][0] + count, lo, hi)
+            key = (*state.schedule(step), self.hard_fraction_at(step))
+            if segments and segments[-1][1:] == key:
+                segments[-1] = (segments[-1][0] + count, *key)
             else:
-                segments.append((count, lo, hi))
+                segments.append((count, *key))
         return segments
 
     def chunk(self, index: int, worker: int = 0):
         """input_ids, attention_mask, labels of chunk `index`: the same arrays every time it is asked for."""
         rng = np.random.default_rng([self.seed, self.rank, worker, index])
         parts = []
-        for count, lo, hi in self._segments(index):
-            hard = rng.binomial(count, self.hard_fraction) if self.hard_fraction else 0
+        for count, lo, hi, share in self._segments(index):
+            hard = rng.binomial(count, share) if share else 0
             for n, kind in ((count - hard, "uniform"), (hard, "hard")):
                 if n:
                     group = 1 + self.context_problems

@@ -65,6 +65,10 @@ class DataRecipe:
     # Share of training problems drawn from the hard cases uniform sampling almost never gives
     # (repeated digits; carry and borrow chains for add and sub): targeted fine-tuning (0 = off).
     hard_fraction: float = 0.0
+    # [start, end] global steps: the hard share holds until `start`, then falls linearly to 0 at
+    # `end`, so training floods the carry circuit early and finishes on the natural distribution
+    # (the carry-mix fade of the small AdderBoard models; empty = a constant share).
+    hard_fraction_fade: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -226,6 +230,12 @@ def _check_values(recipe: Recipe) -> None:
         if not 1 <= phase.min_digits <= phase.max_digits <= d.max_digits:
             raise RecipeError(f"data.curriculum[{i}]: digits must lie in 1..data.max_digits ({d.max_digits})")
         last = phase.until_step
+    fade = d.hard_fraction_fade
+    if fade and (not isinstance(fade, list) or len(fade) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in fade)
+                 or not 0 <= fade[0] < fade[1]):
+        raise RecipeError(f"data.hard_fraction_fade must be [start, end] steps with 0 <= start < end, got {fade!r}")
+    if fade and not d.hard_fraction:
+        raise RecipeError("data.hard_fraction_fade needs data.hard_fraction > 0 (the share it fades from)")
     if o.steps < 1 or o.batch_size < 1 or o.learning_rate <= 0:
         raise RecipeError("optim: steps, batch_size and learning_rate must be positive")
     # Each value within what the optimizer, the schedule and memory take (not found after the model is built).

@@ -680,7 +680,8 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
     stream = ProblemStream(spec, fmt, state, seed=recipe.optim.seed, rank=int(os.environ.get("RANK", 0)),
                            chunk_size=recipe.data.chunk_size, test_fraction=recipe.data.test_fraction,
                            random_prefix=recipe.data.random_prefix, hard_fraction=recipe.data.hard_fraction,
-                           context_problems=recipe.data.context_problems)
+                           context_problems=recipe.data.context_problems,
+                           hard_fraction_fade=recipe.data.hard_fraction_fade)
     # Only when the recipe turns on an evaluation strategy: otherwise training pays nothing for it.
     evaluation = {} if run.eval_problems is None else dict(
         eval_dataset=HeldoutExamples(run.eval_problems, stream), compute_metrics=compute_metrics(tokenizer),

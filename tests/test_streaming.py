@@ -230,6 +230,25 @@ def test_hard_fraction_mixes_in_that_share_of_hard_problems():
     np.testing.assert_array_equal(mixed.chunk(0)[0], mixed.chunk(0)[0])
 
 
+def test_hard_fraction_fade_holds_the_share_then_falls_to_zero():
+    """data.hard_fraction_fade [4, 8] with 250 examples per step and chunks of 1,000: chunk 0
+    (steps 0-3) is all hard, chunk 2 (steps 8-11) all uniform."""
+    fmt = NumberFormat(task="add", reverse_operands=True, reverse_answer=True)
+    spec = ProblemSpec(task="add", min_digits=8, max_digits=10)
+    state = CurriculumState(8, 10, schedule=lambda step: (8, 10), examples_per_step=250)
+    stream = ProblemStream(spec, fmt, state, seed=3, chunk_size=1000, hard_fraction=1.0, hard_fraction_fade=(4, 8))
+    assert [stream.hard_fraction_at(s) for s in (0, 4, 6, 8, 100)] == [1.0, 1.0, 0.5, 0.0, 0.0]
+
+    def repeated_share(chunk):
+        ids, _, labels = stream.chunk(chunk)
+        rows = [{"input_ids": i, "labels": label} for i, label in zip(ids, labels)]
+        return np.mean([len(set("".join(map(str, prompt_operands(r, fmt))))) <= 2 for r in rows])
+
+    assert 0.4 < repeated_share(0) < 0.6  # every problem hard, half of them repeated digits
+    assert 0.1 < repeated_share(1) < 0.4  # the share falls over steps 4-7
+    assert repeated_share(2) < 0.01
+
+
 def test_packed_examples_hold_whole_problems_each_closed_by_eos_with_every_answer_labelled():
     """'12+34' and '5+5' packed into one row (sizes [2]), and '12+34' alone into the next (sizes [1]
     of the group '12+34', '5+5'): written out by hand. <pad> 12, <eos> 13."""
