@@ -363,7 +363,7 @@ def parse_problem(text: str, fmt: NumberFormat) -> list[str]:
         raise FormatError(f"{quote(problem)}: expected two numbers joined by '{op}'")
     left, _, right = problem.partition(op)
     if problem.count(op) > 1 and not right.startswith("-"):  # '5--3' is a negative operand, said below
-        raise FormatError(f"{quote(problem)}: expected two numbers joined by one '{op}', got {problem.count(op)} of them")
+        raise FormatError(f"{quote(problem)}: expected two numbers joined by one '{op}', got {problem.count(op)} '{op}' signs")
     return [_check_number(problem, left, problem), _check_number(problem, right, problem)]
 
 

@@ -239,8 +239,8 @@ def test_parse_valid_problems():
     ("a:1,b:-2", NumberFormat(task="sort"), "sort items look like"),
     ("1,2", NumberFormat(task="sort"), "sort items look like"),
     ("a:1;b:2", NumberFormat(task="sort"), "sort items look like 'a:31,b:7', got 'a:1;b:2'"),
-    ("5*3*2", NumberFormat(task="mul"), "two numbers joined by one '*', got 2 of them"),
-    ("1+2+3", NumberFormat(), "two numbers joined by one '+', got 2 of them"),
+    ("5*3*2", NumberFormat(task="mul"), "two numbers joined by one '*', got 2 '*' signs"),
+    ("1+2+3", NumberFormat(), "two numbers joined by one '+', got 2 '+' signs"),
     (12, NumberFormat(), "must be a string"),
 ])
 def test_parse_errors_are_one_line_format_errors(text, fmt, message):

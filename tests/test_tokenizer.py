@@ -73,7 +73,7 @@ def test_subtraction_answers_keep_their_sign():
     ("", "empty"),
     ("3*4", "multiplication"),
     ("12345678901+1", "more than 10"),
-    ("1+2+3", r"two numbers joined by one '\+', got 2 of them"),
+    ("1+2+3", r"two numbers joined by one '\+', got 2 '\+' signs"),
 ])
 def test_bad_problems_raise_one_line_errors(bad, message):
     tok = ArithTokenizer(number_format=NumberFormat(operand_width=10, answer_width=11))
