@@ -35,10 +35,12 @@ SUPPORTED = {
     "num_key_value_heads": None, "head_dim": None, "intermediate_size": None, "max_position_embeddings": None,
     "norm_eps": None, "rope_theta": None, "num_digit_tokens": None, "projection_rank": None,
     "initializer_range": None, "arc_init": None,  # training only
+    "token_dims": None, "spiral": None, "answer_start_token_id": None, "o_proj_rank": None,
+    "tie_qk_rotation": (False, True), "tie_down_head": (False, True),
     "hidden_act": ("relu", "gelu", "silu", "tanh"),
     "mlp_type": ("gated", "plain"),
     "norm_type": ("rmsnorm", "layernorm", "none"),
-    "position_embedding": ("rope", "learned", "none"),
+    "position_embedding": ("rope", "learned", "none", "spiral"),
     "digit_embedding": ("learned", "circular_arc"),
     "special_embedding": ("learned", "arc"),
     "norm_sharing": ("none", "block", "all"), "share_qk_norm": (False, True),
@@ -132,6 +134,9 @@ def architecture(config) -> str:
         parts.append(f"RoPE θ={c.rope_theta:g}")
     elif c.position_embedding == "learned":
         parts.append("learned positions")
+    elif c.position_embedding == "spiral":
+        parts.append(f"split residual ({c.token_dims} token + {c.hidden_size - c.token_dims} position dims), "
+                     "fixed spiral positions per digit column")
     else:
         parts.append("no positions")
     act = {"silu": "SwiGLU", "gelu": "GeGLU", "relu": "ReGLU", "tanh": "tanh-gated"}[c.hidden_act]
@@ -156,7 +161,14 @@ def tricks(config, fmt) -> list[str]:
             out.append(f"circular arc token embedding (3 params for all {c.vocab_size} tokens: digits and delimiters)")
         else:
             out.append(f"circular arc digit embedding (3 params for {c.num_digit_tokens} digits)")
-    if c.tie_word_embeddings:
+    if c.token_dims:
+        out.append(f"split residual: tokens in {c.token_dims} dims, positions in {c.hidden_size - c.token_dims}; "
+                   "queries and keys read positions, values read tokens")
+        out.append("fixed spiral positions shared by digit i of a, b and the sum (zero params; "
+                   "a learned point for '=')")
+        out.append("one head projection: value projection, output head"
+                   + (" and FFN down projection" if c.tie_down_head else ""))
+    elif c.tie_word_embeddings:
         out.append("tied embeddings (output head = embedding table)")
     if c.digit_logits_only:
         out.append("the head scores digits only (a fixed mask, zero params)")
@@ -164,6 +176,10 @@ def tricks(config, fmt) -> list[str]:
         out.append("tied K=V")
     if c.tie_qo:
         out.append("tied O=Q^T")
+    if c.tie_qk_rotation:
+        out.append("tied K=Q, queries turned by one learned angle")
+    if c.o_proj_rank:
+        out.append(f"rank-{c.o_proj_rank} attention output")
     if c.projection_rank:
         out.append(f"rank-{c.projection_rank} factorized projections")
     if c.num_key_value_heads < c.num_attention_heads:
@@ -247,6 +263,9 @@ CONTEXT = $max_position_embeddings
 ?rope ROPE_THETA = $rope_theta
 ?arc ARC_TOKENS = $arc_tokens  # the tokens that embed on the arc (ids 0 .. ARC_TOKENS - 1)
 ?lowrank RANK = $projection_rank
+?split TOKEN_DIMS = $token_dims  # the residual is [token part (TOKEN_DIMS) | position part (3)]
+?split SPIRAL = $spiral  # digit column c sits at (A cos(2 pi c / P), A sin(2 pi c / P), s c) for [A, P, s]
+EMBED = $embed_dim  # the token table's width
 
 # -- the tokenizer's number format: one token per character -------------------------------------
 VOCAB = $vocab
@@ -258,21 +277,22 @@ REVERSE_ANSWER = $reverse_answer
 END_TOKEN = $end_token  # True: the answer ends with <eos>
 PLUS, EQUALS, EOS_TEXT, PAD_TEXT = $operator, $prompt_end, $eos, $pad
 EOS = VOCAB.index(EOS_TEXT)
+?split ANSWER_START = VOCAB.index(EQUALS)
 
 METADATA = $metadata
 
 
 class Projection(nn.Module):
 ?!lowrank     """A linear map."""
-?lowrank     """A linear map; below full rank it is stored as two factors of rank RANK (x -> up(down(x)))."""
+?lowrank     """A linear map; below full rank it is stored as two factors of rank `rank` (x -> up(down(x)))."""
 
-?bias     def __init__(self, n_in, n_out, bias=False):
-?!bias     def __init__(self, n_in, n_out):
+?bias     def __init__(self, n_in, n_out, bias=False$rank_arg):
+?!bias     def __init__(self, n_in, n_out$rank_arg):
         super().__init__()
-?lowrank         self.low_rank = 0 < RANK < min(n_in, n_out)
+?lowrank         self.low_rank = 0 < rank < min(n_in, n_out)
 ?lowrank         if self.low_rank:
-?lowrank             self.down = nn.Parameter(torch.zeros(RANK, n_in))
-?lowrank             self.up = nn.Parameter(torch.zeros(n_out, RANK))
+?lowrank             self.down = nn.Parameter(torch.zeros(rank, n_in))
+?lowrank             self.up = nn.Parameter(torch.zeros(n_out, rank))
 ?lowrank         else:
 ?lowrank             self.weight = nn.Parameter(torch.zeros(n_out, n_in))
 ?!lowrank         self.weight = nn.Parameter(torch.zeros(n_out, n_in))
@@ -314,8 +334,8 @@ class TokenEmbedding(nn.Module):
 
     def __init__(self):
         super().__init__()
-?!arc         self.weight = nn.Parameter(torch.zeros(VOCAB_SIZE, HIDDEN))
-?arc?rows         self.weight = nn.Parameter(torch.zeros(VOCAB_SIZE - ARC_TOKENS, HIDDEN))
+?!arc         self.weight = nn.Parameter(torch.zeros(VOCAB_SIZE, EMBED))
+?arc?rows         self.weight = nn.Parameter(torch.zeros(VOCAB_SIZE - ARC_TOKENS, EMBED))
 ?arc         self.arc_params = nn.Parameter(torch.zeros(3))  # radius, start angle, angle step
 
     def table(self):
@@ -323,8 +343,8 @@ class TokenEmbedding(nn.Module):
 ?arc         radius, start, step = self.arc_params
 ?arc         angles = start + step * torch.arange(ARC_TOKENS, dtype=start.dtype)
 ?arc         points = torch.stack([radius * angles.cos(), radius * angles.sin()], dim=-1)
-?arc?rows         return torch.cat([F.pad(points, (0, HIDDEN - 2)), self.weight], dim=0)
-?arc?!rows         return F.pad(points, (0, HIDDEN - 2))
+?arc?rows         return torch.cat([F.pad(points, (0, EMBED - 2)), self.weight], dim=0)
+?arc?!rows         return F.pad(points, (0, EMBED - 2))
 
 
 ?rope def rotary_tables():
@@ -341,31 +361,89 @@ class TokenEmbedding(nn.Module):
 ?rope     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
-class Attention(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.q_proj = Projection(HIDDEN, HEADS * HEAD_DIM$attention_bias)
-        self.k_proj = Projection(HIDDEN, KV_HEADS * HEAD_DIM$attention_bias)
-?!tie_kv         self.v_proj = Projection(HIDDEN, KV_HEADS * HEAD_DIM$attention_bias)
-?!tie_qo         self.o_proj = Projection(HEADS * HEAD_DIM, HIDDEN$attention_bias)
-?qk_norm         self.q_norm = Norm(HEAD_DIM)
-?qk_norm?!share_qk         self.k_norm = Norm(HEAD_DIM)
+?split def digit_columns(input_ids):
+?split     """1 + each digit's index within its number (least significant first here); 0 for other tokens."""
+?split     is_digit = input_ids < len(DIGITS)
+?split     index = torch.arange(input_ids.shape[-1]).expand_as(input_ids)
+?split     last_break = torch.where(is_digit, torch.full_like(index, -1), index).cummax(dim=-1).values
+?split     return torch.where(is_digit, index - last_break, torch.zeros_like(index))
+?split
+?split
+?split class SpiralPositions(nn.Module):
+?split     """The position part: fixed points on a spiral per digit column (not parameters), the origin for
+?split     '+', and a learned point for '='."""
+?split
+?split     def __init__(self):
+?split         super().__init__()
+?split         self.answer_start = nn.Parameter(torch.zeros(3))
+?split
+?split     def forward(self, input_ids):
+?split         columns = digit_columns(input_ids)
+?split         amplitude, period, slope = SPIRAL
+?split         column = (columns - 1).float()
+?split         angle = column * (2 * torch.pi / period)
+?split         points = torch.stack([amplitude * angle.cos(), amplitude * angle.sin(), slope * column], dim=-1)
+?split         points = points * (columns > 0)[..., None]
+?split         return torch.where((input_ids == ANSWER_START)[..., None], self.answer_start, points)
+?split
+?split
+?split def rotate_pairs(x, angle):
+?split     """Turn each pair of dimensions (0, 1), (2, 3), ... of x by `angle`."""
+?split     pairs = x.unflatten(-1, (-1, 2))
+?split     first, second = pairs[..., 0], pairs[..., 1]
+?split     return torch.stack([first * angle.cos() - second * angle.sin(),
+?split                         first * angle.sin() + second * angle.cos()], dim=-1).flatten(-2)
+?split
+?split
+?split class Attention(nn.Module):
+?split     """One head: queries and keys read the position part, values the token part through the head
+?split     projection (passed in as `head`, [TOKEN_DIMS, HIDDEN])."""
+?split
+?split     def __init__(self):
+?split         super().__init__()
+?split         self.q_proj = Projection(HIDDEN - TOKEN_DIMS, HEAD_DIM)
+?split?!qk_rotation         self.k_proj = Projection(HIDDEN - TOKEN_DIMS, HEAD_DIM)
+?split?qk_rotation         self.q_rotation = nn.Parameter(torch.zeros(()))  # K = Q's projection; Q is turned
+?split?lowrank         self.o_proj = Projection(HIDDEN, HIDDEN, rank=$o_rank)
+?split?!lowrank         self.o_proj = Projection(HIDDEN, HIDDEN)
+?split
+?split     def forward(self, x, head):
+?split         batch, length, _ = x.shape
+?split         tokens, positions = x[..., :TOKEN_DIMS], x[..., TOKEN_DIMS:]
+?split?qk_rotation         q = rotate_pairs(self.q_proj(positions), self.q_rotation)
+?split?qk_rotation         k = self.q_proj(positions)
+?split?!qk_rotation         q, k = self.q_proj(positions), self.k_proj(positions)
+?split         v = F.linear(tokens, head.t())
+?split         out = F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None], is_causal=True,
+?split                                              scale=HEAD_DIM**-0.5)
+?split         return self.o_proj(out[:, 0])
+?split
+?split
+?!split class Attention(nn.Module):
+?!split     def __init__(self):
+?!split         super().__init__()
+?!split         self.q_proj = Projection(HIDDEN, HEADS * HEAD_DIM$attention_bias)
+?!split         self.k_proj = Projection(HIDDEN, KV_HEADS * HEAD_DIM$attention_bias)
+?!split?!tie_kv         self.v_proj = Projection(HIDDEN, KV_HEADS * HEAD_DIM$attention_bias)
+?!split?!tie_qo         self.o_proj = Projection(HEADS * HEAD_DIM, HIDDEN$attention_bias)
+?!split?qk_norm         self.q_norm = Norm(HEAD_DIM)
+?!split?qk_norm?!share_qk         self.k_norm = Norm(HEAD_DIM)
 
-    def forward(self, x, rope):
-        batch, length, _ = x.shape
-        q = self.q_proj(x).view(batch, length, HEADS, HEAD_DIM)
-        k = self.k_proj(x).view(batch, length, KV_HEADS, HEAD_DIM)
-?tie_kv         v = k  # K = V: one projection for both (taken before the key's norm and rotation)
-?!tie_kv         v = self.v_proj(x).view(batch, length, KV_HEADS, HEAD_DIM)
-?qk_norm?!share_qk         q, k = self.q_norm(q), self.k_norm(k)
-?qk_norm?share_qk         q, k = self.q_norm(q), self.q_norm(k)  # one norm for queries and keys
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-?rope         q, k = rotate(q, *rope), rotate(k, *rope)
-?gqa         k, v = k.repeat_interleave(HEADS // KV_HEADS, dim=1), v.repeat_interleave(HEADS // KV_HEADS, dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=HEAD_DIM**-0.5)
-        out = out.transpose(1, 2).reshape(batch, length, HEADS * HEAD_DIM)
-?tie_qo         return self.q_proj.transposed(out)  # O = Q^T
-?!tie_qo         return self.o_proj(out)
+?!split     def forward(self, x, rope):
+?!split         batch, length, _ = x.shape
+?!split         q = self.q_proj(x).view(batch, length, HEADS, HEAD_DIM)
+?!split         k = self.k_proj(x).view(batch, length, KV_HEADS, HEAD_DIM)
+?!split?tie_kv         v = k  # K = V: one projection for both (taken before the key's norm and rotation)
+?!split?!tie_kv         v = self.v_proj(x).view(batch, length, KV_HEADS, HEAD_DIM)
+?!split?qk_norm?!share_qk         q, k = self.q_norm(q), self.k_norm(k)
+?!split?qk_norm?share_qk         q, k = self.q_norm(q), self.q_norm(k)  # one norm for queries and keys
+?!split         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+?!split?rope         q, k = rotate(q, *rope), rotate(k, *rope)
+?!split?gqa         k, v = k.repeat_interleave(HEADS // KV_HEADS, dim=1), v.repeat_interleave(HEADS // KV_HEADS, dim=1)
+?!split         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=HEAD_DIM**-0.5)
+?!split         out = out.transpose(1, 2).reshape(batch, length, HEADS * HEAD_DIM)
+?!split?tie_qo         return self.q_proj.transposed(out)  # O = Q^T
+?!split?!tie_qo         return self.o_proj(out)
 
 
 class MLP(nn.Module):
@@ -373,11 +451,14 @@ class MLP(nn.Module):
         super().__init__()
 ?gated         self.gate_proj = Projection(HIDDEN, FFN$mlp_bias)
         self.up_proj = Projection(HIDDEN, FFN$mlp_bias)
-        self.down_proj = Projection(FFN, HIDDEN$mlp_bias)
+?!tie_down         self.down_proj = Projection(FFN, HIDDEN$mlp_bias)
 
-    def forward(self, x):
-?gated         return self.down_proj($act(self.gate_proj(x)) * self.up_proj(x))
-?!gated         return self.down_proj($act(self.up_proj(x)))
+?!tie_down     def forward(self, x):
+?tie_down     def forward(self, x, head):
+?gated         hidden = $act(self.gate_proj(x)) * self.up_proj(x)
+?!gated         hidden = $act(self.up_proj(x))
+?tie_down         return F.linear(hidden, head.t())  # the down projection is the head projection
+?!tie_down         return self.down_proj(hidden)
 
 
 class Layer(nn.Module):
@@ -388,12 +469,16 @@ class Layer(nn.Module):
 ?norm?!block_shared         self.post_attention_layernorm = Norm(HIDDEN)
         self.mlp = MLP()
 
-    def forward(self, hidden, rope):
-?norm         hidden = hidden + self.self_attn(self.input_layernorm(hidden), rope)
-?norm?!block_shared         return hidden + self.mlp(self.post_attention_layernorm(hidden))
-?norm?block_shared         return hidden + self.mlp(self.input_layernorm(hidden))  # one norm per layer
-?!norm         hidden = hidden + self.self_attn(hidden, rope)
-?!norm         return hidden + self.mlp(hidden)
+    def forward(self, hidden, rope, head=None):
+?split         context = head  # split attention reads values through the head projection
+?!split         context = rope
+?tie_down         mlp_args = (head,)  # the FFN's down projection is the head projection
+?!tie_down         mlp_args = ()
+?norm         hidden = hidden + self.self_attn(self.input_layernorm(hidden), context)
+?norm?!block_shared         return hidden + self.mlp(self.post_attention_layernorm(hidden), *mlp_args)
+?norm?block_shared         return hidden + self.mlp(self.input_layernorm(hidden), *mlp_args)  # one norm per layer
+?!norm         hidden = hidden + self.self_attn(hidden, context)
+?!norm         return hidden + self.mlp(hidden, *mlp_args)
 
 
 class Decoder(nn.Module):
@@ -401,6 +486,8 @@ class Decoder(nn.Module):
         super().__init__()
         self.embed_tokens = TokenEmbedding()
 ?learned         self.embed_positions = nn.Embedding(CONTEXT, HIDDEN)
+?split         self.spiral = SpiralPositions()
+?split         self.head_proj = Projection(HIDDEN, TOKEN_DIMS$full_rank)  # values, FFN down and the head's first step
         self.layers = nn.ModuleList([Layer() for _ in range(LAYERS)])
 ?final?!all_shared         self.norm = Norm(HIDDEN)
 ?rope         cos, sin = rotary_tables()
@@ -413,10 +500,13 @@ class Decoder(nn.Module):
             raise ValueError(f"{length} tokens do not fit the context of {CONTEXT} positions")
         hidden = F.embedding(input_ids, self.embed_tokens.table())
 ?learned         hidden = hidden + self.embed_positions(torch.arange(length, device=input_ids.device))
+?split         hidden = torch.cat([hidden, self.spiral(input_ids)], dim=-1)  # [tokens | positions]
 ?rope         rope = self.cos[:length], self.sin[:length]
 ?!rope         rope = None
+?split         head = self.head_proj.weight
+?!split         head = None
         for layer in self.layers:
-            hidden = layer(hidden, rope)
+            hidden = layer(hidden, rope, head)
 ?final?!all_shared         hidden = self.norm(hidden)
 ?final?all_shared         hidden = self.layers[-1].input_layernorm(hidden)  # the final norm is the last layer's
         return hidden
@@ -432,6 +522,7 @@ class Adder(nn.Module):
 
     def forward(self, input_ids):
         hidden = self.model(input_ids)
+?split         hidden = self.model.head_proj(hidden)  # hidden -> the token dims the table lives in
 ?tied         weight = self.model.embed_tokens.table()  # the output head reads the embedding table
 ?!tied         weight = self.lm_head.weight
 ?!digits_only         return F.linear(hidden, weight)
@@ -535,10 +626,11 @@ def _features(config) -> dict[str, bool]:
         "norm": norm, "rmsnorm": c.norm_type == "rmsnorm", "layernorm": c.norm_type == "layernorm",
         "qk_norm": norm and c.qk_norm, "final": norm and c.final_norm,
         "rope": c.position_embedding == "rope", "learned": c.position_embedding == "learned",
-        "arc": c.digit_embedding == "circular_arc", "lowrank": c.projection_rank > 0,
+        "arc": c.digit_embedding == "circular_arc", "lowrank": c.projection_rank > 0 or c.o_proj_rank > 0,
+        "split": c.token_dims > 0, "qk_rotation": c.tie_qk_rotation, "tie_down": c.tie_down_head,
         "bias": c.attention_bias or c.mlp_bias, "tie_kv": c.tie_kv, "tie_qo": c.tie_qo,
         "gqa": c.num_key_value_heads < c.num_attention_heads, "gated": c.mlp_type == "gated",
-        "tied": c.tie_word_embeddings,
+        "tied": c.tie_word_embeddings or c.token_dims > 0,
         "rows": c.arc_tokens < c.vocab_size,  # tokens off the arc have rows of their own
         "share_qk": c.share_qk_norm, "block_shared": norm and c.norm_sharing != "none",
         "all_shared": norm and c.norm_sharing == "all", "digits_only": c.digit_logits_only,
@@ -580,7 +672,11 @@ def submission_source(model, tokenizer, *, name: str | None = None, author: str 
         "intermediate_size": config.intermediate_size, "max_position_embeddings": config.max_position_embeddings,
         "norm_eps": repr(config.norm_eps), "rope_theta": repr(config.rope_theta),
         "arc_tokens": config.arc_tokens,
-        "projection_rank": config.projection_rank,
+        "projection_rank": config.projection_rank, "o_rank": config.o_proj_rank or config.projection_rank,
+        "rank_arg": ", rank=RANK" if config.projection_rank or config.o_proj_rank else "",
+        "full_rank": ", rank=0" if config.projection_rank or config.o_proj_rank else "",
+        "token_dims": config.token_dims, "spiral": repr([float(v) for v in config.spiral]),
+        "embed_dim": config.token_dims or config.hidden_size,
         "vocab": repr(vocab), "digits": repr(digits), "operand_width": fmt.operand_width,
         "answer_width": fmt.answer_width, "reverse_operands": fmt.reverse_operands,
         "reverse_answer": fmt.reverse_answer, "end_token": fmt.end_token,

@@ -34,6 +34,9 @@ TRICKS = (
     ("shared block norms", {"norm_sharing": "none"}),
     ("low-rank projections", {"projection_rank": 0}),
     ("RoPE (fixed, uncounted) instead of learned positions", {"position_embedding": "learned"}),
+    ("the head projection is also the FFN's down projection", {"tie_down_head": False}),
+    ("tied K = Q, queries turned by one learned angle", {"tie_qk_rotation": False}),
+    ("low-rank attention output", {"o_proj_rank": 0}),
 )
 
 

@@ -29,7 +29,7 @@ from hf_arith.decoding import greedy_decode
 from hf_arith.evaluation import TINY_ADDER_EDGE_CASES, tiny_adder_cases
 from hf_arith.loading import load_checkpoint
 from hf_arith.model_summary import parameter_counts
-from tests.test_minimal_model import FMT10, make
+from tests.test_minimal_model import FMT10, SPLIT, make
 
 RANDOM_PAIRS = 300  # of the protocol's 10,000 (the exported file answers ~100 pairs a second here)
 METADATA_KEYS = {"name", "author", "params", "architecture", "tricks"}  # what verify.py prints
@@ -232,6 +232,11 @@ def test_the_arc_embeds_every_token_distinctly_and_the_head_reads_it(tmp_path):
     (FMT10, {"tie_word_embeddings": False, "num_hidden_layers": 2, "attention_bias": True, "mlp_bias": True}),
     (FMT_PLAIN, {"position_embedding": "learned", "norm_type": "layernorm", "mlp_type": "plain", "hidden_act": "gelu"}),
     (FMT_PLAIN, {"norm_type": "none", "position_embedding": "none", "hidden_act": "relu"}),
+    (FMT10, SPLIT),
+    (FMT_PLAIN, {**SPLIT, "tie_down_head": False, "tie_qk_rotation": False, "o_proj_rank": 0,
+                 "special_embedding": "learned", "num_hidden_layers": 2}),
+    (FMT10, {**SPLIT, "digit_embedding": "learned", "special_embedding": "learned", "projection_rank": 1,
+             "norm_sharing": "block"}),
 ])
 def test_every_option_exports_with_solves_answers(tmp_path, fmt, flags):
     model, tok = random_model(fmt, **flags)

@@ -3,7 +3,7 @@
 import pytest
 
 from hf_arith.leaderboard import TRAINED_TABLE, parameter_savings, trained_rank
-from tests.test_minimal_model import make
+from tests.test_minimal_model import SPLIT, make
 
 TINY = dict(hidden_size=3, num_attention_heads=1, num_key_value_heads=1, head_dim=4, intermediate_size=2)
 
@@ -31,6 +31,19 @@ def test_each_trick_saves_what_undoing_it_alone_costs(flags, expected):
     rope = savings.pop("RoPE")  # learned positions would cost one row per position of the context
     assert rope == 40 * 3
     assert savings == expected
+
+
+def test_the_split_designs_tricks_save_what_undoing_them_costs():
+    model, _ = make(**SPLIT)
+    savings = {trick.split(" (")[0].split(",")[0]: saved for trick, saved in parameter_savings(model)}
+    assert savings == {
+        "every token on one circular arc": 14 * 2 - 3,  # the token part is 2 wide
+        "shared block norms": 2 * 5,
+        "the head projection is also the FFN's down projection": 2 * 5,
+        "tied K = Q": 3 * 4 - 1,  # a key matrix instead of one angle
+        "low-rank attention output": 5 * 5 - (5 + 5),
+    }
+    assert model.num_parameters() == 54
 
 
 def test_the_tiny_preset_builds_the_58_parameter_design_and_exports_it(tmp_path):

@@ -21,7 +21,8 @@ def make(seed=0, fmt=FMT10, **overrides):
     """A minimal-family model with spread-out random weights and its tokenizer."""
     torch.manual_seed(seed)
     tok = ArithTokenizer(number_format=fmt, model_max_length=64)
-    kwargs = dict(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    kwargs = dict(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                  answer_start_token_id=tok.convert_tokens_to_ids("="))
     kwargs.update(overrides)
     model = MinimalForCausalLM(MinimalConfig(**kwargs)).eval()
     # Spread the weights so greedy outputs differ between rows and steps (not all one token).
@@ -177,8 +178,16 @@ def test_unknown_bundled_name_lists_the_known_ones():
         hf_arith.bundled_path("nope")
 
 
-def test_remote_code_loads_without_hf_arith(tmp_path):
-    model, tok = make(seed=4)
+# The split residual of the minimal-add10-split preset (MicroAdder's layout).
+SPLIT = dict(hidden_size=5, token_dims=2, num_attention_heads=1, num_key_value_heads=1, head_dim=4,
+             intermediate_size=2, hidden_act="gelu", mlp_type="plain", norm_sharing="all", qk_norm=False,
+             position_embedding="spiral", tie_qk_rotation=True, o_proj_rank=1, tie_down_head=True,
+             digit_embedding="circular_arc", special_embedding="arc", digit_logits_only=True)
+
+
+@pytest.mark.parametrize("flags", [{}, SPLIT], ids=["rope", "split"])
+def test_remote_code_loads_without_hf_arith(tmp_path, flags):
+    model, tok = make(seed=4, **flags)
     folder = tmp_path / "hub_folder"
     model.save_pretrained(folder)
     tok.save_pretrained(folder)

@@ -11,7 +11,7 @@ from .configuration_common import ArithConfig
 _CHOICES = {
     "mlp_type": ("gated", "plain"),
     "norm_type": ("rmsnorm", "layernorm", "none"),
-    "position_embedding": ("rope", "learned", "none"),
+    "position_embedding": ("rope", "learned", "none", "spiral"),
     "digit_embedding": ("learned", "circular_arc"),
     "special_embedding": ("learned", "arc"),
     "norm_sharing": ("none", "block", "all"),
@@ -47,6 +47,24 @@ class MinimalConfig(ArithConfig):
             parameters.
         arc_init: the arc's starting (radius, start angle, angle step); None spreads the arc's
             tokens over most of a circle.
+        token_dims: 0, or a split residual stream (MicroAdder's layout): tokens embed in the first
+            `token_dims` dimensions and positions in the other three, side by side instead of added.
+            Queries and keys then read the position part, values the token part; values, the FFN's
+            input and the output all go through one head projection (hidden -> token_dims) whose
+            weight is also the value projection, and the head scores that against the token table.
+            The head is always the token table (`tie_word_embeddings` is not read). Needs
+            `position_embedding="spiral"`, one attention head and a plain FFN.
+        spiral: the fixed position of digit column c (its index within its number, from 0):
+            (A cos(2 pi c / P), A sin(2 pi c / P), s c) for `[A, P, s]`; other tokens sit at the
+            origin, except the answer-start token (`answer_start_token_id`), whose position is
+            learned (three parameters). Fixed positions are not parameters.
+        answer_start_token_id: the `=` token's id (needed by the spiral positions).
+        tie_qk_rotation: K = Q's projection, and Q is that projection turned by one learned angle in
+            each plane of its dimensions: tied Q/K with a phase (one parameter instead of a K matrix).
+        o_proj_rank: the attention output projection's own rank (0: `projection_rank`).
+        tie_down_head: the FFN's down projection is the head projection's weight (needs
+            `intermediate_size == token_dims`): the head projection then serves as value
+            projection, FFN down and output head.
         tie_word_embeddings: the output head reuses the embedding table.
     """
 
@@ -83,6 +101,12 @@ class MinimalConfig(ArithConfig):
         norm_sharing: str = "none",
         num_digit_tokens: int = 10,
         digit_logits_only: bool = False,
+        token_dims: int = 0,
+        spiral: list[float] | None = None,
+        answer_start_token_id: int | None = None,
+        tie_qk_rotation: bool = False,
+        o_proj_rank: int = 0,
+        tie_down_head: bool = False,
         initializer_range: float = 0.02,
         **kwargs,
     ):
@@ -114,6 +138,12 @@ class MinimalConfig(ArithConfig):
         self.norm_sharing = norm_sharing
         self.num_digit_tokens = num_digit_tokens
         self.digit_logits_only = digit_logits_only
+        self.token_dims = token_dims
+        self.spiral = list(spiral) if isinstance(spiral, (list, tuple)) else ([3.5, 10.0, 0.15] if spiral is None else spiral)
+        self.answer_start_token_id = answer_start_token_id
+        self.tie_qk_rotation = tie_qk_rotation
+        self.o_proj_rank = o_proj_rank
+        self.tie_down_head = tie_down_head
         self.initializer_range = initializer_range
         super().__init__(**kwargs)  # ArithConfig: token ids, tied head, then self._validate()
 
@@ -158,11 +188,49 @@ class MinimalConfig(ArithConfig):
         ):
             raise ValueError(f"MinimalConfig.arc_init must be three finite numbers (radius, start, step), "
                              f"got {self.arc_init!r}")
-        for name in ("share_qk_norm", "qk_norm", "tie_kv", "tie_qo", "final_norm", "digit_logits_only"):
+        for name in ("share_qk_norm", "qk_norm", "tie_kv", "tie_qo", "final_norm", "digit_logits_only",
+                     "tie_qk_rotation", "tie_down_head"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"MinimalConfig.{name} must be true or false, got {getattr(self, name)!r}")
         if self.share_qk_norm and not self.qk_norm:
             raise ValueError("MinimalConfig.share_qk_norm needs qk_norm=True")
+        for name in ("token_dims", "o_proj_rank"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"MinimalConfig.{name} must be an integer >= 0, got {value!r}")
+        if self.tie_qk_rotation and (self.tie_kv or self.head_dim % 2):
+            raise ValueError("MinimalConfig.tie_qk_rotation needs an even head_dim and tie_kv=False")
+        self._validate_split()
+
+    def _validate_split(self):
+        """The split residual (`token_dims`) and its spiral positions come together, with the shape they need."""
+        split, spiral = self.token_dims > 0, self.position_embedding == "spiral"
+        if split != spiral:
+            raise ValueError("MinimalConfig: token_dims > 0 and position_embedding='spiral' go together")
+        if not split:
+            if self.tie_down_head:
+                raise ValueError("MinimalConfig.tie_down_head needs the split residual (token_dims > 0)")
+            return
+        if self.hidden_size - self.token_dims != 3:
+            raise ValueError(f"MinimalConfig: the spiral positions take 3 dimensions, so hidden_size must be "
+                             f"token_dims + 3, got {self.hidden_size} and {self.token_dims}")
+        if (self.num_attention_heads, self.num_key_value_heads, self.mlp_type) != (1, 1, "plain"):
+            raise ValueError("MinimalConfig: token_dims > 0 needs one attention head, one key/value head and "
+                             "mlp_type='plain'")
+        if self.tie_kv or self.tie_qo or self.qk_norm or self.attention_bias or self.mlp_bias:
+            raise ValueError("MinimalConfig: token_dims > 0 has no tie_kv, tie_qo, qk_norm or biases")
+        if self.digit_embedding == "circular_arc" and self.token_dims < 2:
+            raise ValueError("MinimalConfig.digit_embedding='circular_arc' needs token_dims >= 2")
+        if self.tie_down_head and self.intermediate_size != self.token_dims:
+            raise ValueError(f"MinimalConfig.tie_down_head needs intermediate_size == token_dims ({self.token_dims}), "
+                             f"got {self.intermediate_size}")
+        if not (isinstance(self.answer_start_token_id, int) and 0 <= self.answer_start_token_id < self.vocab_size):
+            raise ValueError(f"MinimalConfig: the spiral positions need answer_start_token_id (the '=' token), "
+                             f"got {self.answer_start_token_id!r}")
+        if (not isinstance(self.spiral, list) or len(self.spiral) != 3
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in self.spiral)
+                or self.spiral[1] <= 0):
+            raise ValueError(f"MinimalConfig.spiral must be [amplitude, period > 0, slope], got {self.spiral!r}")
 
 
 __all__ = ["MinimalConfig"]

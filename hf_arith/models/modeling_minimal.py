@@ -19,6 +19,7 @@ from transformers.cache_utils import Cache
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from .abacus_positions import abacus_position_ids
 from .configuration_minimal import MinimalConfig
 from .modeling_common import (
     CACHE_FIELD,
@@ -88,10 +89,11 @@ class TokenEmbedding(nn.Module):
         super().__init__()
         self.arc = config.digit_embedding == "circular_arc"
         self.arc_tokens = config.arc_tokens
-        self.hidden_size = config.hidden_size
+        # A split residual (token_dims > 0) embeds tokens in their own dimensions only.
+        self.hidden_size = config.token_dims or config.hidden_size
         self.arc_init = config.arc_init
         rows = config.vocab_size - self.arc_tokens
-        self.weight = nn.Parameter(torch.empty(rows, config.hidden_size)) if rows else None
+        self.weight = nn.Parameter(torch.empty(rows, self.hidden_size)) if rows else None
         if self.arc:
             self.arc_params = nn.Parameter(self.default_arc())
 
@@ -153,6 +155,39 @@ def apply_rotary_pos_emb(x, cos, sin):
     return x * cos + rotate_half(x) * sin
 
 
+class SpiralPositions(nn.Module):
+    """The position part of a split residual: digit column c sits at (A cos(2 pi c / P), A sin(2 pi c / P), s c).
+
+    The column is the digit's index within its number (abacus ids), so digit i of both operands and
+    of the answer share one point, and the token that predicts answer digit i + 1 (answer digit i)
+    sits one column before the operand digits it needs. These points are fixed. Other tokens sit at
+    the origin, except the answer-start token, which predicts the first answer digit from its own
+    learned point.
+    """
+
+    def __init__(self, config: MinimalConfig):
+        super().__init__()
+        self.amplitude, self.period, self.slope = (float(v) for v in config.spiral)
+        self.answer_start_token_id = config.answer_start_token_id
+        self.answer_start = nn.Parameter(torch.zeros(3))
+
+    def forward(self, input_ids, position_ids):
+        """`position_ids`: abacus ids (1 + the digit's column; 0 for every other token)."""
+        column = (position_ids - 1).to(self.answer_start.dtype)
+        angle = column * (2 * math.pi / self.period)
+        points = torch.stack([self.amplitude * angle.cos(), self.amplitude * angle.sin(), self.slope * column], dim=-1)
+        points = points * (position_ids > 0)[..., None]
+        return torch.where((input_ids == self.answer_start_token_id)[..., None], self.answer_start, points)
+
+
+def rotate_pairs(x, angle):
+    """Turn each pair of dimensions (0, 1), (2, 3), ... of x by `angle`."""
+    pairs = x.unflatten(-1, (-1, 2))
+    first, second = pairs[..., 0], pairs[..., 1]
+    cos, sin = angle.cos(), angle.sin()
+    return torch.stack([first * cos - second * sin, first * sin + second * cos], dim=-1).flatten(-2)
+
+
 class MinimalAttention(nn.Module):
     def __init__(self, config: MinimalConfig, layer_idx: int):
         super().__init__()
@@ -201,36 +236,81 @@ class MinimalAttention(nn.Module):
         return output, weights
 
 
+class SplitAttention(nn.Module):
+    """One head on a split residual (`token_dims` > 0): queries and keys read the position part, values
+    the token part through the head projection's weight (`head_weight`, [token_dims, hidden]), so
+    where to look and what to copy are separate subspaces."""
+
+    def __init__(self, config: MinimalConfig, layer_idx: int):
+        super().__init__()
+        self.config, self.layer_idx = config, layer_idx
+        self.token_dims, self.head_dim = config.token_dims, config.head_dim
+        self.num_key_value_groups = 1
+        self.scaling = self.head_dim**-0.5
+        self.is_causal = True
+        d, positions, rank = config.hidden_size, config.hidden_size - config.token_dims, config.projection_rank
+        self.q_proj = Projection(positions, self.head_dim, rank, False)
+        # tie_qk_rotation: keys use the query projection; queries are turned by one learned angle.
+        self.k_proj = None if config.tie_qk_rotation else Projection(positions, self.head_dim, rank, False)
+        self.q_rotation = nn.Parameter(torch.zeros(())) if config.tie_qk_rotation else None
+        self.o_proj = Projection(d, d, config.o_proj_rank or rank, False)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
+                head_weight=None, **kwargs):
+        batch, length, _ = hidden_states.shape
+        tokens, positions = hidden_states[..., : self.token_dims], hidden_states[..., self.token_dims:]
+        query_positions = positions[:, -queries:] if queries else positions
+        q = self.q_proj(query_positions)
+        k = self.q_proj(positions) if self.k_proj is None else self.k_proj(positions)
+        if self.q_rotation is not None:
+            q = rotate_pairs(q, self.q_rotation)
+        v = F.linear(tokens, head_weight.t())
+        q, k, v = q[:, None], k[:, None], v[:, None]  # [batch, 1 head, length, dim]
+        if past_key_values is not None:
+            k, v = past_key_values.update(k, v, self.layer_idx)
+        attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        output, weights = attention_interface(self, q, k, v, attention_mask, scaling=self.scaling, dropout=0.0, **kwargs)
+        return self.o_proj(output.reshape(batch, q.shape[2], -1)), weights
+
+
 class MinimalMLP(nn.Module):
     def __init__(self, config: MinimalConfig):
         super().__init__()
         d, f, rank, bias = config.hidden_size, config.intermediate_size, config.projection_rank, config.mlp_bias
         self.gate_proj = Projection(d, f, rank, bias) if config.mlp_type == "gated" else None
         self.up_proj = Projection(d, f, rank, bias)
-        self.down_proj = Projection(f, d, rank, bias)
+        # tie_down_head: the down projection is the head projection's weight, passed in as `head_weight`.
+        self.down_proj = None if config.tie_down_head else Projection(f, d, rank, bias)
         self.act_fn = ACT2FN[config.hidden_act]
 
-    def forward(self, x):
+    def forward(self, x, head_weight=None):
         if self.gate_proj is None:
-            return self.down_proj(self.act_fn(self.up_proj(x)))
-        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+            hidden = self.act_fn(self.up_proj(x))
+        else:
+            hidden = self.act_fn(self.gate_proj(x)) * self.up_proj(x)
+        return F.linear(hidden, head_weight.t()) if self.down_proj is None else self.down_proj(hidden)
 
 
 class MinimalDecoderLayer(nn.Module):
     def __init__(self, config: MinimalConfig, layer_idx: int):
         super().__init__()
         self.input_layernorm = Norm(config.hidden_size, config.norm_type, config.norm_eps)
-        self.self_attn = MinimalAttention(config, layer_idx)
+        self.self_attn = (SplitAttention if config.token_dims else MinimalAttention)(config, layer_idx)
         # norm_sharing: the second norm is the first (no module of its own, so parameters() stays unique).
         self.post_attention_layernorm = (Norm(config.hidden_size, config.norm_type, config.norm_eps)
                                          if config.norm_sharing == "none" else None)
         self.mlp = MinimalMLP(config)
 
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
-                **kwargs):
-        """`queries` > 0: outputs for the last `queries` positions only (all of them still fill the cache)."""
+                head_weight=None, **kwargs):
+        """`queries` > 0: outputs for the last `queries` positions only (all of them still fill the cache).
+        `head_weight`: the split residual's head projection, which values and the tied FFN down read."""
         if queries and attention_mask is not None:
             attention_mask = attention_mask[:, :, -queries:]
+        if head_weight is not None:
+            kwargs["head_weight"] = head_weight
         attn_out, weights = self.self_attn(
             self.input_layernorm(hidden_states), position_embeddings, attention_mask, past_key_values, queries, **kwargs
         )
@@ -238,7 +318,7 @@ class MinimalDecoderLayer(nn.Module):
             hidden_states = hidden_states[:, -queries:]
         hidden_states = hidden_states + attn_out
         second_norm = self.input_layernorm if self.post_attention_layernorm is None else self.post_attention_layernorm
-        hidden_states = hidden_states + self.mlp(second_norm(hidden_states))
+        hidden_states = hidden_states + self.mlp(second_norm(hidden_states), head_weight)
         return hidden_states, weights
 
 
@@ -256,11 +336,23 @@ class MinimalPreTrainedModel(PreTrainedModel):
         # Explicit small init: with PyTorch defaults the tied tiny models learned nothing.
         # transformers.initialization skips tensors that were loaded from a checkpoint.
         std = self.config.initializer_range
-        if isinstance(module, Projection):
+        if isinstance(module, Projection) and self.config.token_dims:
+            # The split residual starts as MicroAdder's does: Xavier-uniform maps, and a low-rank map
+            # whose second factor is zero, so it adds nothing until it has learned what to add.
+            if module.low_rank:
+                init.xavier_uniform_(module.down)
+                init.zeros_(module.up)
+            else:
+                init.xavier_uniform_(module.weight)
+        elif isinstance(module, Projection):
             for p in (module.down, module.up) if module.low_rank else (module.weight,):
                 init.normal_(p, mean=0.0, std=std)
             if module.bias is not None:
                 init.zeros_(module.bias)
+        elif isinstance(module, SpiralPositions):
+            init.normal_(module.answer_start, mean=0.0, std=std)
+        elif isinstance(module, SplitAttention) and module.q_rotation is not None:
+            init.zeros_(module.q_rotation)
         elif isinstance(module, TokenEmbedding):
             if module.weight is not None:
                 init.normal_(module.weight, mean=0.0, std=std)
@@ -288,6 +380,10 @@ class MinimalModel(MinimalPreTrainedModel):
             if config.position_embedding == "learned" else None
         )
         self.rotary_emb = RotaryEmbedding(config) if config.position_embedding == "rope" else None
+        self.spiral = SpiralPositions(config) if config.position_embedding == "spiral" else None
+        # The split residual's head projection (hidden -> token_dims): the output head's first step,
+        # and the value projection (and with tie_down_head the FFN down) of every layer.
+        self.head_proj = Projection(config.hidden_size, config.token_dims, 0, False) if config.token_dims else None
         self.layers = nn.ModuleList([MinimalDecoderLayer(config, i) for i in range(config.num_hidden_layers)])
         # norm_sharing="all": the final norm is the last layer's (applied in forward, not a second module).
         self.norm = (Norm(config.hidden_size, config.norm_type, config.norm_eps)
@@ -302,6 +398,10 @@ class MinimalModel(MinimalPreTrainedModel):
     def get_input_embeddings(self):
         return self.embed_tokens
 
+    def digit_columns(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Abacus ids of a whole sequence: the spiral positions' columns (1 + column; 0: not a digit)."""
+        return abacus_position_ids(input_ids, self.config.num_digit_tokens)
+
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 inputs_embeds=None, use_cache=None, output_attentions=False, cache: Cache | None = None,
                 keep_last: int = 0, **kwargs) -> BaseModelOutputWithPast:
@@ -314,8 +414,18 @@ class MinimalModel(MinimalPreTrainedModel):
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         length = (input_ids if inputs_embeds is None else inputs_embeds).shape[1]
         check_prompt(self.config, input_ids, length, past_length)
+        if self.spiral is not None:
+            if input_ids is None:
+                raise ValueError("spiral positions need input_ids (they are computed from the digits)")
+            if position_ids is None:
+                if past_length:
+                    raise ValueError("with a KV cache, pass position_ids computed from the whole sequence "
+                                     "(model.position_ids_from_input_ids); generate() does this itself")
+                position_ids = self.digit_columns(input_ids)
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
+        if self.spiral is not None:
+            inputs_embeds = torch.cat([inputs_embeds, self.spiral(input_ids, position_ids)], dim=-1)
         if position_ids is None:
             position_ids = positions_from_mask(attention_mask, length, past_length, inputs_embeds.device)
         elif not past_length and position_ids.numel() and (position_ids.min() < 0 or position_ids.max() >= self.config.max_position_embeddings):
@@ -329,10 +439,11 @@ class MinimalModel(MinimalPreTrainedModel):
 
         mask = causal_mask(self.config, inputs_embeds, attention_mask, past_key_values, past_length)
         keep = kept_queries(keep_last, length, mask, output_attentions)
+        head_weight = None if self.head_proj is None else self.head_proj.weight
         attentions = []
         for i, layer in enumerate(self.layers):
             queries = keep if i == len(self.layers) - 1 else 0
-            hidden_states, weights = layer(hidden_states, rope, mask, past_key_values, queries, **kwargs)
+            hidden_states, weights = layer(hidden_states, rope, mask, past_key_values, queries, head_weight, **kwargs)
             if output_attentions:
                 attentions.append(weights)
         final_norm = self.final_norm()
@@ -349,9 +460,26 @@ class MinimalForCausalLM(MinimalPreTrainedModel, GenerationMixin):
     def __init__(self, config: MinimalConfig):
         super().__init__(config)
         self.model = MinimalModel(config)
-        # Tied heads read the embedding table directly (it may be computed, e.g. a circular arc).
-        self.lm_head = None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        # Tied heads read the embedding table directly (it may be computed, e.g. a circular arc); a split
+        # residual's head always does, after its head projection.
+        tied = config.tie_word_embeddings or config.token_dims
+        self.lm_head = None if tied else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.post_init()
+
+    @property
+    def position_ids_from_input_ids(self):
+        """With spiral positions, the function that computes position ids from a whole sequence (decoders
+        with a KV cache slice the new tokens' tail); None when positions follow from the mask."""
+        if self.model.spiral is None:
+            return None
+        return lambda input_ids, generated_from=None: self.model.digit_columns(input_ids)
+
+    def prepare_inputs_for_generation(self, input_ids, **kwargs):
+        # Spiral positions depend on the whole sequence: computed from the full input_ids, then the
+        # generation mixin slices them to the tokens the cache has not seen.
+        if self.model.spiral is not None:
+            kwargs["position_ids"] = self.model.digit_columns(input_ids)
+        return super().prepare_inputs_for_generation(input_ids, **kwargs)
 
     def get_input_embeddings(self):
         return self.model.embed_tokens
@@ -371,6 +499,8 @@ class MinimalForCausalLM(MinimalPreTrainedModel, GenerationMixin):
         hidden = outputs.last_hidden_state
         if logits_to_keep:
             hidden = hidden[:, -logits_to_keep:]
+        if self.model.head_proj is not None:
+            hidden = self.model.head_proj(hidden)
         weight = self.model.embed_tokens.table() if self.lm_head is None else self.lm_head.weight
         if self.config.digit_logits_only:  # only digits are ever written: the other tokens are not scored
             digits = self.config.num_digit_tokens

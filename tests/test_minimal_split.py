@@ -1,0 +1,147 @@
+"""The minimal family's split residual (token_dims > 0, MicroAdder's layout): parameters counted as
+AdderBoard counts them, the spiral positions, what attention reads, and every decoding path."""
+
+import math
+
+import pytest
+import torch
+from test_minimal_model import FMT10, SPLIT, make
+
+from hf_arith import ArithTokenizer, MinimalConfig, NumberFormat
+from hf_arith.decoding import greedy_decode
+
+
+def make_split(seed=0, fmt=FMT10, **overrides):
+    """A split model with spread-out random weights whose tokens lie far apart on the arc (random arc
+    parameters can squeeze every token into one point, and then the rows' answers would not differ)."""
+    model, tok = make(seed=seed, fmt=fmt, **{**SPLIT, **overrides})
+    with torch.no_grad():
+        model.model.embed_tokens.arc_params.copy_(torch.tensor([4.0, 0.0, 0.45]))
+    return model, tok
+
+
+def unique_parameters(model) -> dict[str, int]:
+    return {name: p.numel() for name, p in model.named_parameters()}
+
+
+def test_the_split_design_has_54_parameters_and_each_tie_saves_what_it_should():
+    model, _ = make(**SPLIT)
+    parts = unique_parameters(model)
+    assert parts == {
+        "model.embed_tokens.arc_params": 3,  # every token on one arc
+        "model.spiral.answer_start": 3,  # the '=' token's point; the digits' points are fixed
+        "model.head_proj.weight": 10,  # value projection, FFN down and head, all at once
+        "model.layers.0.input_layernorm.weight": 5,  # one norm for all three places
+        "model.layers.0.self_attn.q_rotation": 1,
+        "model.layers.0.self_attn.q_proj.weight": 12,  # 3 position dims -> head dim 4
+        "model.layers.0.self_attn.o_proj.down": 5,
+        "model.layers.0.self_attn.o_proj.up": 5,
+        "model.layers.0.mlp.up_proj.weight": 10,
+    }
+    assert model.num_parameters() == sum(parts.values()) == 54
+    # No buffer is saved: fixed positions are recomputed, never parameters in disguise.
+    assert set(model.state_dict()) == set(parts)
+    costs = {"tie_down_head": ({"tie_down_head": False}, 10),  # its own 2 -> 5 down projection
+             "tie_qk_rotation": ({"tie_qk_rotation": False}, 12 - 1),  # a key matrix instead of one angle
+             "o_proj_rank": ({"o_proj_rank": 0}, 25 - 10)}  # a full 5 x 5 output
+    for name, (undo, extra) in costs.items():
+        assert make(**{**SPLIT, **undo})[0].num_parameters() == 54 + extra, name
+
+
+def test_digit_i_of_both_operands_and_the_answer_share_one_fixed_point():
+    model, tok = make_split(seed=1)
+    ids = tok(["1234567890+9876543210"], return_tensors="pt")["input_ids"]
+    ids = torch.cat([ids, torch.tensor([[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]])], dim=1)  # 11 answer digits
+    columns = model.position_ids_from_input_ids(ids)
+    points = model.model.spiral(ids, columns)[0].detach()
+    amplitude, period, slope = model.config.spiral
+    for c in range(10):
+        angle = 2 * math.pi * c / period
+        expected = torch.tensor([amplitude * math.cos(angle), amplitude * math.sin(angle), slope * c])
+        for start in (0, 11, 22):  # a, b and the answer, least significant digit first
+            torch.testing.assert_close(points[start + c], expected)
+    assert torch.equal(points[10], torch.zeros(3))  # '+'
+    assert torch.equal(points[21], model.model.spiral.answer_start.detach())  # '=' has its own learned point
+    assert not torch.equal(points[21], torch.zeros(3))
+
+
+def test_queries_and_keys_read_positions_and_values_read_tokens():
+    model, tok = make_split(seed=2)
+    model.set_attn_implementation("eager")
+    a = tok(["1234567890+9876543210"], return_tensors="pt")["input_ids"]
+    b = tok(["5555555555+1000000001"], return_tensors="pt")["input_ids"]
+    out_a, out_b = model(a, output_attentions=True), model(b, output_attentions=True)
+    # Where each position looks does not depend on the digits (only the norm's scale does)...
+    weights_a, weights_b = out_a.attentions[0], out_b.attentions[0]
+    assert weights_a.shape == weights_b.shape
+    # ...so with the norm switched off it is exactly the same pattern.
+    with torch.no_grad():
+        model.model.layers[0].input_layernorm.kind = "none"
+        pattern_a = model(a, output_attentions=True).attentions[0]
+        pattern_b = model(b, output_attentions=True).attentions[0]
+        model.model.layers[0].input_layernorm.kind = "rmsnorm"
+    torch.testing.assert_close(pattern_a, pattern_b)
+    assert not torch.allclose(out_a.logits, out_b.logits)  # what it copies does
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("fmt", [FMT10, NumberFormat(end_token=True)], ids=["fixed-width", "left-padded"])
+def test_every_decoding_path_gives_the_same_tokens(attn, fmt):
+    model, tok = make_split(seed=3, fmt=fmt)
+    model.set_attn_implementation(attn)
+    enc = tok(["12+34", "9999999999+1", "5+5", "123456+654321"], padding=True, return_tensors="pt")
+    reference = model.generate(**enc, max_new_tokens=11, do_sample=False)[:, enc.input_ids.shape[1]:]
+    stop = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    cached = greedy_decode(model, enc.input_ids, enc.attention_mask, 11, use_cache=True, **stop)
+    uncached = greedy_decode(model, enc.input_ids, enc.attention_mask, 11, use_cache=False, **stop)
+    assert torch.equal(cached, reference)
+    assert torch.equal(uncached, reference)
+    last = model(**enc).logits[:, -1]
+    assert not torch.allclose(last[0], last[1])  # the rows' digits reach the output
+
+
+def test_left_padding_does_not_move_a_rows_positions():
+    fmt = NumberFormat(end_token=True)
+    model, tok = make_split(seed=4, fmt=fmt)
+    alone = tok(["7+8"], return_tensors="pt")
+    batch = tok(["7+8", "123456+7"], padding=True, return_tensors="pt")
+    assert batch.attention_mask[0, 0] == 0
+    a = greedy_decode(model, alone.input_ids, alone.attention_mask, 6)
+    b = greedy_decode(model, batch.input_ids, batch.attention_mask, 6)
+    assert torch.equal(a[0], b[0])
+
+
+def test_a_cached_step_without_position_ids_is_a_clear_error():
+    from transformers import DynamicCache
+
+    model, tok = make_split(seed=5)
+    ids = tok(["12+34"], return_tensors="pt")["input_ids"]
+    cache = DynamicCache()
+    model(ids, past_key_values=cache, use_cache=True)
+    with pytest.raises(ValueError, match="position_ids computed from the whole sequence"):
+        model(torch.tensor([[3]]), past_key_values=cache, use_cache=True)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"position_embedding": "rope", "head_dim": 4}, "token_dims > 0 and position_embedding='spiral' go together"),
+    ({"hidden_size": 6}, "hidden_size must be token_dims \\+ 3"),
+    ({"mlp_type": "gated"}, "mlp_type='plain'"),
+    ({"num_attention_heads": 2}, "one attention head"),
+    ({"intermediate_size": 3}, "tie_down_head needs intermediate_size == token_dims"),
+    ({"spiral": [1.0, 0.0, 0.1]}, "spiral must be"),
+    ({"spiral": [1.0, 10.0]}, "spiral must be"),
+    ({"answer_start_token_id": None}, "answer_start_token_id"),
+    ({"token_dims": -1}, "token_dims"),
+    ({"o_proj_rank": 1.5}, "o_proj_rank"),
+    ({"tie_qk_rotation": "yes"}, "tie_qk_rotation"),
+])
+def test_malformed_split_configs_name_the_problem(bad, message):
+    tok = ArithTokenizer(number_format=FMT10)
+    kwargs = {**SPLIT, "vocab_size": len(tok), "answer_start_token_id": tok.convert_tokens_to_ids("=")}
+    with pytest.raises(ValueError, match=message):
+        MinimalConfig(**{**kwargs, **bad})
+
+
+def test_tie_down_head_needs_the_split_residual():
+    with pytest.raises(ValueError, match="tie_down_head needs the split residual"):
+        MinimalConfig(tie_down_head=True)
