@@ -77,7 +77,7 @@ def _fix_leading(digits: np.ndarray, lengths: np.ndarray, base: int, rng: np.ran
     digits[np.arange(width)[None, None, :] >= lengths[..., None]] = 0
 
 
-KINDS = ("uniform", "repeated", "chains", "hard")
+KINDS = ("uniform", "repeated", "chains", "hard", "carries")
 CHAIN_TASKS = ("add", "sub")
 
 
@@ -150,6 +150,57 @@ def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: st
         digits[rows, which[rows], col] = base - 1 if spec.task == "add" else 0
     _fix_leading(digits, lengths, base, rng)
     digits[ties] = np.broadcast_to(digits[:, :1], digits.shape)[ties]
+    return digits, lengths
+
+
+def _small_digits(values: np.ndarray, width: int, base: int) -> np.ndarray:
+    """[n] non-negative integers -> [n, width] digits, least significant first (cut to `width`)."""
+    out = np.zeros((len(values), width), dtype=np.int64)
+    values = values.astype(np.int64)
+    for i in range(width):
+        values, out[:, i] = np.divmod(values, base)
+    return out
+
+
+def _carry_patterns(spec: ProblemSpec, n: int, rng: np.random.Generator):
+    """Sparse addition problems built around one carry (the "carry mix" of the small AdderBoard
+    models, MicroAdder's four patterns), each with a length L drawn from the spec's digit range:
+
+    - single: one column whose digits are both in the upper half (a carry), every other column of
+      the L in the lower half (no carry, and none passed on);
+    - chain: a = L nines, b in [1, base^min(L, 3)] (the carry runs through the whole number);
+    - place: a random L-digit a plus one non-zero digit at one column;
+    - boundary: a = base^L - k for k in [1, 10], b in [1, 20] (just below a power of the base).
+
+    Uniform sampling almost never draws a carry that runs far or one column that alone decides
+    the answer's length; these keep the digits around that carry simple, so its effect is easy to
+    read off.
+    """
+    if spec.task != "add":
+        raise FormatError(f"carry patterns apply to add, not {spec.task}")
+    base, width = spec.base, spec.max_digits
+    cols = np.arange(width)[None, :]
+    length = rng.integers(spec.min_digits, spec.max_digits + 1, size=n)
+    inside = cols < length[:, None]  # [n, width]: the columns of an L-digit number
+    pattern = rng.integers(0, 4, size=n)
+    column = (rng.random(n) * length).astype(np.int64)[:, None]  # one column below L
+    half = base // 2
+    single = np.where((cols == column)[:, None], rng.integers(half, base, size=(n, 2, width)),
+                      rng.integers(0, half, size=(n, 2, width))) * inside[:, None]
+    place_a = rng.integers(0, base, size=(n, width)) * inside
+    place_a[np.arange(n), length - 1] = rng.integers(1, base, size=n)  # a has L digits
+    place_b = np.where(cols == column, rng.integers(1, base, size=(n, 1)), 0)
+    nines = (base - 1) * inside
+    top = base ** np.minimum(length, 3).astype(np.float64)  # chain: b in [1, base^min(L, 3)]
+    chain_b = np.minimum((rng.random(n) * top).astype(np.int64) + 1, base ** min(width, 18) - 1)
+    boundary_a = nines - _small_digits(np.minimum(rng.integers(0, 10, size=n), base ** np.minimum(length, 9) - 1),
+                                       width, base)  # base^L - k = (base^L - 1) - (k - 1), k in [1, 10]
+    small_b = _small_digits(np.where(pattern == 1, chain_b, rng.integers(1, 21, size=n)), width, base)
+    a = np.select([pattern[:, None] == 0, pattern[:, None] == 1, pattern[:, None] == 2],
+                  [single[:, 0], nines, place_a], boundary_a)
+    b = np.select([pattern[:, None] == 0, pattern[:, None] == 2], [single[:, 1], place_b], small_b)
+    digits = np.stack([a, b], axis=1).astype(np.int8)
+    lengths = _digit_count(digits.reshape(2 * n, width)).reshape(n, 2)
     return digits, lengths
 
 
@@ -258,7 +309,7 @@ def sample(spec: ProblemSpec, n: int, rng: np.random.Generator, split: str | Non
     """n problems with answers, all from `split` ('train', 'test', or None for no filter).
 
     `kind` other than "uniform" draws the hard cases of `_hard_operands` (repeated digits,
-    carry and borrow chains, or both).
+    carry and borrow chains, or both), or for "carries" the sparse patterns of `_carry_patterns`.
     """
     if kind not in KINDS:
         raise FormatError(f"unknown problem kind {kind!r}; use one of {KINDS}")
@@ -267,8 +318,12 @@ def sample(spec: ProblemSpec, n: int, rng: np.random.Generator, split: str | Non
     chunks, have = [], 0
     for _ in range(1000):
         count = max(n - have, 16) + (n - have) // 4
-        digits, lengths = (_sample_operands(spec, count, rng) if kind == "uniform"
-                           else _hard_operands(spec, count, rng, kind))
+        if kind == "uniform":
+            digits, lengths = _sample_operands(spec, count, rng)
+        elif kind == "carries":
+            digits, lengths = _carry_patterns(spec, count, rng)
+        else:
+            digits, lengths = _hard_operands(spec, count, rng, kind)
         batch = Problems(spec.task, spec.base, digits, lengths)
         if split is not None:
             keep = split_of(batch, test_fraction) == (split == "test")

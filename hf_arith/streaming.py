@@ -113,8 +113,9 @@ class ProblemStream(torch.utils.data.IterableDataset):
     def __init__(self, spec: ProblemSpec, fmt: NumberFormat, state: CurriculumState | None = None,
                  seed: int = 0, rank: int = 0, chunk_size: int = 2048, test_fraction: float = 0.1,
                  random_prefix: int = 0, hard_fraction: float = 0.0, context_problems: int = 0,
-                 hard_fraction_fade: tuple[int, int] | None = None):
+                 hard_fraction_fade: tuple[int, int] | None = None, hard_kind: str = "hard"):
         self.spec, self.fmt, self.seed, self.rank = spec, fmt, seed, rank
+        self.hard_kind = hard_kind
         self.random_prefix, self.hard_fraction = random_prefix, hard_fraction
         self.hard_fraction_fade = tuple(hard_fraction_fade) if hard_fraction_fade else None
         self.context_problems = context_problems
@@ -161,7 +162,7 @@ class ProblemStream(torch.utils.data.IterableDataset):
         parts = []
         for count, lo, hi, share in self._segments(index):
             hard = rng.binomial(count, share) if share else 0
-            for n, kind in ((count - hard, "uniform"), (hard, "hard")):
+            for n, kind in ((count - hard, "uniform"), (hard, self.hard_kind)):
                 if n:
                     group = 1 + self.context_problems
                     problems = sample(self._spec_for(lo, hi), n * group, rng, split="train",

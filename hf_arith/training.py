@@ -681,7 +681,7 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
                            chunk_size=recipe.data.chunk_size, test_fraction=recipe.data.test_fraction,
                            random_prefix=recipe.data.random_prefix, hard_fraction=recipe.data.hard_fraction,
                            context_problems=recipe.data.context_problems,
-                           hard_fraction_fade=recipe.data.hard_fraction_fade)
+                           hard_fraction_fade=recipe.data.hard_fraction_fade, hard_kind=recipe.data.hard_kind)
     # Only when the recipe turns on an evaluation strategy: otherwise training pays nothing for it.
     evaluation = {} if run.eval_problems is None else dict(
         eval_dataset=HeldoutExamples(run.eval_problems, stream), compute_metrics=compute_metrics(tokenizer),

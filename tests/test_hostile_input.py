@@ -396,6 +396,7 @@ def test_the_cli_note_counts_digits_without_leading_zeros(capsys):
     ("data.hard_fraction_fade=[5,2]", "data.hard_fraction_fade must be [start, end] steps with 0 <= start < end"),
     ("data.hard_fraction_fade=7", "data.hard_fraction_fade must be [start, end] steps"),
     ("data.hard_fraction_fade=[1,2]", "data.hard_fraction_fade needs data.hard_fraction > 0"),
+    ("data.hard_kind=easy", "data.hard_kind must be one of ('repeated', 'chains', 'hard', 'carries'), got 'easy'"),
     ("eval.samples=100000000000", "eval.samples must be from 1 to 1,000,000"),
     ("model.max_position_embeddings=20", "model.max_position_embeddings 20 is shorter than the longest training example"),
     ("model.hidden_size=10000000000", "parameters need"),
@@ -403,6 +404,13 @@ def test_the_cli_note_counts_digits_without_leading_zeros(capsys):
 def test_recipe_values_the_run_cannot_take_are_refused_before_training(tmp_path, capsys, override, expected):
     message = fails(capsys, "train", *TINY, "--set", override, "--output-dir", tmp_path / "o")
     assert expected in message
+    assert not (tmp_path / "o").exists()
+
+
+def test_carry_patterns_are_refused_for_another_task(tmp_path, capsys):
+    message = fails(capsys, "train", "abacus-gpt2-sub", *TINY, "--set", "data.hard_fraction=0.5",
+                    "--set", "data.hard_kind=carries", "--output-dir", tmp_path / "o")
+    assert message == "data.hard_kind 'carries' applies to addition, not subtraction"
     assert not (tmp_path / "o").exists()
 
 

@@ -289,6 +289,37 @@ def test_each_hard_kind_alone():
         sample(spec, 10, np.random.default_rng(0), kind="easy")
 
 
+@pytest.mark.parametrize("low, high", [(1, 3), (9, 10)])
+def test_carry_patterns_are_sparse_problems_around_one_carry(low, high):
+    spec = ProblemSpec(task="add", min_digits=low, max_digits=high)
+    problems = sample(spec, 2000, np.random.default_rng(4), kind="carries")
+    rows = problems.operand_values()
+    assert _answer_ints(problems) == [a + b for a, b in rows]
+    assert max(max(a, b) for a, b in rows) < 10 ** high
+    assert not split_of(problems).any()  # still the training split
+
+    def carries(a: int, b: int) -> int:
+        count = carry = 0
+        while a or b:
+            carry = int(a % 10 + b % 10 + carry >= 10)
+            count += carry
+            a, b = a // 10, b // 10
+        return count
+
+    counts = [carries(a, b) for a, b in rows]
+    nines = [a for a, _ in rows if set(str(a)) == {"9"}]
+    # A quarter of the problems run a carry through a number of nines (the chain pattern).
+    assert 0.2 < len(nines) / len(rows) < 0.35
+    if low == 9:  # sparse: uniform 10-digit operands carry in about 4.5 columns, most of these in one
+        assert np.median([c for (a, _), c in zip(rows, counts) if a not in nines]) <= 1
+        # "single": one carry, every other column's digits below 5
+        single = [(a, b) for (a, b), c in zip(rows, counts) if c == 1 and sum(d >= "5" for d in str(a) + str(b)) == 2]
+        assert len(single) > 0.15 * len(rows)
+        assert np.mean([max(a, b) >= 10 ** (low - 1) for a, b in rows]) > 0.9  # full-length operands
+    with pytest.raises(FormatError, match="carry patterns apply to add, not sub"):
+        sample(ProblemSpec(task="sub"), 10, np.random.default_rng(0), kind="carries")
+
+
 def test_hard_sorting_lists_are_full_of_ties():
     spec = ProblemSpec(task="sort", min_digits=1, max_digits=6, min_items=2, max_items=5)
     hard, uniform = (sample(spec, 4000, np.random.default_rng(3), kind=k) for k in ("hard", "uniform"))

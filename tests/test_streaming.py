@@ -249,6 +249,19 @@ def test_hard_fraction_fade_holds_the_share_then_falls_to_zero():
     assert repeated_share(2) < 0.01
 
 
+def test_hard_kind_chooses_what_the_hard_share_draws():
+    fmt = NumberFormat(task="add", reverse_operands=True, reverse_answer=True)
+    spec = ProblemSpec(task="add", min_digits=8, max_digits=10)
+    stream = ProblemStream(spec, fmt, seed=3, chunk_size=1000, hard_fraction=1.0, hard_kind="carries")
+    rows = take(stream, 1000)
+    operands = [prompt_operands(r, fmt) for r in rows]
+    # The carry patterns: a quarter are a run of nines plus a small number; none repeat two digits.
+    assert 0.2 < np.mean([set(str(a)) == {"9"} for a, _ in operands]) < 0.35
+    for row, (a, b) in zip(rows[:50], operands[:50]):
+        answer = [fmt.vocab()[i] for i in row["labels"][row["labels"] != IGNORE_INDEX]]
+        assert decode_answer(answer, fmt) == str(a + b)
+
+
 def test_packed_examples_hold_whole_problems_each_closed_by_eos_with_every_answer_labelled():
     """'12+34' and '5+5' packed into one row (sizes [2]), and '12+34' alone into the next (sizes [1]
     of the group '12+34', '5+5'): written out by hand. <pad> 12, <eos> 13."""
