@@ -145,3 +145,14 @@ def test_malformed_split_configs_name_the_problem(bad, message):
 def test_tie_down_head_needs_the_split_residual():
     with pytest.raises(ValueError, match="tie_down_head needs the split residual"):
         MinimalConfig(tie_down_head=True)
+
+
+def test_summary_counts_the_split_model_and_its_compute():
+    """The head projection reaches the layers as a module: a parameter among a module's inputs would
+    trip the module tracker of torch's FlopCounterMode, which the summary runs under no_grad."""
+    from hf_arith.model_summary import model_summary
+
+    model, tok = make_split(seed=6)
+    summary = model_summary(model, tok, "9999999999+1")
+    assert summary["parameters"]["unique"] == 54
+    assert summary["compute"]["prefill_macs"] > 0 and summary["compute"]["generated_tokens"] == 11

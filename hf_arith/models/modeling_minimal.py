@@ -238,7 +238,7 @@ class MinimalAttention(nn.Module):
 
 class SplitAttention(nn.Module):
     """One head on a split residual (`token_dims` > 0): queries and keys read the position part, values
-    the token part through the head projection's weight (`head_weight`, [token_dims, hidden]), so
+    the token part through the head projection (`head`, hidden -> token_dims, applied transposed), so
     where to look and what to copy are separate subspaces."""
 
     def __init__(self, config: MinimalConfig, layer_idx: int):
@@ -256,7 +256,7 @@ class SplitAttention(nn.Module):
         self.o_proj = Projection(d, d, config.o_proj_rank or rank, False)
 
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
-                head_weight=None, **kwargs):
+                head=None, **kwargs):
         batch, length, _ = hidden_states.shape
         tokens, positions = hidden_states[..., : self.token_dims], hidden_states[..., self.token_dims:]
         query_positions = positions[:, -queries:] if queries else positions
@@ -264,7 +264,7 @@ class SplitAttention(nn.Module):
         k = self.q_proj(positions) if self.k_proj is None else self.k_proj(positions)
         if self.q_rotation is not None:
             q = rotate_pairs(q, self.q_rotation)
-        v = F.linear(tokens, head_weight.t())
+        v = head.transposed(tokens)
         q, k, v = q[:, None], k[:, None], v[:, None]  # [batch, 1 head, length, dim]
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)
@@ -281,16 +281,16 @@ class MinimalMLP(nn.Module):
         d, f, rank, bias = config.hidden_size, config.intermediate_size, config.projection_rank, config.mlp_bias
         self.gate_proj = Projection(d, f, rank, bias) if config.mlp_type == "gated" else None
         self.up_proj = Projection(d, f, rank, bias)
-        # tie_down_head: the down projection is the head projection's weight, passed in as `head_weight`.
+        # tie_down_head: the down projection is the head projection transposed, passed in as `head`.
         self.down_proj = None if config.tie_down_head else Projection(f, d, rank, bias)
         self.act_fn = ACT2FN[config.hidden_act]
 
-    def forward(self, x, head_weight=None):
+    def forward(self, x, head=None):
         if self.gate_proj is None:
             hidden = self.act_fn(self.up_proj(x))
         else:
             hidden = self.act_fn(self.gate_proj(x)) * self.up_proj(x)
-        return F.linear(hidden, head_weight.t()) if self.down_proj is None else self.down_proj(hidden)
+        return head.transposed(hidden) if self.down_proj is None else self.down_proj(hidden)
 
 
 class MinimalDecoderLayer(nn.Module):
@@ -304,13 +304,15 @@ class MinimalDecoderLayer(nn.Module):
         self.mlp = MinimalMLP(config)
 
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
-                head_weight=None, **kwargs):
+                head=None, **kwargs):
         """`queries` > 0: outputs for the last `queries` positions only (all of them still fill the cache).
-        `head_weight`: the split residual's head projection, which values and the tied FFN down read."""
+        `head`: the split residual's head projection, which values and the tied FFN down read. It is
+        passed as a module, not its weight: a parameter among a module's inputs trips torch's module
+        tracker (FlopCounterMode) under no_grad."""
         if queries and attention_mask is not None:
             attention_mask = attention_mask[:, :, -queries:]
-        if head_weight is not None:
-            kwargs["head_weight"] = head_weight
+        if head is not None:
+            kwargs["head"] = head
         attn_out, weights = self.self_attn(
             self.input_layernorm(hidden_states), position_embeddings, attention_mask, past_key_values, queries, **kwargs
         )
@@ -318,7 +320,7 @@ class MinimalDecoderLayer(nn.Module):
             hidden_states = hidden_states[:, -queries:]
         hidden_states = hidden_states + attn_out
         second_norm = self.input_layernorm if self.post_attention_layernorm is None else self.post_attention_layernorm
-        hidden_states = hidden_states + self.mlp(second_norm(hidden_states), head_weight)
+        hidden_states = hidden_states + self.mlp(second_norm(hidden_states), head)
         return hidden_states, weights
 
 
@@ -439,11 +441,10 @@ class MinimalModel(MinimalPreTrainedModel):
 
         mask = causal_mask(self.config, inputs_embeds, attention_mask, past_key_values, past_length)
         keep = kept_queries(keep_last, length, mask, output_attentions)
-        head_weight = None if self.head_proj is None else self.head_proj.weight
         attentions = []
         for i, layer in enumerate(self.layers):
             queries = keep if i == len(self.layers) - 1 else 0
-            hidden_states, weights = layer(hidden_states, rope, mask, past_key_values, queries, head_weight, **kwargs)
+            hidden_states, weights = layer(hidden_states, rope, mask, past_key_values, queries, self.head_proj, **kwargs)
             if output_attentions:
                 attentions.append(weights)
         final_norm = self.final_norm()
