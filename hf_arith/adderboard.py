@@ -36,7 +36,7 @@ SUPPORTED = {
     "norm_eps": None, "rope_theta": None, "num_digit_tokens": None, "projection_rank": None,
     "initializer_range": None, "arc_init": None,  # training only
     "token_dims": None, "spiral": None, "answer_start_token_id": None, "o_proj_rank": None,
-    "tie_qk_rotation": (False, True), "tie_down_head": (False, True),
+    "tie_qk_rotation": (False, True), "tie_down_head": (False, True), "learn_spiral": (False, True),
     "hidden_act": ("relu", "gelu", "silu", "tanh"),
     "mlp_type": ("gated", "plain"),
     "norm_type": ("rmsnorm", "layernorm", "none"),
@@ -136,7 +136,7 @@ def architecture(config) -> str:
         parts.append("learned positions")
     elif c.position_embedding == "spiral":
         parts.append(f"split residual ({c.token_dims} token + {c.hidden_size - c.token_dims} position dims), "
-                     "fixed spiral positions per digit column")
+                     + ("learned" if c.learn_spiral else "fixed") + " spiral positions per digit column")
     else:
         parts.append("no positions")
     act = {"silu": "SwiGLU", "gelu": "GeGLU", "relu": "ReGLU", "tanh": "tanh-gated"}[c.hidden_act]
@@ -164,8 +164,12 @@ def tricks(config, fmt) -> list[str]:
     if c.token_dims:
         out.append(f"split residual: tokens in {c.token_dims} dims, positions in {c.hidden_size - c.token_dims}; "
                    "queries and keys read positions, values read tokens")
-        out.append("fixed spiral positions shared by digit i of a, b and the sum (zero params; "
-                   "a learned point for '=')")
+        if c.learn_spiral:
+            out.append("spiral positions shared by digit i of a, b and the sum (4 params: amplitude, phase, "
+                       "slope, offset; a learned point for '=')")
+        else:
+            out.append("fixed spiral positions shared by digit i of a, b and the sum (zero params; "
+                       "a learned point for '=')")
         out.append("one head projection: value projection, output head"
                    + (" and FFN down projection" if c.tie_down_head else ""))
     elif c.tie_word_embeddings:
@@ -376,13 +380,18 @@ class TokenEmbedding(nn.Module):
 ?split     def __init__(self):
 ?split         super().__init__()
 ?split         self.answer_start = nn.Parameter(torch.zeros(3))
+?split?learn_spiral         self.shape = nn.Parameter(torch.zeros(4))  # learned amplitude, phase, slope, offset
 ?split
 ?split     def forward(self, input_ids):
 ?split         columns = digit_columns(input_ids)
-?split         amplitude, period, slope = SPIRAL
+?split?!learn_spiral         amplitude, period, slope = SPIRAL
+?split?learn_spiral         period = SPIRAL[1]
+?split?learn_spiral         amplitude, phase, slope, offset = self.shape
 ?split         column = (columns - 1).float()
-?split         angle = column * (2 * torch.pi / period)
-?split         points = torch.stack([amplitude * angle.cos(), amplitude * angle.sin(), slope * column], dim=-1)
+?split?!learn_spiral         angle = column * (2 * torch.pi / period)
+?split?!learn_spiral         points = torch.stack([amplitude * angle.cos(), amplitude * angle.sin(), slope * column], dim=-1)
+?split?learn_spiral         angle = column * (2 * torch.pi / period) + phase
+?split?learn_spiral         points = torch.stack([amplitude * angle.cos(), amplitude * angle.sin(), slope * column + offset], -1)
 ?split         points = points * (columns > 0)[..., None]
 ?split         return torch.where((input_ids == ANSWER_START)[..., None], self.answer_start, points)
 ?split
@@ -628,6 +637,7 @@ def _features(config) -> dict[str, bool]:
         "rope": c.position_embedding == "rope", "learned": c.position_embedding == "learned",
         "arc": c.digit_embedding == "circular_arc", "lowrank": c.projection_rank > 0 or c.o_proj_rank > 0,
         "split": c.token_dims > 0, "qk_rotation": c.tie_qk_rotation, "tie_down": c.tie_down_head,
+        "learn_spiral": c.learn_spiral,
         "bias": c.attention_bias or c.mlp_bias, "tie_kv": c.tie_kv, "tie_qo": c.tie_qo,
         "gqa": c.num_key_value_heads < c.num_attention_heads, "gated": c.mlp_type == "gated",
         "tied": c.tie_word_embeddings or c.token_dims > 0,

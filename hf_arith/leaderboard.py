@@ -37,6 +37,7 @@ TRICKS = (
     ("the head projection is also the FFN's down projection", {"tie_down_head": False}),
     ("tied K = Q, queries turned by one learned angle", {"tie_qk_rotation": False}),
     ("low-rank attention output", {"o_proj_rank": 0}),
+    ("fixed (uncounted) instead of learned spiral positions", {"learn_spiral": True}),
 )
 
 
@@ -55,6 +56,8 @@ def _uses(config, undo: dict) -> bool:
         return config.digit_embedding == "circular_arc" and (config.special_embedding == "arc") == every_token
     if "position_embedding" in undo:
         return config.position_embedding == "rope"
+    if "learn_spiral" in undo:
+        return config.position_embedding == "spiral" and not config.learn_spiral
     return any(getattr(config, key) != value for key, value in undo.items())
 
 

@@ -236,7 +236,7 @@ def test_the_arc_embeds_every_token_distinctly_and_the_head_reads_it(tmp_path):
     (FMT_PLAIN, {**SPLIT, "tie_down_head": False, "tie_qk_rotation": False, "o_proj_rank": 0,
                  "special_embedding": "learned", "num_hidden_layers": 2}),
     (FMT10, {**SPLIT, "digit_embedding": "learned", "special_embedding": "learned", "projection_rank": 1,
-             "norm_sharing": "block"}),
+             "norm_sharing": "block", "learn_spiral": True}),
 ])
 def test_every_option_exports_with_solves_answers(tmp_path, fmt, flags):
     model, tok = random_model(fmt, **flags)

@@ -42,6 +42,7 @@ def test_the_split_designs_tricks_save_what_undoing_them_costs():
         "the head projection is also the FFN's down projection": 2 * 5,
         "tied K = Q": 3 * 4 - 1,  # a key matrix instead of one angle
         "low-rank attention output": 5 * 5 - (5 + 5),
+        "fixed": 4,  # a learned spiral: amplitude, phase, slope, offset
     }
     assert model.num_parameters() == 54
 

@@ -43,7 +43,8 @@ def test_the_split_design_has_54_parameters_and_each_tie_saves_what_it_should():
     assert set(model.state_dict()) == set(parts)
     costs = {"tie_down_head": ({"tie_down_head": False}, 10),  # its own 2 -> 5 down projection
              "tie_qk_rotation": ({"tie_qk_rotation": False}, 12 - 1),  # a key matrix instead of one angle
-             "o_proj_rank": ({"o_proj_rank": 0}, 25 - 10)}  # a full 5 x 5 output
+             "o_proj_rank": ({"o_proj_rank": 0}, 25 - 10),  # a full 5 x 5 output
+             "learn_spiral": ({"learn_spiral": True}, 4)}  # amplitude, phase, slope, offset
     for name, (undo, extra) in costs.items():
         assert make(**{**SPLIT, **undo})[0].num_parameters() == 54 + extra, name
 
@@ -63,6 +64,23 @@ def test_digit_i_of_both_operands_and_the_answer_share_one_fixed_point():
     assert torch.equal(points[10], torch.zeros(3))  # '+'
     assert torch.equal(points[21], model.model.spiral.answer_start.detach())  # '=' has its own learned point
     assert not torch.equal(points[21], torch.zeros(3))
+
+
+def test_a_learned_spiral_starts_as_the_fixed_one_and_moves_with_its_parameters():
+    fixed, tok = make_split(seed=1)
+    learned, _ = make_split(seed=1, learn_spiral=True)
+    ids = tok(["1234567890+9876543210"], return_tensors="pt")["input_ids"]
+    columns = fixed.position_ids_from_input_ids(ids)
+    with torch.no_grad():
+        learned.model.spiral.shape.copy_(learned.model.spiral.default_shape())
+        learned.model.spiral.answer_start.copy_(fixed.model.spiral.answer_start)
+    torch.testing.assert_close(learned.model.spiral(ids, columns), fixed.model.spiral(ids, columns))
+    with torch.no_grad():
+        learned.model.spiral.shape.copy_(torch.tensor([2.0, 0.5, 0.3, 1.0]))  # amplitude, phase, slope, offset
+    points = learned.model.spiral(ids, columns)[0].detach()
+    angle = 2 * math.pi * 3 / 10 + 0.5  # column 3 of a
+    torch.testing.assert_close(points[3], torch.tensor([2.0 * math.cos(angle), 2.0 * math.sin(angle), 0.3 * 3 + 1.0]))
+    assert torch.equal(points[10], torch.zeros(3))  # '+' stays at the origin
 
 
 def test_queries_and_keys_read_positions_and_values_read_tokens():
@@ -134,6 +152,7 @@ def test_a_cached_step_without_position_ids_is_a_clear_error():
     ({"token_dims": -1}, "token_dims"),
     ({"o_proj_rank": 1.5}, "o_proj_rank"),
     ({"tie_qk_rotation": "yes"}, "tie_qk_rotation"),
+    ({"learn_spiral": 1}, "learn_spiral"),
 ])
 def test_malformed_split_configs_name_the_problem(bad, message):
     tok = ArithTokenizer(number_format=FMT10)

@@ -58,6 +58,8 @@ class MinimalConfig(ArithConfig):
             (A cos(2 pi c / P), A sin(2 pi c / P), s c) for `[A, P, s]`; other tokens sit at the
             origin, except the answer-start token (`answer_start_token_id`), whose position is
             learned (three parameters). Fixed positions are not parameters.
+        learn_spiral: the spiral's amplitude, phase, slope and offset are learned (four parameters,
+            starting from `spiral` with phase and offset 0).
         answer_start_token_id: the `=` token's id (needed by the spiral positions).
         tie_qk_rotation: K = Q's projection, and Q is that projection turned by one learned angle in
             each plane of its dimensions: tied Q/K with a phase (one parameter instead of a K matrix).
@@ -103,6 +105,7 @@ class MinimalConfig(ArithConfig):
         digit_logits_only: bool = False,
         token_dims: int = 0,
         spiral: list[float] | None = None,
+        learn_spiral: bool = False,
         answer_start_token_id: int | None = None,
         tie_qk_rotation: bool = False,
         o_proj_rank: int = 0,
@@ -141,6 +144,7 @@ class MinimalConfig(ArithConfig):
         self.token_dims = token_dims
         self.spiral = list(spiral) if isinstance(spiral, (list, tuple)) else ([3.5, 10.0, 0.15] if spiral is None else spiral)
         self.answer_start_token_id = answer_start_token_id
+        self.learn_spiral = learn_spiral
         self.tie_qk_rotation = tie_qk_rotation
         self.o_proj_rank = o_proj_rank
         self.tie_down_head = tie_down_head
@@ -189,7 +193,7 @@ class MinimalConfig(ArithConfig):
             raise ValueError(f"MinimalConfig.arc_init must be three finite numbers (radius, start, step), "
                              f"got {self.arc_init!r}")
         for name in ("share_qk_norm", "qk_norm", "tie_kv", "tie_qo", "final_norm", "digit_logits_only",
-                     "tie_qk_rotation", "tie_down_head"):
+                     "tie_qk_rotation", "tie_down_head", "learn_spiral"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"MinimalConfig.{name} must be true or false, got {getattr(self, name)!r}")
         if self.share_qk_norm and not self.qk_norm:
@@ -208,8 +212,9 @@ class MinimalConfig(ArithConfig):
         if split != spiral:
             raise ValueError("MinimalConfig: token_dims > 0 and position_embedding='spiral' go together")
         if not split:
-            if self.tie_down_head:
-                raise ValueError("MinimalConfig.tie_down_head needs the split residual (token_dims > 0)")
+            for name in ("tie_down_head", "learn_spiral"):
+                if getattr(self, name):
+                    raise ValueError(f"MinimalConfig.{name} needs the split residual (token_dims > 0)")
             return
         if self.hidden_size - self.token_dims != 3:
             raise ValueError(f"MinimalConfig: the spiral positions take 3 dimensions, so hidden_size must be "

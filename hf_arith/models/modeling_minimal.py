@@ -160,7 +160,8 @@ class SpiralPositions(nn.Module):
 
     The column is the digit's index within its number (abacus ids), so digit i of both operands and
     of the answer share one point, and the token that predicts answer digit i + 1 (answer digit i)
-    sits one column before the operand digits it needs. These points are fixed. Other tokens sit at
+    sits one column before the operand digits it needs. These points are fixed, or with `learn_spiral`
+    a spiral of learned amplitude, phase, slope and offset (four parameters). Other tokens sit at
     the origin, except the answer-start token, which predicts the first answer digit from its own
     learned point.
     """
@@ -170,12 +171,22 @@ class SpiralPositions(nn.Module):
         self.amplitude, self.period, self.slope = (float(v) for v in config.spiral)
         self.answer_start_token_id = config.answer_start_token_id
         self.answer_start = nn.Parameter(torch.zeros(3))
+        self.shape = nn.Parameter(self.default_shape()) if config.learn_spiral else None
+
+    def default_shape(self) -> torch.Tensor:
+        """amplitude, phase, slope, offset of the fixed spiral (where a learned one starts)."""
+        return torch.tensor([self.amplitude, 0.0, self.slope, 0.0])
 
     def forward(self, input_ids, position_ids):
         """`position_ids`: abacus ids (1 + the digit's column; 0 for every other token)."""
         column = (position_ids - 1).to(self.answer_start.dtype)
         angle = column * (2 * math.pi / self.period)
-        points = torch.stack([self.amplitude * angle.cos(), self.amplitude * angle.sin(), self.slope * column], dim=-1)
+        if self.shape is None:
+            points = torch.stack([self.amplitude * angle.cos(), self.amplitude * angle.sin(), self.slope * column], -1)
+        else:
+            amplitude, phase, slope, offset = self.shape
+            angle = angle + phase
+            points = torch.stack([amplitude * angle.cos(), amplitude * angle.sin(), slope * column + offset], -1)
         points = points * (position_ids > 0)[..., None]
         return torch.where((input_ids == self.answer_start_token_id)[..., None], self.answer_start, points)
 
@@ -353,6 +364,8 @@ class MinimalPreTrainedModel(PreTrainedModel):
                 init.zeros_(module.bias)
         elif isinstance(module, SpiralPositions):
             init.normal_(module.answer_start, mean=0.0, std=std)
+            if module.shape is not None:
+                init.copy_(module.shape, module.default_shape())
         elif isinstance(module, SplitAttention) and module.q_rotation is not None:
             init.zeros_(module.q_rotation)
         elif isinstance(module, TokenEmbedding):
