@@ -129,6 +129,13 @@ def test_left_padding_does_not_move_a_rows_positions():
     assert torch.equal(a[0], b[0])
 
 
+def test_only_spiral_models_compute_positions_from_the_sequence():
+    split, _ = make_split()
+    rope, _ = make()
+    assert hasattr(split, "position_ids_from_input_ids")
+    assert not hasattr(rope, "position_ids_from_input_ids")  # its positions follow from the mask
+
+
 def test_a_cached_step_without_position_ids_is_a_clear_error():
     from transformers import DynamicCache
 

@@ -483,9 +483,10 @@ class MinimalForCausalLM(MinimalPreTrainedModel, GenerationMixin):
     @property
     def position_ids_from_input_ids(self):
         """With spiral positions, the function that computes position ids from a whole sequence (decoders
-        with a KV cache slice the new tokens' tail); None when positions follow from the mask."""
+        with a KV cache slice the new tokens' tail). Other models have no such attribute (hasattr is
+        False): their positions follow from the attention mask."""
         if self.model.spiral is None:
-            return None
+            raise AttributeError("position_ids_from_input_ids: this model's positions follow from the attention mask")
         return lambda input_ids, generated_from=None: self.model.digit_columns(input_ids)
 
     def prepare_inputs_for_generation(self, input_ids, **kwargs):
