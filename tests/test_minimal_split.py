@@ -168,9 +168,12 @@ def test_malformed_split_configs_name_the_problem(bad, message):
         MinimalConfig(**{**kwargs, **bad})
 
 
-def test_tie_down_head_needs_the_split_residual():
-    with pytest.raises(ValueError, match="tie_down_head needs the split residual"):
-        MinimalConfig(tie_down_head=True)
+@pytest.mark.parametrize("option", [{"tie_down_head": True}, {"learn_spiral": True}, {"tie_qk_rotation": True},
+                                    {"o_proj_rank": 1}])
+def test_split_only_options_need_the_split_residual(option):
+    name = next(iter(option))
+    with pytest.raises(ValueError, match=f"{name} needs the split residual"):
+        MinimalConfig(**option)
 
 
 def test_summary_counts_the_split_model_and_its_compute():

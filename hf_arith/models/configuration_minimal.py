@@ -202,8 +202,8 @@ class MinimalConfig(ArithConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"MinimalConfig.{name} must be an integer >= 0, got {value!r}")
-        if self.tie_qk_rotation and (self.tie_kv or self.head_dim % 2):
-            raise ValueError("MinimalConfig.tie_qk_rotation needs an even head_dim and tie_kv=False")
+        if self.tie_qk_rotation and self.head_dim % 2:
+            raise ValueError("MinimalConfig.tie_qk_rotation needs an even head_dim (it turns pairs of dimensions)")
         self._validate_split()
 
     def _validate_split(self):
@@ -211,8 +211,8 @@ class MinimalConfig(ArithConfig):
         split, spiral = self.token_dims > 0, self.position_embedding == "spiral"
         if split != spiral:
             raise ValueError("MinimalConfig: token_dims > 0 and position_embedding='spiral' go together")
-        if not split:
-            for name in ("tie_down_head", "learn_spiral"):
+        if not split:  # these options exist only in the split layout: refused, not silently ignored
+            for name in ("tie_down_head", "learn_spiral", "tie_qk_rotation", "o_proj_rank"):
                 if getattr(self, name):
                     raise ValueError(f"MinimalConfig.{name} needs the split residual (token_dims > 0)")
             return
