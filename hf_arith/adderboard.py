@@ -397,11 +397,13 @@ class TokenEmbedding(nn.Module):
 ?split
 ?split
 ?split def rotate_pairs(x, angle):
-?split     """Turn each pair of dimensions (0, 1), (2, 3), ... of x by `angle`."""
-?split     pairs = x.unflatten(-1, (-1, 2))
+?split     """Turn each pair of dimensions (0, 1), (2, 3), ... of x by `angle`; an odd last one stays."""
+?split     even = x.shape[-1] - x.shape[-1] % 2
+?split     pairs = x[..., :even].unflatten(-1, (-1, 2))
 ?split     first, second = pairs[..., 0], pairs[..., 1]
-?split     return torch.stack([first * angle.cos() - second * angle.sin(),
-?split                         first * angle.sin() + second * angle.cos()], dim=-1).flatten(-2)
+?split     turned = torch.stack([first * angle.cos() - second * angle.sin(),
+?split                           first * angle.sin() + second * angle.cos()], dim=-1).flatten(-2)
+?split     return torch.cat([turned, x[..., even:]], dim=-1)
 ?split
 ?split
 ?split class Attention(nn.Module):

@@ -237,6 +237,7 @@ def test_the_arc_embeds_every_token_distinctly_and_the_head_reads_it(tmp_path):
                  "special_embedding": "learned", "num_hidden_layers": 2}),
     (FMT10, {**SPLIT, "digit_embedding": "learned", "special_embedding": "learned", "projection_rank": 1,
              "norm_sharing": "block", "learn_spiral": True}),
+    (FMT10, {**SPLIT, "head_dim": 5, "learn_spiral": True}),  # an odd head dim: its last dimension is not turned
 ])
 def test_every_option_exports_with_solves_answers(tmp_path, fmt, flags):
     model, tok = random_model(fmt, **flags)

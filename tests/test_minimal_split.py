@@ -49,6 +49,21 @@ def test_the_split_design_has_54_parameters_and_each_tie_saves_what_it_should():
         assert make(**{**SPLIT, **undo})[0].num_parameters() == 54 + extra, name
 
 
+def test_an_odd_head_dim_turns_its_pairs_and_leaves_the_last_dimension():
+    from hf_arith.models.modeling_minimal import rotate_pairs
+
+    x = torch.randn(2, 7, 5)
+    angle = torch.tensor(0.7)
+    turned = rotate_pairs(x, angle)
+    torch.testing.assert_close(turned[..., 4], x[..., 4])
+    for i in (0, 2):  # each plane turned by the angle, so lengths stay and the turn is exact
+        plane, turned_plane = torch.complex(x[..., i], x[..., i + 1]), torch.complex(turned[..., i], turned[..., i + 1])
+        torch.testing.assert_close(turned_plane, plane * torch.polar(torch.tensor(1.0), angle))
+    # Five query dims with a learned spiral: MicroAdder's robust attention at 61 parameters.
+    model, _ = make(**{**SPLIT, "head_dim": 5, "learn_spiral": True})
+    assert model.num_parameters() == 54 + 3 + 4
+
+
 def test_digit_i_of_both_operands_and_the_answer_share_one_fixed_point():
     model, tok = make_split(seed=1)
     ids = tok(["1234567890+9876543210"], return_tensors="pt")["input_ids"]

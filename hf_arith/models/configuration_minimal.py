@@ -62,7 +62,8 @@ class MinimalConfig(ArithConfig):
             starting from `spiral` with phase and offset 0).
         answer_start_token_id: the `=` token's id (needed by the spiral positions).
         tie_qk_rotation: K = Q's projection, and Q is that projection turned by one learned angle in
-            each plane of its dimensions: tied Q/K with a phase (one parameter instead of a K matrix).
+            each plane of its dimensions (an odd last dimension is not turned): tied Q/K with a phase
+            (one parameter instead of a K matrix).
         o_proj_rank: the attention output projection's own rank (0: `projection_rank`).
         tie_down_head: the FFN's down projection is the head projection's weight (needs
             `intermediate_size == token_dims`): the head projection then serves as value
@@ -202,8 +203,8 @@ class MinimalConfig(ArithConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"MinimalConfig.{name} must be an integer >= 0, got {value!r}")
-        if self.tie_qk_rotation and self.head_dim % 2:
-            raise ValueError("MinimalConfig.tie_qk_rotation needs an even head_dim (it turns pairs of dimensions)")
+        if self.tie_qk_rotation and self.head_dim < 2:
+            raise ValueError("MinimalConfig.tie_qk_rotation needs head_dim >= 2 (it turns pairs of dimensions)")
         self._validate_split()
 
     def _validate_split(self):

@@ -192,11 +192,13 @@ class SpiralPositions(nn.Module):
 
 
 def rotate_pairs(x, angle):
-    """Turn each pair of dimensions (0, 1), (2, 3), ... of x by `angle`."""
-    pairs = x.unflatten(-1, (-1, 2))
+    """Turn each pair of dimensions (0, 1), (2, 3), ... of x by `angle`; an odd last dimension stays as it is."""
+    even = x.shape[-1] - x.shape[-1] % 2
+    pairs = x[..., :even].unflatten(-1, (-1, 2))
     first, second = pairs[..., 0], pairs[..., 1]
     cos, sin = angle.cos(), angle.sin()
-    return torch.stack([first * cos - second * sin, first * sin + second * cos], dim=-1).flatten(-2)
+    turned = torch.stack([first * cos - second * sin, first * sin + second * cos], dim=-1).flatten(-2)
+    return torch.cat([turned, x[..., even:]], dim=-1)
 
 
 class MinimalAttention(nn.Module):
