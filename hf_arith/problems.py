@@ -77,8 +77,11 @@ def _fix_leading(digits: np.ndarray, lengths: np.ndarray, base: int, rng: np.ran
     digits[np.arange(width)[None, None, :] >= lengths[..., None]] = 0
 
 
-KINDS = ("uniform", "repeated", "chains", "hard", "carries")
+HARD_KINDS = ("repeated", "chains", "hard", "carries")
+KINDS = ("uniform", *HARD_KINDS)
 CHAIN_TASKS = ("add", "sub")
+# The kinds that only some tasks have (the others apply to every task).
+KIND_TASKS = {"chains": CHAIN_TASKS, "carries": ("add",)}
 
 
 def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: str = "hard"):
@@ -106,8 +109,8 @@ def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: st
         ties[:, 0] = False
         ties &= rng.random(lengths.shape) < 1 / 3
     base, width = spec.base, spec.max_digits
-    if kind == "chains" and spec.task not in CHAIN_TASKS:
-        raise FormatError(f"carry chains apply to {' and '.join(CHAIN_TASKS)}, not {spec.task}")
+    if kind == "chains" and spec.task not in KIND_TASKS["chains"]:
+        raise FormatError(f"carry chains apply to {' and '.join(KIND_TASKS['chains'])}, not {spec.task}")
     chain = np.full(n, kind == "chains") if kind != "hard" or spec.task not in CHAIN_TASKS else rng.random(n) < 0.5
     # Repeated digits: two distinct digits per problem; each number uses one of them or both.
     first = rng.integers(0, base, size=(n, 1, 1))
@@ -176,7 +179,7 @@ def _carry_patterns(spec: ProblemSpec, n: int, rng: np.random.Generator):
     the answer's length; these keep the digits around that carry simple, so its effect is easy to
     read off.
     """
-    if spec.task != "add":
+    if spec.task not in KIND_TASKS["carries"]:
         raise FormatError(f"carry patterns apply to add, not {spec.task}")
     base, width = spec.base, spec.max_digits
     cols = np.arange(width)[None, :]

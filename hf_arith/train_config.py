@@ -29,7 +29,7 @@ from typing import ClassVar
 import yaml
 
 from .formatting import TASK_NAMES, NumberFormat
-from .problems import KINDS
+from .problems import HARD_KINDS, KIND_TASKS
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -241,8 +241,8 @@ def _check_values(recipe: Recipe) -> None:
         raise RecipeError(f"data.hard_fraction_fade must be [start, end] steps with 0 <= start < end, got {fade!r}")
     if fade and not d.hard_fraction:
         raise RecipeError("data.hard_fraction_fade needs data.hard_fraction > 0 (the share it fades from)")
-    if d.hard_kind not in KINDS[1:]:
-        raise RecipeError(f"data.hard_kind must be one of {KINDS[1:]}, got {d.hard_kind!r}")
+    if d.hard_kind not in HARD_KINDS:
+        raise RecipeError(f"data.hard_kind must be one of {HARD_KINDS}, got {d.hard_kind!r}")
     if o.steps < 1 or o.batch_size < 1 or o.learning_rate <= 0:
         raise RecipeError("optim: steps, batch_size and learning_rate must be positive")
     # Each value within what the optimizer, the schedule and memory take (not found after the model is built).
@@ -309,7 +309,7 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
                     min_items=d.min_items, max_items=d.max_items)
     except ValueError as err:
         raise RecipeError(f"data: {err}") from None
-    hard_tasks = {"carries": ("add",), "chains": ("add", "sub")}.get(d.hard_kind)
+    hard_tasks = KIND_TASKS.get(d.hard_kind)
     if d.hard_fraction and hard_tasks and fmt.task not in hard_tasks:
         raise RecipeError(f"data.hard_kind {d.hard_kind!r} applies to {' and '.join(TASK_NAMES[t] for t in hard_tasks)}, "
                           f"not {TASK_NAMES[fmt.task]}")
