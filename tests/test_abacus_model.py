@@ -15,6 +15,7 @@ from hf_arith.formatting import FormatError
 from hf_arith.models.abacus_positions import (
     abacus_position_ids,
     check_abacus_range,
+    line_positions,
     problem_ids,
     random_offsets,
     segment_ids,
@@ -141,10 +142,12 @@ def test_numbers_beyond_the_abacus_range_are_a_clear_error():
     assert hf_arith.solve(model, tok, "12+5") is None or isinstance(hf_arith.solve(model, tok, "12+5"), str)
 
 
-@pytest.mark.parametrize("attn, align, segments", [("eager", False, 0), ("sdpa", False, 0), ("sdpa", True, 0),
-                                                   ("sdpa", True, 4)])
-def test_decoder_equals_generate_and_cache_equals_no_cache(attn, align, segments):
-    model, tok = make(seed=1, abacus_align_answer=align, answer_start_token_id=11, abacus_num_segments=segments)
+@pytest.mark.parametrize("attn, align, segments, lines", [("eager", False, 0, False), ("sdpa", False, 0, False),
+                                                          ("sdpa", True, 0, False), ("sdpa", True, 4, False),
+                                                          ("sdpa", False, 5, True)])
+def test_decoder_equals_generate_and_cache_equals_no_cache(attn, align, segments, lines):
+    model, tok = make(seed=1, abacus_align_answer=align, answer_start_token_id=11, abacus_num_segments=segments,
+                      abacus_line_positions=lines)
     model.set_attn_implementation(attn)
     enc = tok(PROBLEMS, padding=True, return_tensors="pt")
     assert tok.padding_side == "left" and not enc.attention_mask.all()
@@ -171,6 +174,27 @@ def test_segments_count_separators_and_skip_padding():
     assert torch.equal(index, abacus_position_ids(ids, 10, 11)) and torch.equal(segment, segment_ids(ids, 10, 12, 4))
     with pytest.raises(ValueError, match="segment"):
         model(input_ids=ids[:, :3], position_ids=torch.full((2, 3), 41 * 4))
+
+
+def test_sort_lines_give_each_label_its_line_and_its_slot():
+    """radix_passes answers "a:31,b:7,c:120" with cab=bca=bac: line p sorts by digit place p + 1
+    (abacus index p + 1), so its labels carry index p + 1 and their place in the line as the slot."""
+    fmt = NumberFormat(task="sort", scratchpad="radix_passes")
+    tok = ArithTokenizer(number_format=fmt)
+    prompt = tok(["a:31,b:7,c:120"], return_tensors="pt").input_ids
+    answer = torch.tensor([tok.convert_tokens_to_ids(list("cab=bca=bac")) + [tok.eos_token_id]])
+    ids = torch.cat([prompt, answer], dim=1)
+    eq = tok.convert_tokens_to_ids("=")
+    index, slot = line_positions(ids, eq, 10, abacus_position_ids(ids, 10))
+    n = prompt.shape[1] - 1  # the prompt before its `=`, which opens line 1
+    assert torch.equal(index[0, :n], abacus_position_ids(prompt, 10)[0, :n]) and not slot[0, :n].any()
+    assert index[0, n:].tolist() == [1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3]
+    assert slot[0, n:].tolist() == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 4]
+    model, _ = make(fmt=fmt, abacus_line_positions=True, answer_start_token_id=eq, abacus_num_segments=4)
+    packed_index, packed_slot = unpack_positions(model.position_ids_from_input_ids(ids), 40)
+    assert torch.equal(packed_index, index) and packed_slot[0, -1] == 3  # a slot past the table takes its last
+    with pytest.raises(ValueError, match="abacus_line_positions needs"):
+        AbacusGPT2Config(vocab_size=len(tok), abacus_line_positions=True, answer_start_token_id=eq)
 
 
 def test_packed_problems_restart_segments_and_draw_their_own_offsets():

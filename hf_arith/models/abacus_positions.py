@@ -36,6 +36,28 @@ def abacus_position_ids(input_ids: torch.Tensor, num_digit_tokens: int,
     return torch.where(in_answer, positions + 1, positions)
 
 
+def line_positions(input_ids: torch.Tensor, line_token_id: int, num_digit_tokens: int,
+                   index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(index, slot) for answers written as lines joined by `line_token_id` (the `=` that also ends the prompt).
+
+    After the prompt's `=`, every token gets its slot in its line: 0 for the `=` that opens the
+    line, then 1, 2, ...; and every non-digit token gets its line's number (1 for the first) as its
+    index, where it had 0. Digits keep their digit index; prompt tokens keep `index` and slot 0.
+    Why: a sort scratchpad line p is the labels ordered by digit place p + 1 (abacus index p + 1),
+    ties in the order of line p - 1. Without these ids a label's line and its place in that line
+    can only be inferred by counting over the whole sequence, which grows less exact with it; with
+    them, the digit to look up is an equality of indices, and the order of the line before is a slot.
+    """
+    is_line = (input_ids == line_token_id).long()
+    line = is_line.cumsum(-1)  # the `=`s at or before each token: the prompt's `=` opens line 1
+    pos = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
+    opened = torch.where(is_line.bool(), pos, torch.full_like(pos, -1)).cummax(dim=-1).values
+    in_answer = line > 0
+    slot = torch.where(in_answer, pos - opened, torch.zeros_like(pos))
+    index = torch.where(in_answer & (input_ids >= num_digit_tokens), line, index)
+    return index, slot
+
+
 def problem_ids(input_ids: torch.Tensor, end_token_id: int) -> torch.Tensor:
     """Which problem of a packed sequence each token belongs to: the `end_token_id`s (<eos>) before it.
 
@@ -124,5 +146,5 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     return torch.where(position_ids > 0, position_ids + k, position_ids)
 
 
-__all__ = ["abacus_position_ids", "check_abacus_range", "pack_positions", "problem_ids", "random_offsets",
+__all__ = ["abacus_position_ids", "check_abacus_range", "line_positions", "pack_positions", "problem_ids", "random_offsets",
            "segment_ids", "unpack_positions"]

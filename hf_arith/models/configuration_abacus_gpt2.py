@@ -33,6 +33,10 @@ class AbacusGPT2Config(ArithConfig):
         abacus_align_answer: give the `=` index 1 and answer digit i index i + 1, the index of the
             digit it predicts, so each answer step looks up operand digits of its own index.
             Needs `answer_start_token_id` (the `=` token's id).
+        abacus_line_positions: answers written as lines joined by `=` (a sort scratchpad) give each
+            non-digit answer token its line's number as its index, and every answer token its slot
+            in its line as its segment (`abacus_positions.line_positions`), in place of the
+            separator count. Needs `answer_start_token_id` and abacus_num_segments > the longest line.
         abacus_num_segments: also add a learned embedding of which number a token belongs to
             (`abacus_positions.segment_ids`: separators seen so far, capped at this many - 1);
             0 turns it off. Position ids then carry index and segment packed into one id.
@@ -68,6 +72,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_align_answer: bool = False,
         answer_start_token_id: int | None = None,
         abacus_num_segments: int = 0,
+        abacus_line_positions: bool = False,
         absolute_position_embedding: bool = False,
         max_position_embeddings: int = 1024,
         num_future_tokens: int = 1,
@@ -92,6 +97,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_align_answer = abacus_align_answer
         self.answer_start_token_id = answer_start_token_id
         self.abacus_num_segments = abacus_num_segments
+        self.abacus_line_positions = abacus_line_positions
         self.absolute_position_embedding = absolute_position_embedding
         self.max_position_embeddings = max_position_embeddings
         self.num_future_tokens = num_future_tokens
@@ -114,6 +120,14 @@ class AbacusGPT2Config(ArithConfig):
                                              and 0 <= self.answer_start_token_id < self.vocab_size):
             raise ValueError(f"{name}.abacus_align_answer needs answer_start_token_id, the id of the token before "
                              f"the answer, in [0, vocab_size); got {self.answer_start_token_id!r}")
+        if self.abacus_line_positions and not (isinstance(self.answer_start_token_id, int)
+                                               and 0 <= self.answer_start_token_id < self.vocab_size
+                                               and self.abacus_num_segments >= 2
+                                               and not self.abacus_offset_per_problem):
+            raise ValueError(f"{name}.abacus_line_positions needs answer_start_token_id (the `=` that joins the "
+                             f"lines) in [0, vocab_size), abacus_num_segments >= 2 (the slots) and no "
+                             f"abacus_offset_per_problem; got {self.answer_start_token_id!r}, "
+                             f"{self.abacus_num_segments!r}, {self.abacus_offset_per_problem!r}")
         if self.abacus_offset_per_problem and not self.abacus_offset_per_sequence:
             raise ValueError(f"{name}.abacus_offset_per_problem needs abacus_offset_per_sequence (a draw per problem "
                              "is a draw per sequence, made for each problem)")

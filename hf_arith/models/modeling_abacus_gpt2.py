@@ -25,6 +25,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from .abacus_positions import (
     abacus_position_ids,
     check_abacus_range,
+    line_positions,
     pack_positions,
     problem_ids,
     random_offsets,
@@ -142,12 +143,17 @@ class AbacusGPT2PreTrainedModel(PreTrainedModel):
         """
         c = self.config
         index = abacus_position_ids(input_ids, c.num_digit_tokens, c.answer_start_token_id if c.abacus_align_answer else None)
+        if c.abacus_line_positions:
+            index, slot = line_positions(input_ids, c.answer_start_token_id, c.num_digit_tokens, index)
         if generated_from is not None:
             check_abacus_range(index[:, :generated_from], c.abacus_max_digits)
             index = index.clamp(max=c.abacus_max_digits)
         check_abacus_range(index, c.abacus_max_digits)  # before packing, which a too-long number would corrupt
-        segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments,
-                              c.eos_token_id if c.abacus_offset_per_problem else None) if c.abacus_num_segments else None
+        if c.abacus_line_positions:  # a pad or a malformed line past the table takes its last slot
+            segment = slot.clamp(max=c.abacus_num_segments - 1)
+        else:
+            segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments,
+                                  c.eos_token_id if c.abacus_offset_per_problem else None) if c.abacus_num_segments else None
         return pack_positions(index, segment, c.abacus_max_digits)
 
 
