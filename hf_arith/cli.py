@@ -286,7 +286,11 @@ def cmd_eval(args) -> int:
     fmt = tokenizer.arith_format
     limits = model_limits(model, tokenizer, checkpoint_folder(model))
     min_digits = 1 if args.min_digits is None else args.min_digits
-    max_digits = limits.max_digits if args.max_digits is None else args.max_digits
+    # By default the held-out score is inside the lengths the model was trained on: beyond them is what
+    # --max-digits and --grid measure on purpose.
+    trained = limits.training_range
+    default_max = min(trained[1], limits.max_digits) if trained else limits.max_digits
+    max_digits = max(default_max, min_digits) if args.max_digits is None else args.max_digits
     # Every option is checked against the model's limits before any of the (long) runs starts.
     limits.check_digit_range(min_digits, max_digits, names=("--min-digits", "--max-digits"))
     if args.loops:
@@ -718,7 +722,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"held-out problems, at most {MAX_SAMPLES:,} (default: 2000)")
     p.add_argument("--min-digits", type=_int, metavar="A", help="shortest operands (default: 1)")
     p.add_argument("--max-digits", type=_int, metavar="B",
-                   help="longest operands (default: the model's operand width, or the longest its context holds)")
+                   help="longest operands (default: the longest the model was trained on where its checkpoint says, "
+                        "else its operand width or the longest its context holds)")
     p.add_argument("--seed", type=_seed, default=1234, metavar="S", help="sampling seed (default: 1234)")
     p.add_argument("--items", type=_item_range, metavar="A:B",
                    help="sorting models: lists of A to B items (default: 2 to 5, or the format's max_items if fewer; "

@@ -135,6 +135,17 @@ def test_eval_items_sets_how_many_items_a_sorting_list_holds(tmp_path, capsys):
     assert json.loads(remade.read_text())["exact_match"] == data["exact_match"]
 
 
+def test_eval_defaults_to_the_lengths_the_model_was_trained_on(capsys):
+    """abacus-gpt2-sort trained on numbers of 1-6 digits, though its context holds 21: a plain eval scores
+    1-6, not a mixture with lengths it never saw; --min-digits beyond them moves the default along."""
+    code, out, err = run(capsys, "eval", "abacus-gpt2-sort", "--samples", 20)
+    assert code == 0, err
+    assert "operands of 1-6 digits" in out
+    code, out, err = run(capsys, "eval", "abacus-gpt2-sort", "--samples", 5, "--min-digits", 8)
+    assert code == 0, err
+    assert "operands of 8-8 digits" in out
+
+
 def test_eval_items_out_of_range_or_on_another_task_is_one_line(add10, capsys):
     for argv, message in [
         (["abacus-gpt2-sort", "--items", "2:9"], "--items 2:9: lists must hold 2 to 8 items (the format's max_items)"),
