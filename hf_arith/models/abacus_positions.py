@@ -48,10 +48,10 @@ def line_positions(input_ids: torch.Tensor, line_token_id: int, num_digit_tokens
     can only be inferred by counting over the whole sequence, which grows less exact with it; with
     them, the digit to look up is an equality of indices, and the order of the line before is a slot.
     """
-    is_line = (input_ids == line_token_id).long()
-    line = is_line.cumsum(-1)  # the `=`s at or before each token: the prompt's `=` opens line 1
+    is_line = input_ids == line_token_id
+    line = is_line.long().cumsum(-1)  # the `=`s at or before each token: the prompt's `=` opens line 1
     pos = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
-    opened = torch.where(is_line.bool(), pos, torch.full_like(pos, -1)).cummax(dim=-1).values
+    opened = torch.where(is_line, pos, torch.full_like(pos, -1)).cummax(dim=-1).values
     in_answer = line > 0
     slot = torch.where(in_answer, pos - opened, torch.zeros_like(pos))
     index = torch.where(in_answer & (input_ids >= num_digit_tokens), line, index)
