@@ -236,6 +236,8 @@ class Problems:
         if self.base != 10:
             return [[str(v) for v in row] for row in self.operand_values()]
         n, k, _ = self.operands.shape
+        if n == 0:
+            return []
         texts = decimal_strings(self.operands.reshape(n * k, -1), self.lengths.reshape(-1))
         return [[t for t, m in zip(texts[i * k:(i + 1) * k], self.lengths[i]) if m > 0] for i in range(n)]
 

@@ -113,8 +113,13 @@ class ProblemStream(torch.utils.data.IterableDataset):
     def __init__(self, spec: ProblemSpec, fmt: NumberFormat, state: CurriculumState | None = None,
                  seed: int = 0, rank: int = 0, chunk_size: int = 2048, test_fraction: float = 0.1,
                  random_prefix: int = 0, hard_fraction: float = 0.0, context_problems: int = 0,
-                 hard_fraction_fade: tuple[int, int] | None = None, hard_kind: str = "hard"):
+                 hard_fraction_fade: tuple[int, int] | None = None, hard_kind: str = "hard",
+                 mined: Problems | None = None, mined_fraction: float = 0.0):
         self.spec, self.fmt, self.seed, self.rank = spec, fmt, seed, rank
+        # A pool of problems a starting model got wrong or was unsure of (hf_arith.mining), drawn
+        # with replacement for `mined_fraction` of the examples; the rest as without it.
+        self.mined = mined if mined is not None and len(mined) else None
+        self.mined_fraction = mined_fraction if self.mined is not None else 0.0
         self.hard_kind = hard_kind
         self.random_prefix, self.hard_fraction = random_prefix, hard_fraction
         self.hard_fraction_fade = tuple(hard_fraction_fade) if hard_fraction_fade else None
@@ -160,11 +165,17 @@ class ProblemStream(torch.utils.data.IterableDataset):
         """input_ids, attention_mask, labels of chunk `index`: the same arrays every time it is asked for."""
         rng = np.random.default_rng([self.seed, self.rank, worker, index])
         parts = []
+        group = 1 + self.context_problems
         for count, lo, hi, share in self._segments(index):
+            mined = rng.binomial(count, self.mined_fraction) if self.mined_fraction else 0
+            if mined:
+                picked = self.mined.select(rng.integers(0, len(self.mined), mined * group))
+                parts.append(encode_examples(picked, self.fmt, self.length, rng if self.random_prefix else None,
+                                             rng.integers(1, group + 1, mined) if self.context_problems else None))
+                count -= mined
             hard = rng.binomial(count, share) if share else 0
             for n, kind in ((count - hard, "uniform"), (hard, self.hard_kind)):
                 if n:
-                    group = 1 + self.context_problems
                     problems = sample(self._spec_for(lo, hi), n * group, rng, split="train",
                                       test_fraction=self.test_fraction, kind=kind)
                     # Each example packs 1 to `group` problems (the earlier ones are its context).
@@ -173,7 +184,7 @@ class ProblemStream(torch.utils.data.IterableDataset):
                     parts.append(encode_examples(problems, self.fmt, self.length, rng if self.random_prefix else None,
                                                  sizes))
         arrays = tuple(np.concatenate(columns) for columns in zip(*parts))
-        if self.hard_fraction:  # hard problems spread over the chunk's batches, not bunched at its end
+        if self.hard_fraction or self.mined_fraction:  # hard problems spread over the chunk's batches, not bunched at its end
             order = rng.permutation(len(arrays[0]))
             arrays = tuple(a[order] for a in arrays)
         return arrays

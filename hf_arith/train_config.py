@@ -74,6 +74,13 @@ class DataRecipe:
     # "chains", or "carries" (addition only: sparse problems around one carry, the carry mix of the
     # small AdderBoard models; see hf_arith.problems).
     hard_kind: str = "hard"
+    # Hard-example mining (hf_arith.mining), for a stage with init_from: before its first step the
+    # starting model answers this many training-split problems (and a tenth as many of each hard kind);
+    # those it gets wrong or answers with a confidence below mined_confidence form a pool that
+    # mined_fraction of the training examples are drawn from (0 = off).
+    mine_problems: int = 0
+    mined_confidence: float = 0.9
+    mined_fraction: float = 0.0
 
 
 @dataclass
@@ -145,6 +152,7 @@ _SECTIONS = {"data": DataRecipe, "optim": OptimRecipe, "eval": EvalRecipe}
 MAX_BATCH_SIZE = 1_000_000
 MAX_CHUNK_SIZE = 1_000_000
 MAX_EVAL_SAMPLES = 1_000_000  # as `hf-arith eval --samples`
+MAX_MINE_PROBLEMS = 10_000_000  # each one answered by the starting model before training
 
 
 def _check_keys(data, cls, where: str = "") -> None:
@@ -260,6 +268,9 @@ def _check_values(recipe: Recipe) -> None:
         ("optim.grokfast_start", o.grokfast_start, 0, None, "< 1 is a fraction of the steps"),
         ("data.chunk_size", d.chunk_size, 1, MAX_CHUNK_SIZE, "problems generated at once"),
         ("data.hard_fraction", d.hard_fraction, 0, 1, "the share of hard problems"),
+        ("data.mine_problems", d.mine_problems, 0, MAX_MINE_PROBLEMS, "training problems the starting model answers"),
+        ("data.mined_confidence", d.mined_confidence, 0, 1, "answers below it join the mined pool"),
+        ("data.mined_fraction", d.mined_fraction, 0, 0.99, "the share of examples drawn from the mined pool"),
         ("eval.samples", recipe.eval.samples, 1, MAX_EVAL_SAMPLES, "held-out problems scored after training"),
         ("eval.during_training_samples", recipe.eval.during_training_samples, 1, MAX_EVAL_SAMPLES,
          "held-out problems scored during training"),
@@ -268,6 +279,11 @@ def _check_values(recipe: Recipe) -> None:
         if value < low or (high is not None and value > high):
             limit = f"from {low} to {high:,}" if high is not None else f">= {low}"
             raise RecipeError(f"{key} must be {limit}{f' ({meaning})' if meaning else ''}, got {value!r}")
+    if bool(d.mine_problems) != bool(d.mined_fraction):
+        raise RecipeError(f"data.mine_problems ({d.mine_problems}) and data.mined_fraction ({d.mined_fraction}) "
+                          f"go together: mining fills a pool that a share of the examples is drawn from")
+    if d.mine_problems and not recipe.init_from:
+        raise RecipeError("data.mine_problems mines the problems a starting model gets wrong, but the recipe has no init_from")
     if not 0 <= o.adam_beta2 < 1:
         raise RecipeError(f"optim.adam_beta2 must be in [0, 1), got {o.adam_beta2!r}")
     if not 1 <= o.threads <= max_threads():

@@ -39,6 +39,7 @@ from .hardware import available_cpu_cores, machine_info
 from .index_separation import abacus_separation_penalty, has_abacus_table
 from .limits import FINGERPRINT_KEY
 from .metrics import compute_metrics, preprocess_logits_for_metrics
+from .mining import MINED_FILE, mined_pool
 from .problems import ProblemSpec, sample
 from .saving import save_checkpoint
 from .streaming import CurriculumState, ProblemStream, encode_examples, stack_examples, worst_case_length
@@ -586,6 +587,9 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
             raise RecipeError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from{why} "
                               f"(train without --resume first)")
         notes += [f"skipping {p.name}, incomplete: {checkpoint_problem(p)}" for p in newer]
+        if recipe.data.mine_problems and not (Path(output_dir) / MINED_FILE).is_file():
+            raise RecipeError(f"--resume: {output_dir} has no {MINED_FILE}, the pool of data.mine_problems this run "
+                              f"trains on (it is mined from the starting model before the first step)")
     elif not overwrite:
         entries = _output_entries(output_dir)
         if entries:
@@ -670,6 +674,16 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
         if is_main_process():
             print(describe_warm_start(recipe.init_from, fresh), flush=True)
 
+    mined, mining = None, None
+    if recipe.data.mine_problems:
+        d = recipe.data
+        mined, mining = mined_pool(model, tokenizer, spec, output_dir, d.mine_problems, d.mined_confidence,
+                                   recipe.optim.seed, d.test_fraction, resumed=checkpoint is not None,
+                                   save=is_main_process())
+        if is_main_process():
+            print(f"Mined pool: {len(mined):,} problems"
+                  + (f" ({json.dumps(mining['kinds'])})" if mining else f" (read from {MINED_FILE})"), flush=True)
+
     args = training_arguments(recipe, output_dir)
     curriculum = CurriculumCallback(CurriculumState(spec.min_digits, spec.max_digits), recipe.data.curriculum,
                                     (spec.min_digits, spec.max_digits))
@@ -681,7 +695,8 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
                            chunk_size=recipe.data.chunk_size, test_fraction=recipe.data.test_fraction,
                            random_prefix=recipe.data.random_prefix, hard_fraction=recipe.data.hard_fraction,
                            context_problems=recipe.data.context_problems,
-                           hard_fraction_fade=recipe.data.hard_fraction_fade, hard_kind=recipe.data.hard_kind)
+                           hard_fraction_fade=recipe.data.hard_fraction_fade, hard_kind=recipe.data.hard_kind,
+                           mined=mined, mined_fraction=recipe.data.mined_fraction)
     # Only when the recipe turns on an evaluation strategy: otherwise training pays nothing for it.
     evaluation = {} if run.eval_problems is None else dict(
         eval_dataset=HeldoutExamples(run.eval_problems, stream), compute_metrics=compute_metrics(tokenizer),
@@ -724,6 +739,7 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
         "train_digits": [spec.min_digits, spec.max_digits],
         "earlier_stages": earlier_stages(recipe.init_from) if recipe.init_from else [],
         **({"init_from": warm_start_source(recipe.init_from)} if recipe.init_from else {}),
+        **({"mined": mining} if mining else {}),
     }
     final_dir = Path(output_dir) / "final"
     if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
