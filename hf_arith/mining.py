@@ -12,6 +12,7 @@ held-out scores stay held out.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ def mine_problems(model, tokenizer, spec: ProblemSpec, n: int, threshold: float,
     from .solving import solve  # the model side (transformers), imported when mining runs
 
     rng = np.random.default_rng([seed, 0x6D696E65])  # its own stream: not the training data's draws
+    start_time = time.perf_counter()
     was_training = model.training
     model.eval()
     pools, report = [], {"threshold": threshold, "seed": seed, "kinds": {}}
@@ -60,6 +62,7 @@ def mine_problems(model, tokenizer, spec: ProblemSpec, n: int, threshold: float,
     pool = with_answers(Problems(spec.task, spec.base, _stack([p.operands for p in pools]),
                                  np.concatenate([p.lengths for p in pools])))
     report["pool"] = len(pool)
+    report["seconds"] = round(time.perf_counter() - start_time, 1)
     return pool, report
 
 

@@ -14,7 +14,7 @@ from hf_arith.mining import MINED_FILE, load_pool, mine_problems, save_pool
 from hf_arith.problems import ProblemSpec, split_of, with_answers
 from hf_arith.solving import solve
 from hf_arith.streaming import IGNORE_INDEX, ProblemStream
-from hf_arith.train_config import RecipeError, load_recipe
+from hf_arith.train_config import RecipeError, check_recipe, load_recipe
 from hf_arith.training import train
 
 TINY = ["optim.steps=2", "optim.batch_size=16", "optim.compile=false", "optim.save_steps=1",
@@ -33,6 +33,7 @@ def test_the_pool_is_the_training_problems_answered_wrong_or_below_the_threshold
     pool, report = mine_problems(model, tok, spec, 100, threshold, seed=4, test_fraction=0.1)
     kinds = report["kinds"]
     assert {k: v["drawn"] for k, v in kinds.items()} == {"uniform": 100, "repeated": 10, "chains": 10}
+    assert report["seconds"] > 0
     assert len(pool) == report["pool"] == sum(v["wrong"] + v["right_below_threshold"] for v in kinds.values())
     assert not split_of(pool).any()  # held-out problems are never mined
     answered = solve(model, tok, pool.to_text(), return_confidence=True, warn_beyond_training=False)
@@ -105,3 +106,10 @@ def test_a_mining_stage_records_its_pool_and_resumes_on_the_saved_one(tmp_path, 
 def test_a_malformed_mining_recipe_is_one_line(overrides, message):
     with pytest.raises(RecipeError, match=message):
         load_recipe("minimal-add10", overrides)
+
+
+def test_the_mining_preset_is_a_valid_stage_of_the_line_position_chain():
+    recipe = load_recipe("abacus-gpt2-sort-lines-mined")
+    check_recipe(recipe)
+    assert recipe.init_from == "preset:abacus-gpt2-sort-lines-anneal"
+    assert recipe.data.mine_problems > 0 and 0 < recipe.data.mined_fraction < 1
