@@ -166,6 +166,14 @@ def training_details(summary: dict | None, notes: dict | None = None) -> dict | 
     seconds = summary.get("train_seconds")
     if isinstance(seconds, (int, float)):
         rows.append(("training time", f"{seconds:.0f} s ({seconds / 60:.1f} min)"))
+    mined = summary.get("mined")
+    if isinstance(mined, dict) and isinstance(mined.get("kinds"), dict):  # data.mine_problems (hf_arith.mining)
+        kinds = [k for k in mined["kinds"].values() if isinstance(k, dict)]
+        took = f", {mined['seconds']:.0f} s" if isinstance(mined.get("seconds"), (int, float)) else ""
+        rows.append(("hard-example mining", f"the starting model answered {sum(k.get('drawn', 0) for k in kinds):,} "
+                     f"training problems, {sum(k.get('wrong', 0) for k in kinds):,} wrong; the "
+                     f"{mined.get('pool', 0):,} wrong or below confidence {mined.get('threshold')} were "
+                     f"a pool for a share of the examples{took}"))
     recorded = summary.get("recipe")
     start = recorded.get("init_from") if isinstance(recorded, dict) else None
     stages = training_stages(summary, notes)

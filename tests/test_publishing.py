@@ -725,3 +725,14 @@ def test_a_model_trained_in_stages_lists_them_and_their_total_time():
     del summary["earlier_stages"]  # a warm start without a record of how its checkpoint was made
     rows = dict(training_details(summary)["rows"])
     assert rows["initialised from"].startswith("`runs/looped-add/final`") and "training time, all stages" not in rows
+
+
+def test_a_mining_stage_says_what_it_mined_in_the_card():
+    summary = {"name": "abacus-gpt2-sort", "steps": 1500, "train_seconds": 400.0,
+               "mined": {"threshold": 0.99, "seed": 2, "pool": 1234, "seconds": 321.0,
+                         "kinds": {"uniform": {"drawn": 200000, "wrong": 40, "right_below_threshold": 1000},
+                                   "repeated": {"drawn": 20000, "wrong": 20, "right_below_threshold": 174}}}}
+    row = dict(training_details(summary)["rows"])["hard-example mining"]
+    assert row == ("the starting model answered 220,000 training problems, 60 wrong; the 1,234 wrong or below "
+                   "confidence 0.99 were a pool for a share of the examples, 321 s")
+    assert "hard-example mining" not in dict(training_details({"name": "x", "steps": 1})["rows"])
