@@ -20,7 +20,9 @@ import torch
 from tqdm import tqdm
 
 from .formatting import Problems
+from .grid import stack
 from .problems import CHAIN_TASKS, ProblemSpec, sample, with_answers
+from .solving import solve
 
 MINED_FILE = "mined_problems.npz"  # in the output folder: operands, lengths, task, base (no pickle)
 CHUNK = 10_000  # problems per solve call: a progress step, and memory bounded whatever the total
@@ -36,8 +38,6 @@ def mining_kinds(spec: ProblemSpec, n: int) -> list[tuple[str, int]]:
 def mine_problems(model, tokenizer, spec: ProblemSpec, n: int, threshold: float, seed: int,
                   test_fraction: float) -> tuple[Problems, dict]:
     """The training-split problems `model` answers wrong or below confidence `threshold`, and what was drawn."""
-    from .solving import solve  # the model side (transformers), imported when mining runs
-
     rng = np.random.default_rng([seed, 0x6D696E65])  # its own stream: not the training data's draws
     start_time = time.perf_counter()
     was_training = model.training
@@ -59,17 +59,10 @@ def mine_problems(model, tokenizer, spec: ProblemSpec, n: int, threshold: float,
                                      "right_below_threshold": int((unsure & ~wrong).sum())}
     finally:
         model.train(was_training)
-    pool = with_answers(Problems(spec.task, spec.base, _stack([p.operands for p in pools]),
-                                 np.concatenate([p.lengths for p in pools])))
+    pool = with_answers(stack(pools))
     report["pool"] = len(pool)
     report["seconds"] = round(time.perf_counter() - start_time, 1)
     return pool, report
-
-
-def _stack(operands: list[np.ndarray]) -> np.ndarray:
-    """Concatenate [n, k, L] digit arrays whose L may differ (zero-padded: digits past a length are 0)."""
-    width = max(a.shape[2] for a in operands)
-    return np.concatenate([np.pad(a, ((0, 0), (0, 0), (0, width - a.shape[2]))) for a in operands])
 
 
 def save_pool(pool: Problems, folder: str | Path) -> Path:
