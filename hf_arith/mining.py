@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from .formatting import Problems
@@ -85,16 +84,3 @@ def load_pool(folder: str | Path, spec: ProblemSpec) -> Problems:
         raise ValueError(f"{path} holds {task} problems in base {base} of shape {operands.shape}, not "
                          f"{spec.task} in base {spec.base}")
     return with_answers(Problems(task, base, operands, lengths))
-
-
-@torch.no_grad()
-def mined_pool(model, tokenizer, spec: ProblemSpec, folder: str | Path, n: int, threshold: float, seed: int,
-               test_fraction: float, resumed: bool, save: bool = True) -> tuple[Problems, dict | None]:
-    """The run's pool: read from its folder when resuming, mined from `model` and saved (when `save`:
-    the main process of a multi-process run; the others mine the same pool) otherwise."""
-    if resumed:
-        return load_pool(folder, spec), None
-    pool, report = mine_problems(model, tokenizer, spec, n, threshold, seed, test_fraction)
-    if save:
-        save_pool(pool, folder)
-    return pool, report

@@ -184,7 +184,7 @@ class ProblemStream(torch.utils.data.IterableDataset):
                     parts.append(encode_examples(problems, self.fmt, self.length, rng if self.random_prefix else None,
                                                  sizes))
         arrays = tuple(np.concatenate(columns) for columns in zip(*parts))
-        if self.hard_fraction or self.mined_fraction:  # hard problems spread over the chunk's batches, not bunched at its end
+        if self.hard_fraction or self.mined_fraction:  # hard and mined problems spread over the chunk's batches
             order = rng.permutation(len(arrays[0]))
             arrays = tuple(a[order] for a in arrays)
         return arrays

@@ -39,7 +39,7 @@ from .hardware import available_cpu_cores, machine_info
 from .index_separation import abacus_separation_penalty, has_abacus_table
 from .limits import FINGERPRINT_KEY
 from .metrics import compute_metrics, preprocess_logits_for_metrics
-from .mining import MINED_FILE, mined_pool
+from .mining import MINED_FILE, load_pool, mine_problems, save_pool
 from .problems import ProblemSpec, sample
 from .saving import save_checkpoint
 from .streaming import CurriculumState, ProblemStream, encode_examples, stack_examples, worst_case_length
@@ -527,6 +527,7 @@ class TrainingRun:
     checkpoint: str | None = None
     eval_problems: Problems | None = None
     overwrite: bool = False  # clear the output folder's checkpoint-* and final/ before training
+    mined: Problems | None = None  # a resumed run's saved pool of data.mine_problems (a new run mines its own)
     earlier_stage: Recipe | None = None  # init_from: preset:NAME whose final model is not there yet: trained first
 
 
@@ -576,7 +577,7 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
         raise RecipeError("--resume continues the run in the output folder and --overwrite replaces it; give one of them")
     fmt = check_recipe(recipe)
     check_launch(recipe)
-    checkpoint = None
+    checkpoint, mined = None, None
     notes = list(recipe.notes)
     if resume:
         checkpoint = last_checkpoint(output_dir)
@@ -587,9 +588,14 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
             raise RecipeError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from{why} "
                               f"(train without --resume first)")
         notes += [f"skipping {p.name}, incomplete: {checkpoint_problem(p)}" for p in newer]
-        if recipe.data.mine_problems and not (Path(output_dir) / MINED_FILE).is_file():
-            raise RecipeError(f"--resume: {output_dir} has no {MINED_FILE}, the pool of data.mine_problems this run "
-                              f"trains on (it is mined from the starting model before the first step)")
+        if recipe.data.mine_problems:
+            if not (Path(output_dir) / MINED_FILE).is_file():
+                raise RecipeError(f"--resume: {output_dir} has no {MINED_FILE}, the pool of data.mine_problems this run "
+                                  f"trains on (it is mined from the starting model before the first step)")
+            try:
+                mined = load_pool(output_dir, problem_spec(recipe, fmt))
+            except ValueError as err:
+                raise RecipeError(f"--resume: {err}") from None
     elif not overwrite:
         entries = _output_entries(output_dir)
         if entries:
@@ -603,7 +609,7 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
         for note in notes:
             print(f"hf-arith: {note}", file=sys.stderr, flush=True)
     return TrainingRun(recipe, fmt, output_dir, checkpoint, eval_problems, overwrite=overwrite,
-                       earlier_stage=earlier if checkpoint is None else None)
+                       earlier_stage=earlier if checkpoint is None else None, mined=mined)
 
 
 def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, evaluate: bool = True,
@@ -674,15 +680,16 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
         if is_main_process():
             print(describe_warm_start(recipe.init_from, fresh), flush=True)
 
-    mined, mining = None, None
-    if recipe.data.mine_problems:
+    mined, mining = run.mined, None
+    if recipe.data.mine_problems and checkpoint is None:  # a resumed run trains on its saved pool (prepare_run)
         d = recipe.data
-        mined, mining = mined_pool(model, tokenizer, spec, output_dir, d.mine_problems, d.mined_confidence,
-                                   recipe.optim.seed, d.test_fraction, resumed=checkpoint is not None,
-                                   save=is_main_process())
-        if is_main_process():
-            print(f"Mined pool: {len(mined):,} problems"
-                  + (f" ({json.dumps(mining['kinds'])})" if mining else f" (read from {MINED_FILE})"), flush=True)
+        mined, mining = mine_problems(model, tokenizer, spec, d.mine_problems, d.mined_confidence, recipe.optim.seed,
+                                      d.test_fraction)
+        if is_main_process():  # the other processes of a multi-process run mine the same pool
+            save_pool(mined, output_dir)
+    if recipe.data.mine_problems and is_main_process():
+        print(f"Mined pool: {len(mined):,} problems"
+              + (f" ({json.dumps(mining['kinds'])})" if mining else f" (read from {MINED_FILE})"), flush=True)
 
     args = training_arguments(recipe, output_dir)
     curriculum = CurriculumCallback(CurriculumState(spec.min_digits, spec.max_digits), recipe.data.curriculum,

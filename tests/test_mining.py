@@ -90,6 +90,9 @@ def test_a_mining_stage_records_its_pool_and_resumes_on_the_saved_one(tmp_path, 
     assert (tmp_path / MINED_FILE).is_file()
     resumed = train(load_recipe("minimal-add10", [*common, "optim.steps=3"]), resume=True, evaluate=False)
     assert resumed["steps"] == 3 and "mined" not in resumed  # read from the folder, not mined again
+    (tmp_path / MINED_FILE).write_bytes(b"not an npz")  # refused before training, in one line
+    with pytest.raises(RecipeError, match="--resume: cannot read the mined problems"):
+        train(load_recipe("minimal-add10", [*common, "optim.steps=4"]), resume=True, evaluate=False)
     (tmp_path / MINED_FILE).unlink()
     with pytest.raises(RecipeError, match=f"has no {MINED_FILE}"):
         train(load_recipe("minimal-add10", [*common, "optim.steps=4"]), resume=True, evaluate=False)
