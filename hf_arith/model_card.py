@@ -127,6 +127,13 @@ def _hardware(machine: dict) -> str:
     return f"{device}{threads}, torch {machine.get('torch', '?')}".replace("  ", " ")
 
 
+def _device(machine) -> str | None:
+    """Where a run trained, in a few words: its GPU's name, or the CPU (None: not recorded)."""
+    if not isinstance(machine, dict):
+        return None
+    return machine["cuda"] if machine.get("cuda") else "the CPU"
+
+
 def recorded_warm_start(summary: dict | None) -> dict | None:
     """The warm start a training summary records (`init_from`: name, kind "hub", "bundled" or "folder",
     and for the Hub its repo_id), or None for a model trained from scratch or an older summary."""
@@ -182,14 +189,25 @@ def training_details(summary: dict | None, notes: dict | None = None) -> dict | 
         rows.append(("initialised from", _describe_source(source)
                      + ("" if stages else "; its own training time is not included above")))
     if stages:  # trained in stages: each one, then the time of them all
-        for number, stage in enumerate(stages, 1):
+        final_device = _device(summary.get("machine"))
+        devices = [_device(stage.get("machine")) for stage in stages] + [final_device]
+        mixed = len({d for d in devices if d}) > 1
+        for number, (stage, device) in enumerate(zip(stages, devices), 1):
             took = stage.get("train_seconds")
             took = f"{took:.0f} s" if isinstance(took, (int, float)) else "time not recorded"
-            rows.append((f"stage {number} of {len(stages) + 1}", f"`{stage.get('name')}`, {stage.get('steps')} steps, {took}"))
+            where = f" on {device}" if mixed and device else ""
+            rows.append((f"stage {number} of {len(stages) + 1}", f"`{stage.get('name')}`, {stage.get('steps')} steps, {took}{where}"))
+        if mixed and final_device:
+            rows.append((f"stage {len(stages) + 1} of {len(stages) + 1}", f"this run, on {final_device}"))
         times = [s.get("train_seconds") for s in stages] + [seconds]
         if all(isinstance(t, (int, float)) for t in times):
-            total = sum(times)
-            rows.append(("training time, all stages", f"{total:.0f} s ({total / 60:.1f} min)"))
+            # Seconds on a GPU and on a CPU do not add up to one figure: then one total per machine.
+            totals: dict[str, float] = {}
+            for device, took in zip(devices, times):
+                key = (device or "a machine not recorded") if mixed else ""
+                totals[key] = totals.get(key, 0.0) + took
+            rows.append(("training time, all stages", " + ".join(
+                f"{total:.0f} s ({total / 60:.1f} min)" + (f" on {device}" if device else "") for device, total in totals.items())))
     elif start and not source:  # a warm start from a checkpoint without a training record
         rows.append(("initialised from", f"`{start}` (a trained checkpoint; its own training time is not included above)"))
     machine = summary.get("machine")

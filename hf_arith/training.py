@@ -680,9 +680,11 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
         if is_main_process():
             print(describe_warm_start(recipe.init_from, fresh), flush=True)
 
+    args = training_arguments(recipe, output_dir)
     mined, mining = run.mined, None
     if recipe.data.mine_problems and checkpoint is None:  # a resumed run trains on its saved pool (prepare_run)
         d = recipe.data
+        model.to(args.device)  # mined where it trains: a GPU answers the pool's problems many times faster
         mined, mining = mine_problems(model, tokenizer, spec, d.mine_problems, d.mined_confidence, recipe.optim.seed,
                                       d.test_fraction)
         if is_main_process():  # the other processes of a multi-process run mine the same pool
@@ -691,7 +693,6 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
         print(f"Mined pool: {len(mined):,} problems"
               + (f" ({json.dumps(mining['kinds'])})" if mining else f" (read from {MINED_FILE})"), flush=True)
 
-    args = training_arguments(recipe, output_dir)
     curriculum = CurriculumCallback(CurriculumState(spec.min_digits, spec.max_digits), recipe.data.curriculum,
                                     (spec.min_digits, spec.max_digits))
     state = curriculum.state

@@ -116,4 +116,6 @@ def earlier_stages(name_or_path: str) -> list[dict]:
     if not summary:
         return []
     stage = {key: summary.get(key) for key in ("name", "steps", "train_seconds", "machine")}
+    if summary.get("mined"):  # hard-example mining took time before the stage's first step
+        stage["mined"] = summary["mined"]
     return [*training_stages(summary, read_notes(folder)), stage]

@@ -727,6 +727,22 @@ def test_a_model_trained_in_stages_lists_them_and_their_total_time():
     assert rows["initialised from"].startswith("`runs/looped-add/final`") and "training time, all stages" not in rows
 
 
+def test_stages_on_a_cpu_and_a_gpu_get_one_time_total_per_machine():
+    """CPU seconds and GPU seconds are not one figure: the card names each stage's machine and sums per machine."""
+    cpu, gpu = {"cpu_count": 2, "cuda": None}, {"cpu_count": 16, "cuda": "NVIDIA H200"}
+    stages = [{"name": "sort", "steps": 6000, "train_seconds": 1800.0, "machine": cpu},
+              {"name": "sort", "steps": 1500, "train_seconds": 600.0, "machine": cpu}]
+    summary = {"name": "sort", "steps": 3800, "train_seconds": 160.0, "recipe": {"init_from": "x"},
+               "earlier_stages": stages, "machine": gpu}
+    rows = dict(training_details(summary)["rows"])
+    assert rows["stage 1 of 3"] == "`sort`, 6000 steps, 1800 s on the CPU"
+    assert rows["stage 3 of 3"] == "this run, on NVIDIA H200"
+    assert rows["training time, all stages"] == "2400 s (40.0 min) on the CPU + 160 s (2.7 min) on NVIDIA H200"
+    summary["machine"] = cpu  # all on one machine: one total, no machine named per stage
+    rows = dict(training_details(summary)["rows"])
+    assert rows["stage 1 of 3"] == "`sort`, 6000 steps, 1800 s" and rows["training time, all stages"] == "2560 s (42.7 min)"
+
+
 def test_a_mining_stage_says_what_it_mined_in_the_card():
     summary = {"name": "abacus-gpt2-sort", "steps": 1500, "train_seconds": 400.0,
                "mined": {"threshold": 0.99, "seed": 2, "pool": 1234, "seconds": 321.0,

@@ -153,3 +153,21 @@ def test_earlier_stages_train_on_the_threads_of_the_command_that_starts_them(tmp
     for stage in ("first", "second"):
         summary = json.loads((tmp_path / stage / "final" / "training_summary.json").read_text())
         assert summary["recipe"]["optim"]["threads"] == 2, stage
+
+
+def test_an_earlier_mining_stage_keeps_its_mining_record(tmp_path):
+    """A stage that mined before training took that time too: the next stage's record keeps it."""
+    from hf_arith.warm_start import earlier_stages
+
+    folder = tmp_path / "stage"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        source = Path(bundled_path("abacus-gpt2-sort")) / name
+        (folder / name).write_bytes(source.read_bytes())
+    mined = {"threshold": 0.99, "seed": 2, "kinds": {}, "pool": 10, "seconds": 41.5}
+    summary = {"name": "sort", "steps": 10, "train_seconds": 5.0, "machine": {"cpu_count": 2}, "mined": mined}
+    (folder / "training_summary.json").write_text(json.dumps(summary))
+    assert earlier_stages(str(folder))[-1]["mined"] == mined
+    del summary["mined"]  # a stage that did not mine records no mining
+    (folder / "training_summary.json").write_text(json.dumps(summary))
+    assert "mined" not in earlier_stages(str(folder))[-1]
