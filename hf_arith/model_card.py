@@ -127,7 +127,7 @@ def _hardware(machine: dict) -> str:
     return f"{device}{threads}, torch {machine.get('torch', '?')}".replace("  ", " ")
 
 
-def _device(machine) -> str | None:
+def training_device(machine) -> str | None:
     """Where a run trained, in a few words: its GPU's name, or the CPU (None: not recorded)."""
     if not isinstance(machine, dict):
         return None
@@ -189,8 +189,8 @@ def training_details(summary: dict | None, notes: dict | None = None) -> dict | 
         rows.append(("initialised from", _describe_source(source)
                      + ("" if stages else "; its own training time is not included above")))
     if stages:  # trained in stages: each one, then the time of them all
-        final_device = _device(summary.get("machine"))
-        devices = [_device(stage.get("machine")) for stage in stages] + [final_device]
+        final_device = training_device(summary.get("machine"))
+        devices = [training_device(stage.get("machine")) for stage in stages] + [final_device]
         mixed = len({d for d in devices if d}) > 1
         for number, (stage, device) in enumerate(zip(stages, devices), 1):
             took = stage.get("train_seconds")
@@ -381,5 +381,5 @@ __all__ = [
     "EVAL_FILE", "GRID_FILE", "GRID_SAMPLES", "HEATMAP_FILE", "NOTES_FILE", "SUMMARY_FILE", "read_notes", "base_model", "card_example", "card_figure",
     "config_rows", "dtype_rows", "length_grid_figure", "length_heatmap", "length_rows", "load_grid", "model_card",
     "pipeline_snippet", "read_summary", "shipped_grid_figure", "template_path", "training_details", "usage_snippet",
-    "recorded_warm_start",
+    "recorded_warm_start", "training_device",
 ]

@@ -14,6 +14,8 @@ import json
 import sys
 from pathlib import Path
 
+from hf_arith.model_card import training_device
+
 HISTORY = Path(__file__).resolve().parents[1] / "bench" / "results" / "history"
 
 
@@ -26,16 +28,16 @@ def main(argv: list[str]) -> None:
     stages = [*final["earlier_stages"], {k: final.get(k) for k in ("name", "steps", "train_seconds", "machine", "mined")}]
     # A stage with hard-example mining (data.mine_problems) first answers its pool's candidates: that time counts too.
     mining = [((s.get("mined") or {}).get("seconds") or 0.0) for s in stages]
-    devices = [(s.get("machine") or {}).get("cuda") or "CPU" for s in stages]
+    devices = [training_device(s.get("machine")) or "a machine not recorded" for s in stages]
     rows = [{"stage": i + 1, "steps": s["steps"], "train_seconds": round(s["train_seconds"], 1),
              **({"mining_seconds": round(m, 1)} if m else {}), "device": d,
              "load_average_1m_after": (s.get("machine") or {}).get("load_average_1m")}
             for i, (s, m, d) in enumerate(zip(stages, mining, devices))]
-    total = sum(s["train_seconds"] for s in stages) + sum(mining)
     # Seconds on a GPU and on the CPU are no one figure: a chain that used both gets a total per device.
     by_device: dict[str, float] = {}
     for s, m, d in zip(stages, mining, devices):
         by_device[d] = by_device.get(d, 0.0) + s["train_seconds"] + m
+    total = sum(by_device.values())
     record = {
         "what": (f"{name} trained from scratch with one command, on a CPU where nothing else trained (two torch "
                  "threads) unless a stage's device names a GPU: the training seconds of each stage (the Trainer's "
