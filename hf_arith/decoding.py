@@ -205,7 +205,7 @@ def bucketed_prefill(model, input_ids, attention_mask, cache, extra: dict, posit
         ids, mask = input_ids[rows, width - high:], attention_mask[rows, width - high:]
         kwargs = dict(extra)
         if positions_of is not None:
-            kwargs["position_ids"] = positions_of(ids)
+            kwargs.update(positions_of(ids, ids.shape[1], generated_from=ids.shape[1]))
         part = DynamicCache()
         out = model(input_ids=ids, attention_mask=None if bool(mask.all()) else mask, past_key_values=part,
                     use_cache=True, logits_to_keep=1, **kwargs)
@@ -255,7 +255,7 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     can_retire = eos_token_id is not None and rows_movable
     cache = decoding_cache(input_ids.shape[1] + max_new_tokens) if use_cache else None
     # Models whose positions depend on the whole sequence (abacus ids) get them computed from it.
-    positions_of = getattr(model, "position_ids_from_input_ids", None)
+    positions_of = getattr(model, "position_inputs", None)
     result = input_ids.new_full((batch, max_new_tokens), pad_token_id)
     probabilities = torch.ones(result.shape, device=input_ids.device) if return_probabilities else None
     rows = None  # the original row of each row still decoding; None while all are
@@ -269,7 +269,7 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     while produced < max_new_tokens:
         if out is None:
             if positions_of is not None:
-                extra["position_ids"] = positions_of(sequence, generated_from=input_ids.shape[1])[:, -step_input.shape[1]:]
+                extra.update(positions_of(sequence, step_input.shape[1], generated_from=input_ids.shape[1]))
             out = model(input_ids=step_input, attention_mask=attention_mask, past_key_values=cache,
                         use_cache=use_cache, logits_to_keep=1, **extra)
         passes += 1

@@ -20,6 +20,7 @@ from hf_arith.models.abacus_positions import (
     random_offsets,
     segment_ids,
     unpack_positions,
+    window_allowed,
 )
 from hf_arith.saving import save_checkpoint
 
@@ -142,12 +143,14 @@ def test_numbers_beyond_the_abacus_range_are_a_clear_error():
     assert hf_arith.solve(model, tok, "12+5") is None or isinstance(hf_arith.solve(model, tok, "12+5"), str)
 
 
-@pytest.mark.parametrize("attn, align, segments, lines", [("eager", False, 0, False), ("sdpa", False, 0, False),
-                                                          ("sdpa", True, 0, False), ("sdpa", True, 4, False),
-                                                          ("sdpa", False, 5, True)])
-def test_decoder_equals_generate_and_cache_equals_no_cache(attn, align, segments, lines):
-    model, tok = make(seed=1, abacus_align_answer=align, answer_start_token_id=11, abacus_num_segments=segments,
-                      abacus_line_positions=lines)
+@pytest.mark.parametrize("attn, align, segments, lines, window", [
+    ("eager", False, 0, False, 0), ("sdpa", False, 0, False, 0), ("sdpa", True, 0, False, 0),
+    ("sdpa", True, 4, False, 0), ("sdpa", False, 5, True, 0),
+    ("eager", False, 4, False, 1), ("sdpa", True, 0, False, 2)])
+def test_decoder_equals_generate_and_cache_equals_no_cache(attn, align, segments, lines, window):
+    # seeds whose random models write varied tokens (a windowed one that writes a separator sees only separators)
+    model, tok = make(seed=0 if window else 1, abacus_align_answer=align, answer_start_token_id=11,
+                      abacus_num_segments=segments, abacus_line_positions=lines, abacus_attention_window=window)
     model.set_attn_implementation(attn)
     enc = tok(PROBLEMS, padding=True, return_tensors="pt")
     assert tok.padding_side == "left" and not enc.attention_mask.all()
@@ -356,10 +359,49 @@ def test_more_tokens_per_step_than_heads_is_a_clear_error():
     ({"abacus_max_offset": -1}, "abacus_max_offset"),
     ({"abacus_max_digits": "many"}, "abacus_max_digits"),
     ({"num_digit_tokens": 40}, "num_digit_tokens"),
+    ({"abacus_attention_window": -1}, "abacus_attention_window"),
+    ({"abacus_attention_window": 1.5}, "abacus_attention_window"),
 ])
 def test_malformed_config_names_the_field(bad, field):
     with pytest.raises(ValueError, match=field):
         AbacusGPT2Config(vocab_size=14, **bad)
+
+
+# -- the abacus attention window ----------------------------------------------------------------
+def test_window_lets_placed_tokens_see_near_indices_and_separators_see_separators():
+    index = torch.tensor([[1, 2, 3, 0, 1, 2, 3, 0, 5]])
+    allowed = window_allowed(index, index, 1)[0]
+    # digit 2 of the first number: indices 1-3 of both numbers, and both separators; not index 5
+    assert allowed[1].tolist() == [True, True, True, True, True, True, True, True, False]
+    # index 1 does not see index 3; index 5 sees no digit but the separators
+    assert allowed[0].tolist() == [True, True, False, True, True, True, False, True, False]
+    assert allowed[8].tolist() == [False, False, False, True, False, False, False, True, True]
+    # a separator sees separators only
+    assert allowed[3].tolist() == [False, False, False, True, False, False, False, True, False]
+
+
+def test_windowed_outputs_do_not_depend_on_far_digits():
+    # Two layers, window 1: a query at index i reads indices i - 2 .. i + 2 at most, so changing
+    # digits 6 and beyond of both operands cannot move the logits of tokens at indices 1-3.
+    model, tok = make(seed=3, abacus_attention_window=1, abacus_align_answer=True, answer_start_token_id=11)
+    near = tok(["12345678+87654321"], return_tensors="pt").input_ids  # reversed: index 1 is the 8 / the 1
+    far = tok(["99945678+11154321"], return_tensors="pt").input_ids
+    index = model.position_ids_from_input_ids(near)[0]
+    probe = (index >= 1) & (index <= 3)
+    with torch.no_grad():
+        a, b = model(near).logits[0, probe], model(far).logits[0, probe]
+        assert torch.allclose(a, b, atol=1e-5)
+        unwindowed, _ = make(seed=3, abacus_align_answer=True, answer_start_token_id=11)
+        assert not torch.allclose(unwindowed(near).logits[0, probe], unwindowed(far).logits[0, probe], atol=1e-3)
+
+
+def test_windowed_cached_forward_without_key_positions_is_a_clear_error():
+    model, tok = make(abacus_attention_window=2)
+    ids = tok(["12+34"], return_tensors="pt").input_ids
+    out = model(ids, use_cache=True)
+    with pytest.raises(ValueError, match="key_position_ids"):
+        model(ids[:, :1], past_key_values=out.past_key_values if hasattr(out, "past_key_values") else out.cache,
+              position_ids=torch.tensor([[0]]))
 
 
 # -- registration and remote code -------------------------------------------------------------

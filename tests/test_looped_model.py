@@ -115,7 +115,7 @@ def test_recurrence_and_input_injection_follow_the_formula():
     enc = tok(["1342+879"], return_tensors="pt")
     t = model.transformer
     with torch.no_grad():
-        e = t.embed(enc.input_ids, None, None, 0)
+        e = t.embed(enc.input_ids, None, None, 0)[0]
         h = torch.zeros_like(e)
         for _ in range(3):  # h_r = blocks(h_{r-1} + e), h_0 = 0
             h = h + e
@@ -162,9 +162,9 @@ def test_malformed_config_names_the_field(bad, field):
 
 
 # -- KV cache and generation --------------------------------------------------------------------
-@pytest.mark.parametrize("attn, align", [("eager", False), ("sdpa", True)])
-def test_cached_equals_uncached_and_decoder_equals_generate(attn, align):
-    model, tok = make(abacus_align_answer=align, answer_start_token_id=tok_id("="))
+@pytest.mark.parametrize("attn, align, window", [("eager", False, 0), ("sdpa", True, 0), ("sdpa", True, 2)])
+def test_cached_equals_uncached_and_decoder_equals_generate(attn, align, window):
+    model, tok = make(abacus_align_answer=align, answer_start_token_id=tok_id("="), abacus_attention_window=window)
     model.set_attn_implementation(attn)
     enc = tok(PROBLEMS, padding=True, return_tensors="pt")
     assert not enc.attention_mask.all()  # left padding
@@ -278,7 +278,7 @@ def test_progressive_loss_runs_n_loops_without_gradient_then_k_with(monkeypatch)
     got = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()
     t = model.transformer
-    e = t.embed(enc.input_ids, enc.attention_mask, None, 0)
+    e = t.embed(enc.input_ids, enc.attention_mask, None, 0)[0]
     mask = t.prepare(enc.input_ids, enc.attention_mask, None, None, 8)[1]
     h = torch.zeros_like(e)
     for r in range(n + k):
@@ -330,7 +330,7 @@ def test_progressive_term_backpropagates_through_its_last_k_passes_only(monkeypa
     got = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()
     t = model.transformer
-    e = t.embed(enc.input_ids, enc.attention_mask, None, 0)
+    e = t.embed(enc.input_ids, enc.attention_mask, None, 0)[0]
     mask = t.prepare(enc.input_ids, enc.attention_mask, None, None, 6)[1]
 
     def passes(h, count):  # h_r = blocks(h_{r-1} + e), h_0 = 0

@@ -111,6 +111,18 @@ def check_abacus_range(position_ids: torch.Tensor, max_digits: int) -> None:
         )
 
 
+def window_allowed(query_index: torch.Tensor, key_index: torch.Tensor, window: int) -> torch.Tensor:
+    """Which keys each query may see under an abacus attention window: bool [batch, queries, keys].
+
+    Indices are the unshifted abacus ids (0: a token with no place). A placed query sees placed keys
+    at most `window` indices away and every unplaced key; an unplaced query sees unplaced keys
+    only. Neither set grows with the operands' length. Causality and padding are applied elsewhere.
+    """
+    q, k = query_index[:, :, None], key_index[:, None, :]
+    unplaced_key = k == 0
+    return torch.where(q > 0, unplaced_key | ((q - k).abs() <= window), unplaced_key)
+
+
 def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int, per_sequence: bool,
                    unshifted_fraction: float = 0.0, shift_all_tokens: bool = False,
                    problem: torch.Tensor | None = None) -> torch.Tensor:
@@ -147,4 +159,4 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
 
 
 __all__ = ["abacus_position_ids", "check_abacus_range", "line_positions", "pack_positions", "problem_ids", "random_offsets",
-           "segment_ids", "unpack_positions"]
+           "segment_ids", "unpack_positions", "window_allowed"]

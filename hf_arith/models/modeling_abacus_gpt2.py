@@ -31,6 +31,7 @@ from .abacus_positions import (
     random_offsets,
     segment_ids,
     unpack_positions,
+    window_allowed,
 )
 from .configuration_abacus_gpt2 import AbacusGPT2Config
 from .modeling_common import (
@@ -42,6 +43,7 @@ from .modeling_common import (
     kept_queries,
     positions_from_mask,
     resolve_cache,
+    restricted_causal_mask,
 )
 
 
@@ -200,7 +202,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         self.wte = value
 
     def embed(self, input_ids, attention_mask, position_ids, past_length: int):
-        """Token + abacus (+ absolute) embeddings; the abacus ids get the random offset in training."""
+        """(token + abacus (+ absolute) embeddings, the unshifted abacus index of each token); the
+        embedded abacus ids get the random offset in training."""
         length = input_ids.shape[1]
         check_prompt(self.config, input_ids, length, past_length)
         c = self.config
@@ -217,6 +220,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             if segment is not None and segment.numel() and int(segment.max()) >= c.abacus_num_segments:
                 raise ValueError(f"position_ids hold segment {int(segment.max())}, but this model has "
                                  f"{c.abacus_num_segments} segments (config.abacus_num_segments)")
+        placed = index
         if computed and self.training:
             packed = c.abacus_offset_per_problem and c.eos_token_id is not None
             problem = problem_ids(input_ids, c.eos_token_id) if packed else None
@@ -227,11 +231,34 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             hidden = hidden + self.segment(segment)
         if self.wpe is not None:
             hidden = hidden + self.wpe(positions_from_mask(attention_mask, length, past_length, input_ids.device))
-        return self.drop(hidden)
+        return self.drop(hidden), placed
+
+    def attention_mask_for(self, hidden_states, index, attention_mask, past_key_values, past_length: int,
+                           key_position_ids=None):
+        """The blocks' mask: causal (with padding), and with `abacus_attention_window` also the window
+        (`abacus_positions.window_allowed`) between the new tokens' abacus `index` and every key's.
+        With a KV cache the keys' indices come from `key_position_ids`, the whole sequence's
+        position ids (`position_ids_from_input_ids`), since the cache keeps no positions."""
+        c = self.config
+        if not c.abacus_attention_window:
+            return causal_mask(c, hidden_states, attention_mask, past_key_values, past_length)
+        if past_length:
+            expected = (index.shape[0], past_length + index.shape[1])
+            if key_position_ids is None or tuple(key_position_ids.shape) != expected:
+                raise ValueError(f"an abacus attention window with a KV cache needs key_position_ids of shape "
+                                 f"{list(expected)} (model.position_ids_from_input_ids of the whole sequence); "
+                                 f"generate() passes them")
+            keys = unpack_positions(key_position_ids, c.abacus_max_digits)[0] if self.segment is not None \
+                else key_position_ids
+        else:
+            keys = index
+        allowed = window_allowed(index, keys, c.abacus_attention_window)
+        return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype)
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 use_cache=None, output_attentions=False, num_future_tokens: int = 1,
-                cache: Cache | None = None, keep_last: int = 0, **kwargs) -> AbacusModelOutputWithPast:
+                cache: Cache | None = None, keep_last: int = 0, key_position_ids=None,
+                **kwargs) -> AbacusModelOutputWithPast:
         """`keep_last` > 0 (the LM head's `logits_to_keep`): the topmost block of each output (the last
         trunk block, or the extra heads' blocks, which read the whole trunk) computes outputs for the last
         `keep_last` positions only; every position still fills the cache."""
@@ -240,8 +267,9 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         check_future_tokens(self.config, num_future_tokens)
         past_key_values = resolve_cache(past_key_values, cache, use_cache)
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
-        hidden_states = self.embed(input_ids, attention_mask, position_ids, past_length)
-        mask = causal_mask(self.config, hidden_states, attention_mask, past_key_values, past_length)
+        hidden_states, index = self.embed(input_ids, attention_mask, position_ids, past_length)
+        mask = self.attention_mask_for(hidden_states, index, attention_mask, past_key_values, past_length,
+                                       key_position_ids)
         keep = kept_queries(keep_last, input_ids.shape[1], mask, output_attentions)
         attentions = []
         for i, block in enumerate(self.h):
@@ -279,8 +307,21 @@ class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
         # generation mixin then slices them to the tokens the cache has not seen. Numbers after the
         # prompt are generated: one longer than the table is a malformed answer that decodes on, as
         # in the shared decoder, instead of an error halfway through generate().
-        kwargs["position_ids"] = self.position_ids_from_input_ids(input_ids, self.prompt_end(input_ids))
+        kwargs.update(self.position_inputs(input_ids, input_ids.shape[1]))
         return super().prepare_inputs_for_generation(input_ids, **kwargs)
+
+    def position_inputs(self, sequence: torch.Tensor, new_tokens: int, generated_from: int | None = None) -> dict:
+        """The position kwargs of a forward over the last `new_tokens` of `sequence` (the rest cached):
+        their `position_ids` (generate() slices them itself, so it asks for all of them), and with an
+        attention window the whole sequence's as `key_position_ids`. `generated_from`: the column where
+        generated tokens start (default: after the latest row's first `=`)."""
+        if generated_from is None:
+            generated_from = self.prompt_end(sequence)
+        full = self.position_ids_from_input_ids(sequence, generated_from)
+        inputs = {"position_ids": full[:, -new_tokens:]}
+        if self.config.abacus_attention_window:
+            inputs["key_position_ids"] = full
+        return inputs
 
     def prompt_end(self, input_ids: torch.Tensor) -> int | None:
         """The column after the latest row's first `=` (the prompt's last token), or None when a row has
@@ -308,7 +349,7 @@ class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values: Cache | None = None,
                 labels=None, use_cache=None, logits_to_keep=0, output_attentions=False,
-                num_future_tokens: int | None = None, cache: Cache | None = None,
+                num_future_tokens: int | None = None, cache: Cache | None = None, key_position_ids=None,
                 **kwargs) -> AbacusCausalLMOutputWithPast:
         if num_future_tokens is None:  # training trains every head; generate() needs the next token only
             num_future_tokens = self.config.num_future_tokens if labels is not None else 1
@@ -316,7 +357,7 @@ class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
             past_key_values=past_key_values if cache is None else cache, use_cache=use_cache, output_attentions=output_attentions,
             num_future_tokens=num_future_tokens, keep_last=logits_to_keep if isinstance(logits_to_keep, int) else 0,
-            **kwargs,
+            key_position_ids=key_position_ids, **kwargs,
         )
         hidden, future = outputs.last_hidden_state, outputs.future_hidden_states
         if logits_to_keep:

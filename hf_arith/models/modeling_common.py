@@ -62,6 +62,24 @@ def causal_mask(config, hidden_states, attention_mask, past_key_values, past_len
     return create_causal_mask(config, hidden_states, attention_mask, past_key_values, position_ids=None)
 
 
+def restricted_causal_mask(allowed: torch.Tensor, attention_mask, past_length: int, dtype) -> torch.Tensor:
+    """An additive mask [batch, 1, queries, keys] that also keeps each query to the keys `allowed`
+    [batch, queries, keys] permits (a family's own restriction), on top of causality and padding.
+
+    Additive floats suit both the eager and the sdpa attention. A row with nothing allowed (a
+    padding query) gets equal, finite scores, as transformers' own masks give it.
+    """
+    queries, keys = allowed.shape[-2:]
+    position = torch.arange(keys, device=allowed.device)
+    keep = allowed & (position[None, None, :] <= position[past_length:past_length + queries, None][None])
+    if attention_mask is not None:
+        if attention_mask.dim() != 2 or attention_mask.shape[-1] != keys:
+            raise ValueError(f"attention_mask must be [batch, {keys}] (past and new tokens), got {tuple(attention_mask.shape)}")
+        keep = keep & attention_mask[:, None, :].bool()
+    mask = torch.zeros(keep.shape, dtype=dtype, device=allowed.device)
+    return mask.masked_fill_(~keep, torch.finfo(dtype).min)[:, None]
+
+
 def kept_queries(keep_last: int, length: int, mask, output_attentions: bool) -> int:
     """How many last positions a model's topmost blocks compute outputs for (0: all of them).
 
@@ -100,4 +118,4 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
 
 
 __all__ = ["CACHE_FIELD", "IGNORE_INDEX", "causal_mask", "check_prompt", "eager_attention_forward", "kept_queries",
-           "positions_from_mask", "repeat_kv", "resolve_cache"]
+           "positions_from_mask", "repeat_kv", "resolve_cache", "restricted_causal_mask"]

@@ -33,7 +33,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 
 from .configuration_looped import LoopedConfig, check_num_recurrences
 from .modeling_abacus_gpt2 import AbacusGPT2ForCausalLM, AbacusGPT2Model
-from .modeling_common import CACHE_FIELD, causal_mask, kept_queries, resolve_cache
+from .modeling_common import CACHE_FIELD, kept_queries, resolve_cache
 
 
 class CacheSlots:
@@ -56,7 +56,8 @@ class LoopedModel(AbacusGPT2Model):
         """The loop count of a call: the config's default for None, else a checked int in [1, MAX]."""
         return check_num_recurrences(self.config.num_recurrences if num_recurrences is None else num_recurrences)
 
-    def prepare(self, input_ids, attention_mask, position_ids, past_key_values, num_recurrences: int):
+    def prepare(self, input_ids, attention_mask, position_ids, past_key_values, num_recurrences: int,
+                key_position_ids=None):
         """Embedded input (the injection, abacus offsets drawn in training) and the attention mask."""
         if input_ids is None:
             raise ValueError("looped models need input_ids (positions are computed from the digits)")
@@ -66,8 +67,9 @@ class LoopedModel(AbacusGPT2Model):
         if past_length and filled != slots:
             raise ValueError(f"this KV cache holds {filled} layers, but num_recurrences={num_recurrences} with "
                              f"{len(self.h)} layers reads {slots}: decode with the loop count that filled it")
-        injected = self.embed(input_ids, attention_mask, position_ids, past_length)
-        return injected, causal_mask(self.config, injected, attention_mask, past_key_values, past_length)
+        injected, index = self.embed(input_ids, attention_mask, position_ids, past_length)
+        return injected, self.attention_mask_for(injected, index, attention_mask, past_key_values, past_length,
+                                                 key_position_ids)
 
     def recur(self, state, injected, mask, start: int, count: int, past_key_values=None, attentions=None,
               keep: int = 0, **kwargs):
@@ -93,13 +95,14 @@ class LoopedModel(AbacusGPT2Model):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 use_cache=None, output_attentions=False, num_recurrences: int | None = None,
-                cache: Cache | None = None, keep_last: int = 0, **kwargs) -> BaseModelOutputWithPast:
+                cache: Cache | None = None, keep_last: int = 0, key_position_ids=None,
+                **kwargs) -> BaseModelOutputWithPast:
         """`attentions` (with output_attentions): N * K tensors, pass by pass, block by block. `keep_last` > 0
         (the LM head's `logits_to_keep`): the last pass's last block computes outputs for the last
         `keep_last` positions only; every position still fills the cache."""
         n = self.resolve_recurrences(num_recurrences)
         past_key_values = resolve_cache(past_key_values, cache, use_cache)
-        injected, mask = self.prepare(input_ids, attention_mask, position_ids, past_key_values, n)
+        injected, mask = self.prepare(input_ids, attention_mask, position_ids, past_key_values, n, key_position_ids)
         attentions = [] if output_attentions else None
         keep = kept_queries(keep_last, input_ids.shape[1], mask, output_attentions)
         state = self.recur(None, injected, mask, 0, n, past_key_values, attentions, keep, **kwargs)
@@ -190,7 +193,7 @@ class LoopedForCausalLM(AbacusGPT2ForCausalLM):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values: Cache | None = None,
                 labels=None, use_cache=None, logits_to_keep=0, output_attentions=False,
-                num_recurrences: int | None = None, cache: Cache | None = None,
+                num_recurrences: int | None = None, cache: Cache | None = None, key_position_ids=None,
                 **kwargs) -> LoopedCausalLMOutputWithPast:
         """A causal-LM forward with `num_recurrences` passes (default: config.num_recurrences).
 
@@ -205,7 +208,8 @@ class LoopedForCausalLM(AbacusGPT2ForCausalLM):
         outputs = self.transformer(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
             past_key_values=past_key_values, use_cache=use_cache, output_attentions=output_attentions,
-            num_recurrences=n, keep_last=logits_to_keep if isinstance(logits_to_keep, int) else 0, **kwargs,
+            num_recurrences=n, keep_last=logits_to_keep if isinstance(logits_to_keep, int) else 0,
+            key_position_ids=key_position_ids, **kwargs,
         )
         hidden = outputs.last_hidden_state
         logits = self.lm_head(hidden[:, -logits_to_keep:] if logits_to_keep else hidden)

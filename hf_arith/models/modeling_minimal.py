@@ -491,6 +491,15 @@ class MinimalForCausalLM(MinimalPreTrainedModel, GenerationMixin):
             raise AttributeError("position_ids_from_input_ids: this model's positions follow from the attention mask")
         return lambda input_ids, generated_from=None: self.model.digit_columns(input_ids)
 
+    @property
+    def position_inputs(self):
+        """With spiral positions, the decoders' hook (as the abacus family's `position_inputs`): the
+        position kwargs of a forward over the last `new_tokens` of a sequence. Absent otherwise."""
+        if self.model.spiral is None:
+            raise AttributeError("position_inputs: this model's positions follow from the attention mask")
+        return lambda sequence, new_tokens, generated_from=None: {
+            "position_ids": self.model.digit_columns(sequence)[:, -new_tokens:]}
+
     def prepare_inputs_for_generation(self, input_ids, **kwargs):
         # Spiral positions depend on the whole sequence: computed from the full input_ids, then the
         # generation mixin slices them to the tokens the cache has not seen.
