@@ -238,7 +238,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         """The blocks' mask: causal (with padding), and with `abacus_attention_window` also the window
         (`abacus_positions.window_allowed`) between the new tokens' abacus `index` and every key's.
         With a KV cache the keys' indices come from `key_position_ids`, the whole sequence's
-        position ids (`position_ids_from_input_ids`), since the cache keeps no positions."""
+        position ids (`position_inputs` gives them), since the cache keeps no positions."""
         c = self.config
         if not c.abacus_attention_window:
             return causal_mask(c, hidden_states, attention_mask, past_key_values, past_length)
@@ -246,7 +246,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             expected = (index.shape[0], past_length + index.shape[1])
             if key_position_ids is None or tuple(key_position_ids.shape) != expected:
                 raise ValueError(f"an abacus attention window with a KV cache needs key_position_ids of shape "
-                                 f"{list(expected)} (model.position_ids_from_input_ids of the whole sequence); "
+                                 f"{list(expected)} (model.position_inputs gives them); "
                                  f"generate() passes them")
             keys = unpack_positions(key_position_ids, c.abacus_max_digits)[0] if self.segment is not None \
                 else key_position_ids
