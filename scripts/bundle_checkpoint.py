@@ -10,7 +10,7 @@ Steps, all through `hf-arith eval` (so the numbers are the ones a user gets):
   2. held-out exact match on --samples problems with 1 to --max-digits digit operands ->
      eval_results.json (the model card's model-index numbers);
   3. the length grid (--grid, --samples-per-cell; for sorting, lists of --items numbers by their
-     numbers' digits) -> length_grid.json and images/length_heatmap.png, copied to
+     numbers' digits) -> length_grid.json (matrices and summary) and images/length_heatmap.png, copied to
      bench/results/NAME-grid.json / .png with the wall time of the grid (--grid-only: this step
      alone, on the bundled folder as it is);
   4. with --loops (looped models): the accuracy-vs-recurrences curve on a smaller grid
@@ -91,6 +91,22 @@ def main(argv: list[str] | None = None) -> None:
     bundle_grid(args, target, load_before)
 
 
+def _rounded(value):
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
+
+
+def shipped_grid(grid: dict) -> dict:
+    """The grid as the package ships it: the matrices and summary the card and the Space read, without
+    the per-cell list that repeats them (a 100x100 grid's cells are megabytes), floats to 6 places."""
+    return _rounded({key: value for key, value in grid.items() if key != "cells"})
+
+
 def bundle_grid(args, target: Path, load_before) -> None:
     """Step 3 (and 4 with --loops): the grid of the bundled folder `target`, into it and bench/results/."""
     if not (target / "eval_results.json").is_file():
@@ -103,9 +119,9 @@ def bundle_grid(args, target: Path, load_before) -> None:
     grid_seconds = run(["eval", str(target), *heldout, "--grid", args.grid, *items,
                         "--samples-per-cell", str(args.samples_per_cell), "--output-dir", str(scratch), *threads])
     (target / "images").mkdir(exist_ok=True)
-    shutil.copy2(scratch / "grid.json", target / "length_grid.json")
-    shutil.copy2(scratch / "grid.png", target / "images" / "length_heatmap.png")
     grid = json.loads((scratch / "grid.json").read_text())
+    (target / "length_grid.json").write_text(json.dumps(shipped_grid(grid), separators=(",", ":")) + "\n")
+    shutil.copy2(scratch / "grid.png", target / "images" / "length_heatmap.png")
     record = {"name": args.name, "grid": args.grid, **({"items": grid["items"]} if "items" in grid else {}),
               "samples_per_cell": args.samples_per_cell,
               "seconds_with_100_heldout": round(grid_seconds, 1), "summary": grid.get("summary")}
