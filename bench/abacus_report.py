@@ -6,8 +6,9 @@
 Measures, on problems from the held-out split only (lengths are decimal digits, so models in
 other bases are scored on the very same problems; the split is a function of operand values):
   * exact match on N problems with 1-10-digit operands (every (len_a, len_b) pair equally likely);
-  * exact match on problems whose two operands both have 20 digits (and 15 and 30), with the
-    share of answers of the right length and the accuracy of each answer digit (units first);
+  * exact match on problems whose two operands both have 20 digits (and 15 and 30, or --lengths), with
+    the share of answers of the right length and the accuracy of each answer digit (units first),
+    and for a multi-token model also at every tokens_per_step;
   * for every tokens_per_step k the model supports (1, 2, 4, ...): exact match and the forward
     passes the shared decoder made, relative to k = 1;
   * batched greedy decoding with and without the KV cache: identical outputs, and the time of each;
@@ -36,6 +37,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--name", default=None, help="results name (default: the model argument's last part)")
     parser.add_argument("--samples", type=int, default=10_000, help="held-out 1-10-digit problems")
     parser.add_argument("--long-samples", type=int, default=1000, help="problems per long operand length")
+    parser.add_argument("--lengths", default="15,20,30", help="operand lengths of the long problems (both operands)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -64,7 +66,7 @@ def main(argv=None) -> dict:
     result["tokens_per_step"] = per_k
 
     result["by_operand_length"] = {}
-    for length in (15, 20, 30):
+    for length in (int(x) for x in args.lengths.split(",")):
         if length + 1 > getattr(model.config, "abacus_max_digits", length + 1):
             continue  # beyond the model's abacus range
         t, r, _ = decimal_heldout(tok, length, length, args.long_samples, seed=4321)
@@ -74,6 +76,9 @@ def main(argv=None) -> dict:
                                                "right_length": float(np.mean([len(a or "") == len(b)
                                                                               for a, b in zip(answers, r)])),
                                                "per_answer_digit_lsb_first": per_digit(answers, r)}
+        for k in per_k.keys() - {1}:  # does decoding k tokens per pass generalize as far as one?
+            answers, _, _ = decode(model, tok, t, k=k)
+            result["by_operand_length"][length][f"exact_match_{k}_tokens_per_pass"] = arith_scores(answers, r)["exact_match"]
 
     sample = texts[:2000]
     cached, _, t_cached = decode(model, tok, sample, use_cache=True, batch_size=500)
