@@ -346,7 +346,8 @@ def example_problem(fmt: NumberFormat, max_digits: int) -> str:
     """A fixed problem in `fmt` with operands of `max_digits` digits (for model cards and the Space)."""
     n, base = max(1, max_digits), fmt.base
     if base == 10:
-        a, b = int(("1234567890" * 10)[:n]), int(("9876543210" * 10)[:n])
+        reps = -(-n // 10)
+        a, b = int(("1234567890" * reps)[:n]), int(("9876543210" * reps)[:n])
     else:  # two n-digit numbers in the model's base, written in decimal as users type them
         low, high = base ** (n - 1) if n > 1 else 0, base**n - 1
         a, b = low + (high - low) // 3, max(low, high - high // 7)

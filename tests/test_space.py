@@ -128,7 +128,7 @@ def test_an_extra_leading_digit_is_wrong_and_padding_zeros_are_not(app):
     ("-5+3", "negative numbers are not supported"),
     ("5+-3", "negative numbers are not supported"),
     ("12345678901+1", "the longest number you typed has 11 digits; minimal-add10 takes numbers of up to 10 digits"),
-    ("9" * 250, "problems are at most 200"),
+    ("9" * 450, "problems are at most 400"),
     ("1;rm -rf /", "';' is not allowed"),
     ("", "type a problem"),
     ("7-2", "is subtraction, but this model does addition"),
@@ -263,6 +263,11 @@ def test_examples_show_a_long_sum_and_loops_breaking_it(app):
     assert ["minimal-add10", app.TEN_DIGITS, 1] in rows
     long_rows = {r[0]: r for r, label in zip(rows, labels) if "25-digit sum (trained on 1-10 digits)" in label}
     assert set(long_rows) == {"abacus-gpt2-add", "abacus-gpt2-add-k2", LOOPED}
+    hundred = {r[0]: r for r, label in zip(rows, labels) if "100-digit sum (trained on 1-10 digits)" in label}
+    assert set(hundred) == {"abacus-gpt2-add-window-10", "abacus-gpt2-add-window-10-k2"}
+    for name, problem, loops in hundred.values():
+        assert len(problem.split("+")[0]) == 100
+        assert app.solve_problem(name, problem, loops)[0] == str(sum(int(v) for v in problem.split("+")))
     loops = [(r, label) for r, label in zip(rows, labels) if "more loops break long sums" in label]
     assert len(loops) == 1 and loops[0][0] == [LOOPED, app.LONG_SUM, 16]
     truth = str(sum(int(v) for v in app.LONG_SUM.split("+")))

@@ -72,13 +72,14 @@ else:
 
 MODELS_ENV = "HF_ARITH_SPACE_MODELS"
 CARD_FILE = HERE / "README.md"
-MAX_CHARS = 200  # far above any problem a model here takes; longer text is refused unread
+MAX_CHARS = 400  # above any problem a model here takes (two 126-digit operands: 253); longer text is refused unread
 ALLOWED = re.compile(r"[0-9a-z+\-*:, ]*")
 # The slider's ceiling: the models take up to MAX_RECURRENCES (256), but answers must stay well under
 # a second, and the measured loops curves (loops.json) stop at 32.
 SLIDER_MAX_RECURRENCES = 32
 TEN_DIGITS = "1234567890+9876543210"
 LONG_SUM = "3141592653589793238462643+2718281828459045235360287"  # 25 digits of pi plus 25 of e
+HUNDRED_DIGITS = 100  # the example for models that take 100-digit operands: example_problem's sum of that length
 ABACUS_PAPER = "https://arxiv.org/abs/2405.17399"  # McLeish et al. 2024, abacus embeddings and looped models
 MULTI_TOKEN_PAPER = "https://arxiv.org/abs/2404.19737"  # Gloeckle et al. 2024, multi-token prediction
 TASK_NAMES = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "sort": "sorting"}
@@ -291,7 +292,8 @@ def sample_problem(entry: Entry, digits: int) -> str:
     """A fixed problem with operands of `digits` digits (at most what the model takes)."""
     fmt, n = entry.fmt, max(1, min(digits, entry.max_digits))
     if fmt.base == 10:
-        a, b = int(("1234567890" * 10)[:n]), int(("9876543210" * 10)[:n])
+        reps = -(-n // 10)
+        a, b = int(("1234567890" * reps)[:n]), int(("9876543210" * reps)[:n])
     else:  # two n-digit numbers in the model's base, written in decimal as visitors type them
         low, high = fmt.base ** (n - 1) if n > 1 else 0, fmt.base**n - 1
         a, b = low + (high - low) // 3, max(low, high - high // 7)
@@ -747,7 +749,8 @@ def run_example(model_name: str, problem: str, recurrences):
 
 def examples() -> tuple[list[list], list[str]]:
     """Clickable examples for the models that loaded: a 10-digit sum, a 25-digit sum far past the
-    training length, and the same sum with many more loops than a looped model was trained with."""
+    training length (a 100-digit one for models that take it), and the 25-digit sum with many more
+    loops than a looped model was trained with."""
     rows, labels = [], []
     entries = available()
     adders = [e for e in entries if e.fmt.task == "add" and e.fmt.base == 10]
@@ -757,7 +760,10 @@ def examples() -> tuple[list[list], list[str]]:
         rows.append([entry.name, problem, entry.default_loops or 1])
         labels.append(f"{entry.name}: {problem}")
     for entry in adders:
-        if entry.max_digits >= 25 and entry.trained and entry.trained[1] < 25:
+        if entry.max_digits >= HUNDRED_DIGITS and entry.trained and entry.trained[1] < HUNDRED_DIGITS:
+            rows.append([entry.name, sample_problem(entry, HUNDRED_DIGITS), entry.default_loops or 1])
+            labels.append(f"{entry.name}: a 100-digit sum (trained on {entry.trained[0]}-{entry.trained[1]} digits)")
+        elif entry.max_digits >= 25 and entry.trained and entry.trained[1] < 25:
             rows.append([entry.name, LONG_SUM, entry.default_loops or 1])
             labels.append(f"{entry.name}: a 25-digit sum (trained on {entry.trained[0]}-{entry.trained[1]} digits)")
     for entry in adders:
