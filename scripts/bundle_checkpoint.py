@@ -14,7 +14,7 @@ Steps, all through `hf-arith eval` (so the numbers are the ones a user gets):
      bench/results/NAME-grid.json / .png with the wall time of the grid (--grid-only: this step
      alone, on the bundled folder as it is);
   4. with --loops (looped models): the accuracy-vs-recurrences curve on a smaller grid
-     (--loops-samples-per-cell) -> loops.json and images/loops.png, also copied to bench/results/.
+     (--loops-grid, --loops-samples-per-cell) -> loops.json and images/loops.png, also copied to bench/results/.
 bench/results/NAME-grid.json records the machine and the command like every benchmark's results
 (bench/machine.py's write_results).
 """
@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples-per-cell", type=int, default=100)
     parser.add_argument("--loops", default=None, help="loop counts for looped models, e.g. 1,2,4,8,16,32")
     parser.add_argument("--loops-samples-per-cell", type=int, default=10)
+    parser.add_argument("--loops-grid", default=None,
+                        help="the loops curve's grid (default: --grid); a 1:100 grid at 8 loops takes an hour here")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--items", default=None, help="sorting models: the grid's list sizes, e.g. 2:8 "
                                                       "(default: every size the format writes)")
@@ -128,12 +130,13 @@ def bundle_grid(args, target: Path, load_before) -> None:
     shutil.copy2(scratch / "grid.png", RESULTS / f"{args.name}-grid.png")
     if args.loops:
         loops_dir = scratch / "loops"
-        run(["eval", str(target), *heldout, "--grid", args.grid, "--samples-per-cell",
+        run(["eval", str(target), *heldout, "--grid", args.loops_grid or args.grid, "--samples-per-cell",
              str(args.loops_samples_per_cell), "--loops", args.loops, "--output-dir", str(loops_dir), *threads])
         shutil.copy2(loops_dir / "loops.json", target / "loops.json")
         shutil.copy2(loops_dir / "loops.png", target / "images" / "loops.png")
         shutil.copy2(loops_dir / "loops.png", RESULTS / f"{args.name}-loops.png")
         record["loops"] = json.loads((loops_dir / "loops.json").read_text())
+        record["loops_grid"] = args.loops_grid or args.grid
     record["heldout"] = json.loads((target / "eval_results.json").read_text())
     what = f"the evaluation bundled with {args.name}: held-out exact match, length grid (and loops), through hf-arith eval"
     write_results(RESULTS / f"{args.name}-grid.json", record, what=what, load_before=load_before)
