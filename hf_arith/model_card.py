@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .formatting import TASK_NAMES, FormatError, NumberFormat
 from .problems import example_problem, reference_answer
-from .records import NOTES_FILE, SUMMARY_FILE, read_notes, read_summary, training_stages
+from .records import LOOPS_FILE, NOTES_FILE, SUMMARY_FILE, read_notes, read_summary, training_stages
 
 HUB_CARDS_DIR = Path(__file__).parent / "hub_cards"  # a link to the top-level hub_cards/, shipped as package data
 MODEL_CARD_TEMPLATE = "model_card.md"
@@ -95,6 +95,16 @@ def length_rows(report: dict) -> list[dict]:
     counts = report.get("count_by_max_operand_length") or {}
     return [{"digits": int(k), "accuracy": float(v), "count": counts.get(k, counts.get(int(k), ""))}
             for k, v in sorted(report["by_max_operand_length"].items(), key=lambda kv: int(kv[0]))]
+
+
+def loops_rows(curve: dict | None, trained: int | None, picture: str | None = None) -> dict | None:
+    """The card's loops table from a loops.json curve: each loop count with its exact match, the
+    trained count marked, and the plot's path in the folder (None: no plot); None without a curve."""
+    if not curve:
+        return None
+    rows = [{"loops": n, "exact_match": f"{100 * acc:.2f} %", "trained": n == trained}
+            for n, acc in zip(curve["loops"], curve["exact_match"])]
+    return {"rows": rows, "problems": curve.get("problems"), "n": curve.get("n"), "picture": picture}
 
 
 def dtype_rows(record: dict | None) -> dict | None:
@@ -317,7 +327,8 @@ def card_figure(model, tokenizer, report: dict, source: Path, *, label: str, rep
 def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | None = None,
                license: str = "apache-2.0", dataset_id: str | None = None, heatmap: str = HEATMAP_FILE,
                eval_command: str | None = None, grid: dict | None = None, code_files: list[str] | None = None,
-               dtype_check: dict | None = None, notes: dict | None = None):
+               dtype_check: dict | None = None, notes: dict | None = None, loops: dict | None = None,
+               loops_picture: str | None = None):
     """The Hub model card (huggingface_hub.ModelCard) rendered from hub_cards/model_card.md.
 
     summary: the checkpoint's training_summary.json (`read_summary`); None: "no training record".
@@ -326,6 +337,8 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
     the tokenizer and the number format; the publisher passes the .py files it wrote).
     dtype_check: the checkpoint's dtype_check.json (`hf_arith.loading.read_dtype_check`), for the
     table of checked dtypes; None: the card says only float32 was checked.
+    loops: a looped model's loops.json (`records.read_loops`), for the accuracy-vs-loops table;
+    loops_picture: its plot's path in the folder, if the folder has one.
     """
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
@@ -372,6 +385,7 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
                                       f"--seed {report['seed']} --json {EVAL_FILE}"),
         code_files=code_files, grid=grid, grid_file=GRID_FILE, dtypes=dtype_rows(dtype_check),
         recurrences=getattr(model.config, "num_recurrences", None),
+        loops=loops_rows(loops, getattr(model.config, "num_recurrences", None), loops_picture), loops_file=LOOPS_FILE,
         future_tokens=getattr(model.config, "num_future_tokens", 1),
         leaderboard=leaderboard_entry(model, tokenizer),
     )
@@ -379,7 +393,7 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
 
 __all__ = [
     "EVAL_FILE", "GRID_FILE", "GRID_SAMPLES", "HEATMAP_FILE", "NOTES_FILE", "SUMMARY_FILE", "read_notes", "base_model", "card_example", "card_figure",
-    "config_rows", "dtype_rows", "length_grid_figure", "length_heatmap", "length_rows", "load_grid", "model_card",
+    "config_rows", "dtype_rows", "length_grid_figure", "length_heatmap", "length_rows", "load_grid", "loops_rows", "model_card",
     "pipeline_snippet", "read_summary", "shipped_grid_figure", "template_path", "training_details", "usage_snippet",
     "recorded_warm_start", "training_device",
 ]

@@ -15,6 +15,7 @@ can be checked (and loaded) before anything leaves the machine:
     images/length_heatmap.png    the length-generalization grid (hf_arith.model_card.card_figure),
                                  or a given picture
     length_grid.json             the grid's numbers (when there is a grid; sorting has none)
+    loops.json, images/loops.png a looped model's exact match at each loop count (when it has them)
 
 `upload_folder` sends such a folder as is. Every user mistake (a malformed repo id, a folder that
 is not a model, missing or mismatched eval results, no token, HF_HUB_OFFLINE) is a one-line
@@ -55,6 +56,7 @@ from .model_card import (
     read_notes,
     read_summary,
 )
+from .records import LOOPS_FILE, LOOPS_PICTURE, read_loops
 from .saving import save_checkpoint
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -262,6 +264,13 @@ def _build_folder(request: PushRequest, out_dir: str | os.PathLike) -> Path:
         shutil.copyfile(request.source / SUMMARY_FILE, out / SUMMARY_FILE)
     if notes is not None:
         shutil.copyfile(request.source / NOTES_FILE, out / NOTES_FILE)
+    loops, loops_picture = read_loops(request.source), None
+    if loops is not None:  # a looped model's accuracy-vs-loops curve, with its plot when it has one
+        shutil.copyfile(request.source / LOOPS_FILE, out / LOOPS_FILE)
+        if (request.source / LOOPS_PICTURE).is_file():
+            (out / LOOPS_PICTURE).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(request.source / LOOPS_PICTURE, out / LOOPS_PICTURE)
+            loops_picture = LOOPS_PICTURE
     dtype_check = read_dtype_check(request.source)
     if dtype_check is not None:  # travels with the model: loading the repo refuses the same dtypes
         shutil.copyfile(request.source / DTYPE_CHECK_FILE, out / DTYPE_CHECK_FILE)
@@ -279,7 +288,7 @@ def _build_folder(request: PushRequest, out_dir: str | os.PathLike) -> Path:
     card = model_card(model, tokenizer, report, repo_id=request.repo_id, summary=summary, license=request.license,
                       dataset_id=request.dataset_id, heatmap=HEATMAP_FILE, grid=grid,
                       code_files=sorted(p.name for p in out.glob("*.py")), dtype_check=dtype_check,
-                      notes=notes)
+                      notes=notes, loops=loops, loops_picture=loops_picture)
     card.save(out / "README.md")
     return out
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 SUMMARY_FILE = "training_summary.json"
 NOTES_FILE = "notes.json"
+LOOPS_FILE = "loops.json"  # a looped model's accuracy-vs-recurrences curve (`hf-arith eval --loops`)
+LOOPS_PICTURE = "images/loops.png"
 
 
 def _read(folder: str | os.PathLike, name: str) -> dict | None:
@@ -32,6 +34,15 @@ def read_summary(folder: str | os.PathLike) -> dict | None:
 def read_notes(folder: str | os.PathLike) -> dict | None:
     """The checkpoint's notes.json (derived notes about its run), or None."""
     return _read(folder, NOTES_FILE)
+
+
+def read_loops(folder: str | os.PathLike) -> dict | None:
+    """The checkpoint's loops.json, or None when it has none or one without a loop count per exact match."""
+    data = _read(folder, LOOPS_FILE)
+    if not data or not isinstance(data.get("loops"), list) or not isinstance(data.get("exact_match"), list) \
+            or len(data["loops"]) != len(data["exact_match"]):
+        return None
+    return data
 
 
 def training_stages(summary: dict | None, notes: dict | None) -> list[dict]:

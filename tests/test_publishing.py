@@ -23,6 +23,7 @@ from huggingface_hub import HfApi, ModelCard
 from remote_code import BLOCK_HF_ARITH
 
 import hf_arith
+from hf_arith.bundled import BUNDLED_DIR
 from hf_arith.cli import main
 from hf_arith.evaluation import heldout_problems, verify_tiny_adder
 from hf_arith.limits import training_range
@@ -107,7 +108,8 @@ def test_upload_folder_holds_exactly_the_publishable_files(built, name):
     expected = {"README.md", "config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
                 "tokenizer_config.json", EVAL_FILE, HEATMAP_FILE} | code
     assert expected <= set(files)
-    assert set(files) - expected <= {"training_summary.json", "notes.json", GRID_FILE, "dtype_check.json"}  # no pickles, no caches
+    assert set(files) - expected <= {"training_summary.json", "notes.json", GRID_FILE, "dtype_check.json",
+                                     "loops.json", "images/loops.png"}  # no pickles, no caches
     assert not [f for f in files if f.endswith((".bin", ".pt", ".pth", ".pkl"))]
     assert (folder / HEATMAP_FILE).read_bytes()[:8] == PNG_MAGIC
     for name in code:
@@ -194,6 +196,27 @@ def test_card_describes_format_architecture_and_training_of_every_bundled_model(
         assert ("| training time, all stages |" in training) == bool(stages)
     else:
         assert "No training record" in training
+
+
+def test_looped_cards_show_the_loops_curve_and_others_none(built):
+    """A looped model's loops.json travels with it, and its card tables every loop count with the
+    checkpoint's own numbers, the trained count marked; models without a curve get no such section."""
+    looped = [name for name in BUNDLED if (BUNDLED_DIR / name / "loops.json").is_file()]
+    assert "looped-add-window" in looped
+    for name in looped:
+        curve = json.loads((BUNDLED_DIR / name / "loops.json").read_text())
+        folder = built[name]
+        assert json.loads((folder / "loops.json").read_text()) == curve
+        assert (folder / "images" / "loops.png").read_bytes()[:8] == PNG_MAGIC
+        card = (folder / "README.md").read_text()
+        trained = json.loads((folder / "config.json").read_text())["num_recurrences"]
+        for loops, accuracy in zip(curve["loops"], curve["exact_match"]):
+            mark = " (trained)" if loops == trained else ""
+            assert f"| {loops}{mark} | {100 * accuracy:.2f} % |" in card
+        assert "![Exact match by loop count](images/loops.png)" in card
+    for name in set(BUNDLED) - set(looped):
+        assert "Loops at test time" not in (built[name] / "README.md").read_text()
+        assert not (built[name] / "loops.json").exists()
 
 
 def test_dataset_id_goes_into_the_card_metadata(tmp_path):
