@@ -8,6 +8,7 @@ with HF_HUB_OFFLINE=1, and is queried through gradio_client.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from importlib import metadata
 from pathlib import Path
@@ -162,7 +163,10 @@ def test_the_built_app_shows_the_repos_own_files(client):
     text, figures = client.predict("org/looped-add", api_name="/overview")
     assert "[model card](https://huggingface.co/org/looped-add)" in text and "`LoopedForCausalLM`" in text
     assert "**Looped**" in text and "**Abacus**" in text
-    assert figures.count("<img") == 1 and "Inside the red square (trained on 1-10 digits)" in figures
+    # The repo's own pictures: its length heatmap, and its loops plot with the curve from its loops.json.
+    assert figures.count("<img") == 2 and "Inside the red square (trained on 1-10 digits)" in figures
+    curve = json.loads((Path(hf_arith.bundled_path("looped-add")) / "loops.json").read_text())
+    assert ", ".join(f"{n}: {v:.1%}" for n, v in zip(curve["loops"], curve["exact_match"])) in figures
     slider, _, info = client.predict("org/looped-add", api_name="/model_options")
     assert slider["visible"] and (slider["minimum"], slider["maximum"], slider["value"]) == (1, 32, 2)
     plot, note, selector = client.predict("org/looped-add", "12+34", 2, None, api_name="/attention")
