@@ -30,6 +30,8 @@ from pathlib import Path
 
 from hf_arith.bundled import BUNDLED_DIR
 from hf_arith.cli import main as hf_arith
+from hf_arith.model_card import EVAL_FILE, GRID_FILE, HEATMAP_FILE
+from hf_arith.records import LOOPS_FILE, LOOPS_PICTURE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from machine import RESULTS, load_average, write_results  # noqa: E402  (bench/machine.py: how results are recorded)
@@ -87,8 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     load_before = load_average()
     threads = ["--threads", str(args.threads)]
     run(["eval", str(target), "--samples", str(args.samples), "--max-digits", str(args.max_digits),
-         "--json", str(target / "eval_results.json"), *threads])
-    report_path = target / "eval_results.json"  # named after the bundle, not this machine's path
+         "--json", str(target / EVAL_FILE), *threads])
+    report_path = target / EVAL_FILE  # named after the bundle, not this machine's path
     report_path.write_text(json.dumps({**json.loads(report_path.read_text()), "model": args.name}, indent=2) + "\n")
     bundle_grid(args, target, load_before)
 
@@ -111,7 +113,7 @@ def shipped_grid(grid: dict) -> dict:
 
 def bundle_grid(args, target: Path, load_before) -> None:
     """Step 3 (and 4 with --loops): the grid of the bundled folder `target`, into it and bench/results/."""
-    if not (target / "eval_results.json").is_file():
+    if not (target / EVAL_FILE).is_file():
         raise SystemExit(f"{target}: no eval_results.json (bundle it first, without --grid-only)")
     threads = ["--threads", str(args.threads)]
     items = ["--items", args.items] if args.items else []
@@ -122,8 +124,8 @@ def bundle_grid(args, target: Path, load_before) -> None:
                         "--samples-per-cell", str(args.samples_per_cell), "--output-dir", str(scratch), *threads])
     (target / "images").mkdir(exist_ok=True)
     grid = json.loads((scratch / "grid.json").read_text())
-    (target / "length_grid.json").write_text(json.dumps(shipped_grid(grid), separators=(",", ":")) + "\n")
-    shutil.copy2(scratch / "grid.png", target / "images" / "length_heatmap.png")
+    (target / GRID_FILE).write_text(json.dumps(shipped_grid(grid), separators=(",", ":")) + "\n")
+    shutil.copy2(scratch / "grid.png", target / HEATMAP_FILE)
     record = {"name": args.name, "grid": args.grid, **({"items": grid["items"]} if "items" in grid else {}),
               "samples_per_cell": args.samples_per_cell,
               "seconds_with_100_heldout": round(grid_seconds, 1), "summary": grid.get("summary")}
@@ -132,12 +134,12 @@ def bundle_grid(args, target: Path, load_before) -> None:
         loops_dir = scratch / "loops"
         run(["eval", str(target), *heldout, "--grid", args.loops_grid or args.grid, "--samples-per-cell",
              str(args.loops_samples_per_cell), "--loops", args.loops, "--output-dir", str(loops_dir), *threads])
-        shutil.copy2(loops_dir / "loops.json", target / "loops.json")
-        shutil.copy2(loops_dir / "loops.png", target / "images" / "loops.png")
+        shutil.copy2(loops_dir / "loops.json", target / LOOPS_FILE)  # hf-arith eval --loops's names, then the folder's
+        shutil.copy2(loops_dir / "loops.png", target / LOOPS_PICTURE)
         shutil.copy2(loops_dir / "loops.png", RESULTS / f"{args.name}-loops.png")
         record["loops"] = json.loads((loops_dir / "loops.json").read_text())
         record["loops_grid"] = args.loops_grid or args.grid
-    record["heldout"] = json.loads((target / "eval_results.json").read_text())
+    record["heldout"] = json.loads((target / EVAL_FILE).read_text())
     what = f"the evaluation bundled with {args.name}: held-out exact match, length grid (and loops), through hf-arith eval"
     write_results(RESULTS / f"{args.name}-grid.json", record, what=what, load_before=load_before)
     shutil.rmtree(scratch)
