@@ -233,6 +233,13 @@ def cmd_train(args) -> int:
     # this session ran; then it says which.
     covered = summary.get("train_loss_steps")
     partial = f" over steps {covered[0]}-{covered[1]} only" if covered and covered[0] > 1 else ""
+    screen = summary.get("screen")
+    if screen:
+        tried = screen["candidates"]
+        print(f"Screened {len(tried)} init{'s' if len(tried) > 1 else ''} for {screen['screen_steps']} steps each in "
+              f"{screen['screen_seconds']:.1f} s; continued seed {screen['chosen_seed']} (losses: "
+              + ", ".join(f"{c['seed']}: {c['loss']:.4f}" if c["loss"] is not None else f"{c['seed']}: none"
+                          for c in tried) + ")")
     print(f"Trained {summary.get('steps')} steps"
           + (f" in {float(seconds):.1f} s" if seconds is not None else "")
           + (f", mean training loss {loss:.4f}{partial}" if isinstance(loss, (int, float)) else "")

@@ -101,6 +101,14 @@ class OptimRecipe:
     grokfast_alpha: float = 0.98
     grokfast_start: float = 0.0
     seed: int = 0
+    # Random restarts (hf_arith.seed_screen): with screen_steps > 0, fresh inits (candidate k trains with
+    # seed + 1000 * k) each train screen_steps steps of the full schedule; the first whose logged training
+    # loss there is at most screen_max_loss goes on to optim.steps, or, after screen_tries candidates
+    # without one, the one with the lowest loss. Tiny models find the circuit from few inits: their
+    # early loss shows which.
+    screen_steps: int = 0
+    screen_tries: int = 1
+    screen_max_loss: float = 0.0
     threads: int = 1  # tiny models run faster on one torch thread
     compile: bool = False  # torch.compile the model for training (pays a one-off compile time)
     # With init_from: train only the tensors the checkpoint lacks (new heads) and keep the loaded
@@ -153,6 +161,7 @@ MAX_BATCH_SIZE = 1_000_000
 MAX_CHUNK_SIZE = 1_000_000
 MAX_EVAL_SAMPLES = 1_000_000  # as `hf-arith eval --samples`
 MAX_MINE_PROBLEMS = 10_000_000  # each one answered by the starting model before training
+MAX_SCREEN_TRIES = 100  # candidate k seeds with optim.seed + 1000 * k: fewer than 1000 keeps them apart
 
 
 def _check_keys(data, cls, where: str = "") -> None:
@@ -299,6 +308,16 @@ def _check_values(recipe: Recipe) -> None:
         raise RecipeError("optim.freeze_init keeps the weights of init_from fixed, but the recipe has no init_from")
     if not 0 <= o.restart_at < 1:
         raise RecipeError(f"optim.restart_at must be in [0, 1), got {o.restart_at}")
+    if o.screen_steps:
+        if not 0 < o.screen_steps < o.steps or o.screen_steps % o.logging_steps:
+            raise RecipeError(f"optim.screen_steps must be below optim.steps ({o.steps}) and a multiple of "
+                              f"optim.logging_steps ({o.logging_steps}), whose logged loss screens each init; "
+                              f"got {o.screen_steps}")
+        if recipe.init_from:
+            raise RecipeError("optim.screen_steps screens fresh inits, but the recipe starts from init_from")
+        if not 1 <= o.screen_tries <= MAX_SCREEN_TRIES or o.screen_max_loss < 0:
+            raise RecipeError(f"optim.screen_tries must be from 1 to {MAX_SCREEN_TRIES} and optim.screen_max_loss "
+                              f">= 0, got {o.screen_tries} and {o.screen_max_loss}")
 
 
 # -- what the values alone cannot show: format, model family, Trainer arguments ----------------

@@ -42,6 +42,7 @@ from .metrics import compute_metrics, preprocess_logits_for_metrics
 from .mining import MINED_FILE, load_pool, mine_problems, save_pool
 from .problems import ProblemSpec, sample
 from .saving import save_checkpoint
+from .seed_screen import SCREEN_FILE, SCREEN_FOLDER, StopAtStep, read_screen, screen, screened_recipe
 from .streaming import CurriculumState, ProblemStream, encode_examples, stack_examples, worst_case_length
 from .tokenization_arith import ArithTokenizer
 from .train_config import Recipe, RecipeError, check_recipe, evaluates_during_training, load_recipe
@@ -583,7 +584,10 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
         checkpoint = last_checkpoint(output_dir)
         newer = [p for p in checkpoints(output_dir)
                  if checkpoint is None or _checkpoint_step(p) > _checkpoint_step(Path(checkpoint))]
-        if checkpoint is None:
+        screening = recipe.optim.screen_steps and read_screen(output_dir) is not None
+        if checkpoint is not None and screening:  # the screen's chosen init, trained on in the output folder
+            recipe = screened_recipe(recipe, output_dir)
+        if checkpoint is None and not screening:  # an unfinished screen goes on where it stopped
             why = f" ({newer[0].name}: {checkpoint_problem(newer[0])})" if newer else ""
             raise RecipeError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from{why} "
                               f"(train without --resume first)")
@@ -624,12 +628,28 @@ def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, e
     return run_training(prepare_run(recipe, output_dir, resume, overwrite), evaluate=evaluate)
 
 
+def screened_run(run: TrainingRun) -> TrainingRun:
+    """optim.screen_steps: screen fresh inits (hf_arith.seed_screen) and return the run of the chosen one,
+    continuing from its checkpoint at the screen's last step."""
+    if run.overwrite and is_main_process():
+        clear_output(run.output_dir)
+
+    def train_candidate(candidate: Recipe, folder: str, stop_at: int) -> list[dict]:
+        return run_training(dataclasses.replace(run, recipe=candidate, output_dir=folder, overwrite=False),
+                            stop_at=stop_at)
+
+    chosen, checkpoint = screen(run.recipe, run.output_dir, train_candidate)
+    # Cleared before the screen; clearing again would delete the chosen checkpoint.
+    return dataclasses.replace(run, recipe=chosen, checkpoint=checkpoint, overwrite=False)
+
+
 def clear_output(output_dir: str) -> None:
     """--overwrite: delete the output folder's checkpoint-* folders and final/ (the run's own outputs),
     so that a later --resume cannot pick a checkpoint of the replaced run. Other files stay."""
-    for path in [*checkpoints(output_dir), Path(output_dir) / "final"]:
+    for path in [*checkpoints(output_dir), Path(output_dir) / "final", Path(output_dir) / SCREEN_FOLDER]:
         if path.is_dir():
             shutil.rmtree(path)
+    (Path(output_dir) / SCREEN_FILE).unlink(missing_ok=True)
 
 
 def read_loss_record(checkpoint: str) -> dict | None:
@@ -653,8 +673,12 @@ def grokfast_callbacks(recipe: Recipe, checkpoint) -> list:
     return [GrokfastCallback(o.grokfast_alpha, o.grokfast_lambda, start, resume_from=checkpoint)]
 
 
-def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
-    """Train a prepared run (see `prepare_run`, which has checked it); returns the summary `train` does."""
+def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = None):
+    """Train a prepared run (see `prepare_run`, which has checked it); returns the summary `train` does.
+    With `stop_at` (a screened init, hf_arith.seed_screen): stop at that step with a checkpoint there and
+    return the Trainer's log history instead."""
+    if stop_at is None and run.recipe.optim.screen_steps and run.checkpoint is None:
+        run = screened_run(run)
     recipe, fmt, output_dir, checkpoint = run.recipe, run.fmt, run.output_dir, run.checkpoint
     if run.earlier_stage is not None:  # its own run, resumed where a killed one left checkpoints
         # Threads are a setting of the machine, not of the model: every stage one command trains uses its own.
@@ -716,7 +740,8 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
         data_collator=stack_examples,
         processing_class=tokenizer,
         # Callbacks that save state into a checkpoint come before RecipeRecorder, whose file is the last one.
-        callbacks=[curriculum, *grokfast_callbacks(recipe, checkpoint), RecipeRecorder(recipe)],
+        callbacks=[curriculum, *grokfast_callbacks(recipe, checkpoint), RecipeRecorder(recipe),
+                   *([StopAtStep(stop_at)] if stop_at else [])],
         **evaluation,
         restart_at=recipe.optim.restart_at,
         restart_lr_scale=recipe.optim.restart_lr_scale,
@@ -728,6 +753,8 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
         loss_before=read_loss_record(checkpoint) if checkpoint is not None else None,
     )
     result = trainer.train(resume_from_checkpoint=checkpoint)
+    if stop_at:
+        return trainer.state.log_history
     # The Trainer's train_loss is the mean over this session's steps only; after a resume the run's mean
     # also needs the loss of the steps before it, which the checkpoint's loss record holds. Without one
     # (a checkpoint from an older version), the mean covers the steps this session ran, and says so.
@@ -748,6 +775,7 @@ def run_training(run: TrainingRun, evaluate: bool = True) -> dict:
         "earlier_stages": earlier_stages(recipe.init_from) if recipe.init_from else [],
         **({"init_from": warm_start_source(recipe.init_from)} if recipe.init_from else {}),
         **({"mined": mining} if mining else {}),
+        **({"screen": read_screen(output_dir)} if recipe.optim.screen_steps else {}),
     }
     final_dir = Path(output_dir) / "final"
     if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
