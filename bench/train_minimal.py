@@ -5,7 +5,8 @@
     python bench/train_minimal.py minimal-add10 optim.threads=2 --output-dir /tmp/run
 
 Writes bench/results/<preset>.json (wall time, steps, steps/s, verify accuracy on the public
-tiny-adder protocol, unique parameters, held-out exact match, the machine and the exact command)
+tiny-adder protocol, unique parameters, held-out exact match, the machine and the exact command;
+with optim.screen_steps, every init the screen tried and the time they took)
 and prints it. Overrides are `section.key=value`, as for `hf-arith train`.
 """
 
@@ -40,12 +41,17 @@ def main(argv: list[str] | None = None) -> dict:
 
     verify, heldout = summary.get("verify", {}), summary.get("heldout", {})
     train_seconds = summary["train_seconds"]
+    screen = summary.get("screen")  # optim.screen_steps: the inits tried before the run went on with one
+    screen_seconds = screen["screen_seconds"] if screen else 0.0
     result = {
         "preset": args.preset,
         "name": recipe.name,
         "overrides": args.overrides,
         "wall_seconds": round(wall, 2),
         "train_seconds": round(train_seconds, 2) if train_seconds else None,
+        "screen": screen,
+        # What the run cost from scratch: the screened inits' training and the chosen one's rest.
+        "total_train_seconds": round(train_seconds + screen_seconds, 2) if train_seconds else None,
         "steps": summary["steps"],
         "steps_per_second": round(summary["steps"] / train_seconds, 2) if train_seconds else None,
         "batch_size": recipe.optim.batch_size,

@@ -62,22 +62,26 @@ def main(argv: list[str] | None = None) -> dict:
     for seed in args.seeds:
         path = seed_result(args.preset, seed)
         record = json.loads(path.read_text()) if path.is_file() else {}
-        accuracy, seconds = record.get("verify_accuracy"), record.get("train_seconds")
+        accuracy = record.get("verify_accuracy")
+        seconds = record.get("total_train_seconds") or record.get("train_seconds")  # screened inits included
+        screen = record.get("screen") or {}
         runs.append({
             "seed": seed, "verify_accuracy": accuracy, "verify_correct": record.get("verify_correct"),
-            "train_seconds": seconds, "steps": record.get("steps"), "unique_params": record.get("unique_params"),
+            "train_seconds": seconds, "inits_tried": len(screen.get("candidates", [])) or 1,
+            "chosen_seed": screen.get("chosen_seed", seed), "steps": record.get("steps"), "unique_params": record.get("unique_params"),
             "heldout_exact_match": record.get("heldout_exact_match"), "file": path.name if record else None,
             "passed": bool(accuracy is not None and accuracy >= PASS_ACCURACY and seconds is not None
                            and seconds <= args.budget),
         })
     passed = sum(r["passed"] for r in runs)
-    rows = [(r["seed"], r["unique_params"], r["steps"],
+    rows = [(r["seed"], r["inits_tried"], r["chosen_seed"], r["unique_params"], r["steps"],
              f"{r['train_seconds']:.0f} s" if r["train_seconds"] else "no result",
              f"{100 * r['verify_accuracy']:.2f} % ({r['verify_correct']:,})" if r["verify_accuracy"] is not None else "-",
              f"{100 * r['heldout_exact_match']:.2f} %" if r["heldout_exact_match"] is not None else "-",
              "yes" if r["passed"] else "no") for r in runs]
-    table = markdown_table(["seed", "unique params", "steps", "training time", "verify (10,010)", "held-out",
-                            f"passed (>= 99 % in <= {args.budget:.0f} s)"], "rrrrrrl", rows)
+    table = markdown_table(["seed", "inits tried", "init trained on", "unique params", "steps",
+                            "training time (screen included)", "verify (10,010)", "held-out",
+                            f"passed (>= 99 % in <= {args.budget:.0f} s)"], "rrrrrrrrl", rows)
     table += ["", f"{passed} of {len(runs)} seeds passed; {args.jobs} run(s) at a time, one torch thread each."]
     record = {"preset": args.preset, "overrides": args.overrides, "jobs": args.jobs, "budget_seconds": args.budget,
               "pass_accuracy": PASS_ACCURACY, "passed": passed, "runs": runs}
