@@ -200,3 +200,18 @@ def test_summary_counts_the_split_model_and_its_compute():
     summary = model_summary(model, tok, "9999999999+1")
     assert summary["parameters"]["unique"] == 54
     assert summary["compute"]["prefill_macs"] > 0 and summary["compute"]["generated_tokens"] == 11
+
+
+def test_the_screened_preset_is_the_61_parameter_design_with_restarts():
+    from hf_arith.streaming import worst_case_length
+    from hf_arith.train_config import check_recipe, load_recipe
+    from hf_arith.training import build_model, build_tokenizer, problem_spec
+
+    recipe = load_recipe("minimal-add10-split-screened")
+    fmt = check_recipe(recipe)
+    spec = problem_spec(recipe, fmt)
+    context = worst_case_length(spec, fmt)
+    model = build_model(recipe, build_tokenizer(fmt, context), context)
+    assert model.num_parameters() == 61  # at most 61: below the 62 of AdderBoard's first trained entry
+    o = recipe.optim
+    assert 0 < o.screen_steps < o.steps and o.screen_tries > 1 and o.screen_max_loss > 0
