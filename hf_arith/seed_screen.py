@@ -99,7 +99,10 @@ def screen(recipe: Recipe, output_dir: str, train_candidate) -> tuple[Recipe, st
         raise RecipeError(f"{output_dir}/{SCREEN_FILE} is the screen of another recipe (seed {record.get('seed')}, "
                           f"{record.get('screen_steps')} steps); train into another --output-dir")
     candidates = record["candidates"]
-    folder = lambda seed: Path(output_dir) / SCREEN_FOLDER / f"seed-{seed}"  # noqa: E731
+
+    def folder(seed: int) -> Path:
+        return Path(output_dir) / SCREEN_FOLDER / f"seed-{seed}"
+
     passed = [c for c in candidates if c["loss"] is not None and c["loss"] <= o.screen_max_loss]
     while not passed and len(candidates) < o.screen_tries:
         seed = candidate_seed(o.seed, len(candidates))
