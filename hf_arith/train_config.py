@@ -104,8 +104,7 @@ class OptimRecipe:
     # Random restarts (hf_arith.seed_screen): with screen_steps > 0, fresh inits (candidate k trains with
     # seed + 1000 * k) each train screen_steps steps of the full schedule; the first whose logged training
     # loss there is at most screen_max_loss goes on to optim.steps, or, after screen_tries candidates
-    # without one, the one with the lowest loss. Tiny models find the circuit from few inits: their
-    # early loss shows which.
+    # without one, the one with the lowest loss. Tiny models find the circuit from few inits only.
     screen_steps: int = 0
     screen_tries: int = 1
     screen_max_loss: float = 0.0
