@@ -108,6 +108,16 @@ class OptimRecipe:
     screen_steps: int = 0
     screen_tries: int = 1
     screen_max_loss: float = 0.0
+    # Adaptive weight decay (hf_arith.adaptive_decay): every wd_eval_steps steps, wd_eval_samples held-out
+    # problems are scored teacher-forced; at exact match >= wd_drop_exact (and token accuracy >=
+    # wd_drop_token_accuracy) the decay is weight_decay * wd_drop_factor, at >= wd_drop_exact_final
+    # weight_decay * wd_drop_factor ** 2. wd_drop_exact 0 = off.
+    wd_drop_exact: float = 0.0
+    wd_drop_exact_final: float = 0.0
+    wd_drop_token_accuracy: float = 0.7
+    wd_drop_factor: float = 0.1
+    wd_eval_steps: int = 3000
+    wd_eval_samples: int = 5000
     threads: int = 1  # tiny models run faster on one torch thread
     compile: bool = False  # torch.compile the model for training (pays a one-off compile time)
     # With init_from: train only the tensors the checkpoint lacks (new heads) and keep the loaded
@@ -274,6 +284,11 @@ def _check_values(recipe: Recipe) -> None:
         ("optim.grokfast_lambda", o.grokfast_lambda, 0, None, "0 turns Grokfast off"),
         ("optim.grokfast_alpha", o.grokfast_alpha, 0, 0.999999, "the gradient average's decay"),
         ("optim.grokfast_start", o.grokfast_start, 0, None, "< 1 is a fraction of the steps"),
+        ("optim.wd_drop_exact", o.wd_drop_exact, 0, 1, "0 turns adaptive weight decay off"),
+        ("optim.wd_drop_exact_final", o.wd_drop_exact_final, 0, 1, "held-out exact match for the second drop"),
+        ("optim.wd_drop_token_accuracy", o.wd_drop_token_accuracy, 0, 1, "the token accuracy both drops need"),
+        ("optim.wd_eval_steps", o.wd_eval_steps, 1, None, "steps between held-out scores"),
+        ("optim.wd_eval_samples", o.wd_eval_samples, 1, MAX_EVAL_SAMPLES, "held-out problems scored"),
         ("data.chunk_size", d.chunk_size, 1, MAX_CHUNK_SIZE, "problems generated at once"),
         ("data.hard_fraction", d.hard_fraction, 0, 1, "the share of hard problems"),
         ("data.mine_problems", d.mine_problems, 0, MAX_MINE_PROBLEMS, "training problems the starting model answers"),
@@ -307,6 +322,13 @@ def _check_values(recipe: Recipe) -> None:
         raise RecipeError("optim.freeze_init keeps the weights of init_from fixed, but the recipe has no init_from")
     if not 0 <= o.restart_at < 1:
         raise RecipeError(f"optim.restart_at must be in [0, 1), got {o.restart_at}")
+    if o.wd_drop_exact:
+        if o.weight_decay <= 0:
+            raise RecipeError(f"optim.wd_drop_exact ({o.wd_drop_exact}) lowers the weight decay, but "
+                              f"optim.weight_decay is {o.weight_decay}")
+        if not o.wd_drop_exact <= o.wd_drop_exact_final or not 0 < o.wd_drop_factor < 1:
+            raise RecipeError(f"optim.wd_drop_exact_final must be >= optim.wd_drop_exact ({o.wd_drop_exact}) and "
+                              f"optim.wd_drop_factor in (0, 1); got {o.wd_drop_exact_final} and {o.wd_drop_factor}")
     if o.screen_steps:
         if not 0 < o.screen_steps < o.steps or o.screen_steps % o.logging_steps:
             raise RecipeError(f"optim.screen_steps must be below optim.steps ({o.steps}) and a multiple of "

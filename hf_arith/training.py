@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 
+from .adaptive_decay import AdaptiveWeightDecayCallback
 from .bundled import bundled_models
 from .evaluation import evaluate_model, verify_tiny_adder
 from .families import family_classes
@@ -673,6 +674,24 @@ def grokfast_callbacks(recipe: Recipe, checkpoint) -> list:
     return [GrokfastCallback(o.grokfast_alpha, o.grokfast_lambda, start, resume_from=checkpoint)]
 
 
+ADAPTIVE_DECAY_SEED = 2025  # its held-out problems are drawn apart from the report's (DURING_TRAINING_SEED)
+
+
+def adaptive_decay_callbacks(recipe: Recipe, stream: ProblemStream, checkpoint) -> list:
+    """The adaptive weight decay when the recipe turns it on (optim.wd_drop_exact > 0), else none."""
+    o = recipe.optim
+    if not o.wd_drop_exact:
+        return []
+    problems = sample(problem_spec(recipe, stream.fmt), o.wd_eval_samples, np.random.default_rng(ADAPTIVE_DECAY_SEED),
+                      split="test", test_fraction=recipe.data.test_fraction)
+    held_out = HeldoutExamples(problems, stream)
+    examples = (torch.as_tensor(held_out.input_ids), torch.as_tensor(held_out.labels),
+                torch.as_tensor(held_out.attention_mask) if held_out.with_mask else None)
+    return [AdaptiveWeightDecayCallback(examples, o.weight_decay, o.wd_eval_steps, o.wd_drop_exact,
+                                        max(o.wd_drop_exact_final, o.wd_drop_exact), o.wd_drop_token_accuracy,
+                                        o.wd_drop_factor, resume_from=checkpoint)]
+
+
 def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = None):
     """Train a prepared run (see `prepare_run`, which has checked it); returns the summary `train` does.
     With `stop_at` (a screened init, hf_arith.seed_screen): stop at that step with a checkpoint there and
@@ -740,7 +759,8 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
         data_collator=stack_examples,
         processing_class=tokenizer,
         # Callbacks that save state into a checkpoint come before RecipeRecorder, whose file is the last one.
-        callbacks=[curriculum, *grokfast_callbacks(recipe, checkpoint), RecipeRecorder(recipe),
+        callbacks=[curriculum, *grokfast_callbacks(recipe, checkpoint), *adaptive_decay_callbacks(recipe, stream, checkpoint),
+                   RecipeRecorder(recipe),
                    *([StopAtStep(stop_at)] if stop_at else [])],
         **evaluation,
         restart_at=recipe.optim.restart_at,
