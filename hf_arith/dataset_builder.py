@@ -45,7 +45,7 @@ TASK_DEFAULTS: dict[str, dict[str, int]] = {
     "mul": {"min_digits": 1, "max_digits": 5, "base": 10, "min_items": 2, "max_items": 5},
     "sort": {"min_digits": 1, "max_digits": 5, "base": 10, "min_items": 2, "max_items": 5},
 }
-SPEC_KEYS = tuple(f.name for f in fields(ProblemSpec) if f.name != "task")  # the ranges: min_digits, ..., max_items
+SPEC_KEYS = tuple(f.name for f in fields(ProblemSpec) if f.name != "task")  # the ranges (min_digits, ..., max_items) and sample_by
 DEFAULT_TRAIN_SIZE = 10_000
 DEFAULT_TEST_SIZE = 1_000
 # The longest operands a dataset may hold. Rows are decimal text and every chunk of CHUNK_SIZE problems is
@@ -79,7 +79,8 @@ def make_spec(task: str = "add", **spec_kwargs) -> ProblemSpec:
         raise ValueError(f"unknown problem settings {unknown}; known settings: {list(SPEC_KEYS)}")
     values = {**TASK_DEFAULTS[task], **{k: v for k, v in spec_kwargs.items() if v is not None}}
     for key, value in values.items():
-        _check_int(key, value, minimum=None)
+        if key != "sample_by":  # a name, checked by ProblemSpec
+            _check_int(key, value, minimum=None)
     if values["max_digits"] > MAX_DIGITS:
         raise ValueError(f"max_digits must be at most {MAX_DIGITS:,}, got {values['max_digits']:,}: every problem is "
                          f"held as digits and written as decimal text, and longer operands take minutes and gigabytes "

@@ -26,6 +26,9 @@ _PRIMES = (np.uint64(2147483647), np.uint64(2147483629))
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
+SAMPLE_BY = ("length", "value")
+
+
 @dataclass(frozen=True)
 class ProblemSpec:
     """What to sample: task, operand digit range (in `base` digits), and item count for sort."""
@@ -36,6 +39,9 @@ class ProblemSpec:
     base: int = 10
     min_items: int = 2
     max_items: int = 5
+    # How uniform problems draw operand lengths: "length" gives every length in the range the same
+    # share; "value" every value (most have max_digits digits, as in the tiny-adder protocol).
+    sample_by: str = "length"
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -44,6 +50,8 @@ class ProblemSpec:
             raise FormatError(f"base must be from 2 to 36, got {self.base}")
         if not 1 <= self.min_digits <= self.max_digits:
             raise FormatError(f"digit range must satisfy 1 <= min <= max, got {self.min_digits}-{self.max_digits}")
+        if self.sample_by not in SAMPLE_BY:
+            raise FormatError(f"sample_by must be one of {SAMPLE_BY}, got {self.sample_by!r}")
         if self.task == "sort" and not 2 <= self.min_items <= self.max_items <= 26:
             raise FormatError(f"sort item range must satisfy 2 <= min <= max <= 26, got {self.min_items}-{self.max_items}")
 
@@ -55,7 +63,12 @@ class ProblemSpec:
 # -- sampling -----------------------------------------------------------------------------
 def _sample_operands(spec: ProblemSpec, n: int, rng: np.random.Generator):
     k, width = spec.n_operands, spec.max_digits
-    lengths = rng.integers(spec.min_digits, spec.max_digits + 1, size=(n, k))
+    if spec.sample_by == "value":  # each length weighted by how many values have it
+        span = np.arange(spec.min_digits, spec.max_digits + 1)
+        counts = np.where(span == 1, float(spec.base), (spec.base - 1) * float(spec.base) ** (span - 1))
+        lengths = rng.choice(span, size=(n, k), p=counts / counts.sum())
+    else:
+        lengths = rng.integers(spec.min_digits, spec.max_digits + 1, size=(n, k))
     digits = rng.integers(0, spec.base, size=(n, k, width), dtype=np.int8)
     _fix_leading(digits, lengths, spec.base, rng)
     if spec.task == "sort":

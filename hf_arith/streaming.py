@@ -135,7 +135,7 @@ class ProblemStream(torch.utils.data.IterableDataset):
 
     def _spec_for(self, min_digits: int, max_digits: int) -> ProblemSpec:
         return ProblemSpec(task=self.spec.task, base=self.spec.base, min_digits=min_digits, max_digits=max_digits,
-                           min_items=self.spec.min_items, max_items=self.spec.max_items)
+                           min_items=self.spec.min_items, max_items=self.spec.max_items, sample_by=self.spec.sample_by)
 
     def hard_fraction_at(self, step: int) -> float:
         """The share of hard problems at global step `step` (constant without a fade)."""

@@ -29,7 +29,7 @@ from typing import ClassVar
 import yaml
 
 from .formatting import TASK_NAMES, NumberFormat
-from .problems import HARD_KINDS, KIND_TASKS
+from .problems import HARD_KINDS, KIND_TASKS, SAMPLE_BY
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -51,6 +51,11 @@ class DataRecipe:
     max_digits: int = 10
     min_items: int = 2
     max_items: int = 5
+    # Uniform problems (and the held-out ones) draw operand lengths so that every length in
+    # [min_digits, max_digits] is as likely ("length") or every value is ("value": mostly
+    # max_digits digits, like the tiny-adder protocol). Curriculum phases keep it; the hard
+    # cases of data.hard_kind draw their lengths as they always do.
+    sample_by: str = "length"
     test_fraction: float = 0.1
     curriculum: list[CurriculumPhase] = field(default_factory=list)
     chunk_size: int = 2048  # problems generated per vectorized call
@@ -267,6 +272,8 @@ def _check_values(recipe: Recipe) -> None:
         raise RecipeError(f"data.hard_fraction_fade must be [start, end] steps with 0 <= start < end, got {fade!r}")
     if fade and not d.hard_fraction:
         raise RecipeError("data.hard_fraction_fade needs data.hard_fraction > 0 (the share it fades from)")
+    if d.sample_by not in SAMPLE_BY:
+        raise RecipeError(f"data.sample_by must be one of {SAMPLE_BY}, got {d.sample_by!r}")
     if d.hard_kind not in HARD_KINDS:
         raise RecipeError(f"data.hard_kind must be one of {HARD_KINDS}, got {d.hard_kind!r}")
     if o.steps < 1 or o.batch_size < 1 or o.learning_rate <= 0:
@@ -362,7 +369,7 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     d = recipe.data
     try:  # the problems the run draws (training.problem_spec)
         ProblemSpec(task=fmt.task, base=fmt.base, min_digits=d.min_digits, max_digits=d.max_digits,
-                    min_items=d.min_items, max_items=d.max_items)
+                    min_items=d.min_items, max_items=d.max_items, sample_by=d.sample_by)
     except ValueError as err:
         raise RecipeError(f"data: {err}") from None
     hard_tasks = KIND_TASKS.get(d.hard_kind)

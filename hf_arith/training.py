@@ -53,7 +53,7 @@ from .warm_start import describe_warm_start, earlier_stages, freeze_all_but, war
 def problem_spec(recipe: Recipe, fmt: NumberFormat) -> ProblemSpec:
     d = recipe.data
     return ProblemSpec(task=fmt.task, base=fmt.base, min_digits=d.min_digits, max_digits=d.max_digits,
-                       min_items=d.min_items, max_items=d.max_items)
+                       min_items=d.min_items, max_items=d.max_items, sample_by=d.sample_by)
 
 
 def build_tokenizer(fmt: NumberFormat, context: int) -> ArithTokenizer:

@@ -335,3 +335,15 @@ def test_hard_sorting_lists_are_full_of_ties():
 
     assert share(uniform, has_tie) < 0.1 and share(hard, has_tie) > 0.4
     assert share(uniform, all_equal_long) == 0 and share(hard, all_equal_long) > 0.001
+
+
+def test_sampling_by_value_weights_each_length_by_how_many_values_have_it():
+    spec = ProblemSpec("add", 1, 4, sample_by="value")
+    lengths = sample(spec, 40_000, np.random.default_rng(0), split=None).lengths.ravel()
+    share = np.bincount(lengths, minlength=5)[1:] / lengths.size
+    # 10, 90, 900 and 9,000 of the 10,000 values below 10^4 have 1, 2, 3 and 4 digits.
+    assert share == pytest.approx([0.001, 0.009, 0.09, 0.9], abs=0.006)
+    by_length = sample(ProblemSpec("add", 1, 4), 40_000, np.random.default_rng(0), split=None).lengths.ravel()
+    assert np.bincount(by_length, minlength=5)[1:] / by_length.size == pytest.approx([0.25] * 4, abs=0.01)
+    with pytest.raises(FormatError, match="sample_by"):
+        ProblemSpec("add", 1, 4, sample_by="digits")
