@@ -42,7 +42,7 @@ SUPPORTED = {
     "norm_type": ("rmsnorm", "layernorm", "none"),
     "position_embedding": ("rope", "learned", "none", "spiral"),
     "digit_embedding": ("learned", "circular_arc"),
-    "special_embedding": ("learned", "arc"),
+    "special_embedding": ("learned", "arc", "digit0"),
     "norm_sharing": ("none", "block", "all"), "share_qk_norm": (False, True),
     "mlp_bias": (False, True), "attention_bias": (False, True), "qk_norm": (False, True),
     "final_norm": (False, True), "tie_kv": (False, True), "tie_qo": (False, True),
@@ -159,6 +159,9 @@ def tricks(config, fmt) -> list[str]:
     if c.digit_embedding == "circular_arc":
         if c.special_embedding == "arc":
             out.append(f"circular arc token embedding (3 params for all {c.vocab_size} tokens: digits and delimiters)")
+        elif c.special_embedding == "digit0":
+            out.append(f"circular arc digit embedding (3 params for {c.num_digit_tokens} digits); every delimiter "
+                       "embeds as digit 0 (0 params)")
         else:
             out.append(f"circular arc digit embedding (3 params for {c.num_digit_tokens} digits)")
     if c.token_dims:
@@ -333,8 +336,10 @@ class TokenEmbedding(nn.Module):
 ?!arc     """The token table."""
 ?arc?rows     """The token table. Digit d embeds as radius * (cos(start + d * step), sin(start + d * step), 0, ...):
 ?arc?rows     three parameters for all the digits; the other tokens have rows of their own, after the digits."""
-?arc?!rows     """The token table. Token i embeds as radius * (cos(start + i * step), sin(start + i * step), 0, ...):
-?arc?!rows     three parameters for every token, digits and delimiters alike."""
+?arc?!rows?!zero     """The token table. Token i embeds as radius * (cos(start + i * step), sin(start + i * step), 0, ...):
+?arc?!rows?!zero     three parameters for every token, digits and delimiters alike."""
+?arc?zero     """The token table. Digit d embeds as radius * (cos(start + d * step), sin(start + d * step), 0, ...):
+?arc?zero     three parameters for all the digits; every other token embeds as digit 0."""
 
     def __init__(self):
         super().__init__()
@@ -348,6 +353,7 @@ class TokenEmbedding(nn.Module):
 ?arc         angles = start + step * torch.arange(ARC_TOKENS, dtype=start.dtype)
 ?arc         points = torch.stack([radius * angles.cos(), radius * angles.sin()], dim=-1)
 ?arc?rows         return torch.cat([F.pad(points, (0, EMBED - 2)), self.weight], dim=0)
+?arc?zero         points = torch.cat([points, points[:1].expand(VOCAB_SIZE - ARC_TOKENS, -1)], dim=0)
 ?arc?!rows         return F.pad(points, (0, EMBED - 2))
 
 
@@ -643,7 +649,8 @@ def _features(config) -> dict[str, bool]:
         "bias": c.attention_bias or c.mlp_bias, "tie_kv": c.tie_kv, "tie_qo": c.tie_qo,
         "gqa": c.num_key_value_heads < c.num_attention_heads, "gated": c.mlp_type == "gated",
         "tied": c.tie_word_embeddings or c.token_dims > 0,
-        "rows": c.arc_tokens < c.vocab_size,  # tokens off the arc have rows of their own
+        "rows": c.arc_tokens < c.vocab_size and c.special_embedding != "digit0",  # off the arc, rows of their own
+        "zero": c.special_embedding == "digit0",  # off the arc, at digit 0's point
         "share_qk": c.share_qk_norm, "block_shared": norm and c.norm_sharing != "none",
         "all_shared": norm and c.norm_sharing == "all", "digits_only": c.digit_logits_only,
     }

@@ -24,7 +24,7 @@ TRAINED_TABLE = (  # (unique parameters, protocol accuracy), in the table's orde
 
 # (what the trick is, the config values that undo it). Each is undone alone.
 TRICKS = (
-    ("every token on one circular arc (digits and delimiters: 3 parameters)",
+    ("every token on one circular arc (digits and delimiters, which continue it or sit at digit 0: 3 parameters)",
      {"digit_embedding": "learned", "special_embedding": "learned"}),
     ("circular-arc digit embedding (3 parameters for the 10 digits)", {"digit_embedding": "learned"}),
     ("tied output head (logits read the embedding table)", {"tie_word_embeddings": False}),
@@ -53,7 +53,7 @@ def trained_rank(params: int, accuracy: float) -> int | None:
 def _uses(config, undo: dict) -> bool:
     if "digit_embedding" in undo:  # the two arc tricks: every token on the arc, or the digits only
         every_token = "special_embedding" in undo
-        return config.digit_embedding == "circular_arc" and (config.special_embedding == "arc") == every_token
+        return config.digit_embedding == "circular_arc" and (config.special_embedding != "learned") == every_token
     if "position_embedding" in undo:
         return config.position_embedding == "rope"
     if "learn_spiral" in undo:

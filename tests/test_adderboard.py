@@ -222,6 +222,20 @@ def test_the_arc_embeds_every_token_distinctly_and_the_head_reads_it(tmp_path):
     torch.testing.assert_close(reloaded(ids).logits, model(ids).logits)
 
 
+def test_digit0_embeds_every_delimiter_as_digit_zero_at_no_cost(tmp_path):
+    model, _ = random_model(**TINY, digit_embedding="circular_arc", special_embedding="digit0")
+    arc, _ = random_model(**TINY, digit_embedding="circular_arc", special_embedding="arc")
+    table = model.model.embed_tokens.table()
+    assert table.shape == (14, 3) and model.model.embed_tokens.weight is None
+    assert model.num_parameters() == arc.num_parameters()
+    assert torch.equal(table[10:], table[:1].expand(4, -1))  # '+', '=', <pad>, <eos> all at digit 0
+    assert torch.cdist(table[:10], table[:10]).add(torch.eye(10)).min() > 0  # the digits stay apart
+    model.save_pretrained(tmp_path)
+    reloaded = type(model).from_pretrained(tmp_path)
+    ids = torch.tensor([[1, 2, 10, 3, 11]])
+    torch.testing.assert_close(reloaded(ids).logits, model(ids).logits)
+
+
 @pytest.mark.parametrize("fmt, flags", [
     (FMT10, {"tie_kv": True, "tie_qo": True, "digit_embedding": "circular_arc"}),
     (FMT10, {"tie_kv": True, "tie_qo": True, "digit_embedding": "circular_arc", "special_embedding": "arc",
@@ -238,6 +252,7 @@ def test_the_arc_embeds_every_token_distinctly_and_the_head_reads_it(tmp_path):
     (FMT10, {**SPLIT, "digit_embedding": "learned", "special_embedding": "learned", "projection_rank": 1,
              "norm_sharing": "block", "learn_spiral": True}),
     (FMT10, {**SPLIT, "head_dim": 5, "learn_spiral": True}),  # an odd head dim: its last dimension is not turned
+    (FMT10, {**SPLIT, "special_embedding": "digit0", "learn_spiral": True}),
 ])
 def test_every_option_exports_with_solves_answers(tmp_path, fmt, flags):
     model, tok = random_model(fmt, **flags)

@@ -13,7 +13,7 @@ _CHOICES = {
     "norm_type": ("rmsnorm", "layernorm", "none"),
     "position_embedding": ("rope", "learned", "none", "spiral"),
     "digit_embedding": ("learned", "circular_arc"),
-    "special_embedding": ("learned", "arc"),
+    "special_embedding": ("learned", "arc", "digit0"),
     "norm_sharing": ("none", "block", "all"),
     "hidden_act": ("relu", "gelu", "silu", "tanh"),
 }
@@ -40,7 +40,8 @@ class MinimalConfig(ArithConfig):
             in the first two dimensions, three parameters for all digits.
         special_embedding: how the non-digit tokens ('+', '=', ...) embed with a circular arc:
             "learned" rows of their own, or "arc": they continue the arc after the digits (token id
-            i at angle a + i*s), so the whole table costs the arc's three parameters.
+            i at angle a + i*s), or "digit0": they all embed at digit 0's point (MicroAdder's '+' and
+            '=' are token 0), so they add nothing to the token part; both cost no parameters.
         digit_logits_only: the head scores the digit tokens only; every other token gets the lowest
             logit, so it is never written. For formats whose answers are digits and nothing else
             (fixed width, no end token, no sign): the output need not push the delimiters down. No
@@ -184,8 +185,9 @@ class MinimalConfig(ArithConfig):
                 raise ValueError("MinimalConfig.digit_embedding='circular_arc' needs hidden_size >= 2")
             if not 2 <= self.num_digit_tokens <= self.vocab_size:
                 raise ValueError("MinimalConfig.num_digit_tokens must be between 2 and vocab_size")
-        elif self.special_embedding == "arc":
-            raise ValueError("MinimalConfig.special_embedding='arc' needs digit_embedding='circular_arc'")
+        elif self.special_embedding != "learned":
+            raise ValueError(f"MinimalConfig.special_embedding={self.special_embedding!r} needs "
+                             f"digit_embedding='circular_arc'")
         if self.arc_init is not None and (
             not isinstance(self.arc_init, list) or len(self.arc_init) != 3
             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

@@ -81,8 +81,8 @@ class Norm(nn.Module):
 class TokenEmbedding(nn.Module):
     """Token table; with `circular_arc`, digit rows are points on an arc (three parameters).
 
-    With `special_embedding="arc"` the other tokens continue the arc after the digits, so the
-    table has no rows of its own (`weight` is None).
+    With `special_embedding="arc"` the other tokens continue the arc after the digits, and with
+    "digit0" they share digit 0's point; either way the table has no rows of its own (`weight` is None).
     """
 
     def __init__(self, config: MinimalConfig):
@@ -92,7 +92,9 @@ class TokenEmbedding(nn.Module):
         # A split residual (token_dims > 0) embeds tokens in their own dimensions only.
         self.hidden_size = config.token_dims or config.hidden_size
         self.arc_init = config.arc_init
-        rows = config.vocab_size - self.arc_tokens
+        self.specials_at_zero = config.special_embedding == "digit0" and self.arc
+        self.vocab_size = config.vocab_size
+        rows = 0 if self.specials_at_zero else config.vocab_size - self.arc_tokens
         self.weight = nn.Parameter(torch.empty(rows, self.hidden_size)) if rows else None
         if self.arc:
             self.arc_params = nn.Parameter(self.default_arc())
@@ -110,6 +112,8 @@ class TokenEmbedding(nn.Module):
         angles = start + step * torch.arange(self.arc_tokens, device=start.device, dtype=start.dtype)
         points = torch.stack([radius * angles.cos(), radius * angles.sin()], dim=-1)
         points = F.pad(points, (0, self.hidden_size - 2))
+        if self.specials_at_zero:
+            return torch.cat([points, points[:1].expand(self.vocab_size - self.arc_tokens, -1)], dim=0)
         return points if self.weight is None else torch.cat([points, self.weight], dim=0)
 
     def forward(self, input_ids):
