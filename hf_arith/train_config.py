@@ -94,6 +94,7 @@ class OptimRecipe:
     batch_size: int = 128  # the global batch: split evenly across processes under torchrun / accelerate
     learning_rate: float = 3e-3
     weight_decay: float = 0.0
+    decay_all: bool = False  # decay norms and biases too (the Trainer leaves them out), as plain AdamW does
     warmup_steps: float = 0.02  # < 1 is a fraction of steps
     adam_beta2: float = 0.99
     max_grad_norm: float = 1.0

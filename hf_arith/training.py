@@ -200,12 +200,20 @@ def cosine_with_restart(optimizer, total: int, warmup: int, restart_at: float, r
 class ArithTrainer(Trainer):
     def __init__(self, *args, restart_at: float = 0.0, restart_lr_scale: float = 0.3, min_lr_ratio: float = 0.0,
                  abacus_separation: float = 0.0, separation_gap: int = 0, separation_margin: float = 4.0,
-                 loss_before: dict | None = None, **kwargs):
+                 loss_before: dict | None = None, decay_all: bool = False, **kwargs):
+        self.decay_all = decay_all
         self.restart_at, self.restart_lr_scale, self.min_lr_ratio = restart_at, restart_lr_scale, min_lr_ratio
         self.abacus_separation, self.separation_gap = abacus_separation, separation_gap
         self.separation_margin = separation_margin
         self.loss_before = loss_before  # the loss record of the checkpoint this run resumes from, if it has one
         super().__init__(*args, **kwargs)
+
+    def get_decay_parameter_names(self, model) -> list[str]:
+        # The Trainer leaves norms and biases out of weight decay; optim.decay_all puts them in, as a plain
+        # AdamW over model.parameters() does (MicroAdder's tiny adders train that way).
+        if self.decay_all:
+            return [name for name, _ in model.named_parameters()]
+        return super().get_decay_parameter_names(model)
 
     def _save_checkpoint(self, model, trial) -> None:
         super()._save_checkpoint(model, trial)
@@ -771,6 +779,7 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
         separation_gap=recipe.optim.abacus_separation_gap or recipe.data.max_digits,
         separation_margin=recipe.optim.abacus_separation_margin,
         loss_before=read_loss_record(checkpoint) if checkpoint is not None else None,
+        decay_all=recipe.optim.decay_all,
     )
     result = trainer.train(resume_from_checkpoint=checkpoint)
     if stop_at:

@@ -112,3 +112,17 @@ def test_a_resumed_run_goes_on_at_the_decay_it_stopped_at(tmp_path):
     b, _ = load_checkpoint(str(split / "final"))
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
         assert torch.equal(x, y), name
+
+
+def test_decay_all_decays_the_norms_the_trainer_leaves_out():
+    from transformers import Trainer
+
+    from hf_arith.training import ArithTrainer
+    model, _ = load_checkpoint("minimal-add10")
+    names = [name for name, _ in model.named_parameters()]
+    default = Trainer.get_decay_parameter_names(SimpleNamespace(), model)
+    assert any("norm" in n for n in names) and not any("norm" in n for n in default)
+    assert ArithTrainer.get_decay_parameter_names(SimpleNamespace(decay_all=True), model) == names
+    assert load_recipe("minimal-add10", ["optim.decay_all=true"]).optim.decay_all is True
+    with pytest.raises(RecipeError, match="optim.decay_all"):
+        load_recipe("minimal-add10", ["optim.decay_all=3"])
