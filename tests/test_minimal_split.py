@@ -215,3 +215,19 @@ def test_the_screened_preset_is_the_61_parameter_design_with_restarts():
     assert model.num_parameters() == 61  # at most 61: below the 62 of AdderBoard's first trained entry
     o = recipe.optim
     assert 0 < o.screen_steps < o.steps and o.screen_tries > 1 and o.screen_max_loss > 0
+
+
+def test_the_decay_preset_is_the_measured_61_parameter_run():
+    import dataclasses
+
+    from hf_arith.train_config import load_recipe
+    # The command of run e61-s1 (bench/results/history/minimal-add10-parity-probes-2026-11-27.json).
+    measured = load_recipe("minimal-add10-split-screened", [
+        "model.special_embedding=digit0", "optim.decay_all=true", "optim.screen_steps=0", "optim.steps=120000",
+        "data.hard_fraction_fade=[10000,80000]", "data.min_digits=1", "data.sample_by=value", "optim.seed=1",
+        "optim.save_steps=20000", "optim.wd_drop_exact=0.01", "optim.wd_drop_exact_final=0.05", "eval.samples=1000"])
+    preset = load_recipe("minimal-add10-split-decay", ["optim.seed=1", "eval.samples=1000"])
+    same = {"name": preset.name, "output_dir": preset.output_dir}
+    measured = dataclasses.replace(measured, optim=dataclasses.replace(measured.optim, screen_tries=1,
+                                                                       screen_max_loss=0.0), **same)
+    assert measured == preset
