@@ -77,8 +77,7 @@ class AdaptiveWeightDecayCallback(TrainerCallback):
     @property
     def weight_decay(self) -> float:
         """The decay the latest score calls for (the base before the first one)."""
-        latest = self.history[-1] if self.history else None
-        return self.base * decay_scale(latest, self.drop_exact, self.final_exact, self.min_token_accuracy, self.factor)
+        return self.history[-1]["weight_decay"] if self.history else self.base
 
     def apply(self, optimizer) -> None:
         # The Trainer puts biases and norms in a group with decay 0; only the other groups follow the schedule.
@@ -95,8 +94,8 @@ class AdaptiveWeightDecayCallback(TrainerCallback):
             return
         before = self.weight_decay
         scores = teacher_forced_scores(model, *self.examples[:2], attention_mask=self.examples[2])
-        self.history.append({"step": state.global_step, **scores, "weight_decay": None})
-        self.history[-1]["weight_decay"] = self.weight_decay
+        scale = decay_scale(scores, self.drop_exact, self.final_exact, self.min_token_accuracy, self.factor)
+        self.history.append({"step": state.global_step, **scores, "weight_decay": self.base * scale})
         if optimizer is not None:
             self.apply(optimizer)
         if self.weight_decay != before and state.is_world_process_zero:

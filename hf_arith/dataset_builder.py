@@ -78,9 +78,8 @@ def make_spec(task: str = "add", **spec_kwargs) -> ProblemSpec:
     if unknown:
         raise ValueError(f"unknown problem settings {unknown}; known settings: {list(SPEC_KEYS)}")
     values = {**TASK_DEFAULTS[task], **{k: v for k, v in spec_kwargs.items() if v is not None}}
-    for key, value in values.items():
-        if key != "sample_by":  # a name, checked by ProblemSpec
-            _check_int(key, value, minimum=None)
+    for key in TASK_DEFAULTS[task]:  # the ranges; sample_by is a name, which ProblemSpec checks
+        _check_int(key, values[key], minimum=None)
     if values["max_digits"] > MAX_DIGITS:
         raise ValueError(f"max_digits must be at most {MAX_DIGITS:,}, got {values['max_digits']:,}: every problem is "
                          f"held as digits and written as decimal text, and longer operands take minutes and gigabytes "

@@ -65,8 +65,9 @@ def _sample_operands(spec: ProblemSpec, n: int, rng: np.random.Generator):
     k, width = spec.n_operands, spec.max_digits
     if spec.sample_by == "value":  # each length weighted by how many values have it
         span = np.arange(spec.min_digits, spec.max_digits + 1)
-        counts = np.where(span == 1, float(spec.base), (spec.base - 1) * float(spec.base) ** (span - 1))
-        lengths = rng.choice(span, size=(n, k), p=counts / counts.sum())
+        # Counts over base^(max_digits - 1), so a 1,000-digit range does not overflow a float.
+        scaled = np.where(span == 1, float(spec.base), spec.base - 1.0) * float(spec.base) ** (span - spec.max_digits)
+        lengths = rng.choice(span, size=(n, k), p=scaled / scaled.sum())
     else:
         lengths = rng.integers(spec.min_digits, spec.max_digits + 1, size=(n, k))
     digits = rng.integers(0, spec.base, size=(n, k, width), dtype=np.int8)

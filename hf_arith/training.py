@@ -481,13 +481,18 @@ def _managed_arguments(recipe: Recipe, output_dir: str, compile_model: bool) -> 
 DURING_TRAINING_SEED = 1234  # the seed of the final held-out report (evaluation.heldout_problems)
 
 
+def held_out_problems(recipe: Recipe, fmt: NumberFormat, n: int, seed: int) -> Problems:
+    """n problems of the test split over the recipe's whole digit range (not the curriculum's phase)."""
+    return sample(problem_spec(recipe, fmt), n, np.random.default_rng(seed), split="test",
+                  test_fraction=recipe.data.test_fraction)
+
+
 def during_training_problems(recipe: Recipe, fmt: NumberFormat) -> Problems:
     """The fixed held-out problems the Trainer evaluates on: eval.during_training_samples problems from
     the test split, over the recipe's whole digit range (not the curriculum's current phase)."""
     n = recipe.eval.during_training_samples
     try:
-        return sample(problem_spec(recipe, fmt), n, np.random.default_rng(DURING_TRAINING_SEED), split="test",
-                      test_fraction=recipe.data.test_fraction)
+        return held_out_problems(recipe, fmt, n, DURING_TRAINING_SEED)
     except FormatError as err:
         raise RecipeError(f"evaluation during training (eval.during_training_samples={n}): {err}") from None
 
@@ -690,13 +695,11 @@ def adaptive_decay_callbacks(recipe: Recipe, stream: ProblemStream, checkpoint) 
     o = recipe.optim
     if not o.wd_drop_exact:
         return []
-    problems = sample(problem_spec(recipe, stream.fmt), o.wd_eval_samples, np.random.default_rng(ADAPTIVE_DECAY_SEED),
-                      split="test", test_fraction=recipe.data.test_fraction)
-    held_out = HeldoutExamples(problems, stream)
+    held_out = HeldoutExamples(held_out_problems(recipe, stream.fmt, o.wd_eval_samples, ADAPTIVE_DECAY_SEED), stream)
     examples = (torch.as_tensor(held_out.input_ids), torch.as_tensor(held_out.labels),
                 torch.as_tensor(held_out.attention_mask) if held_out.with_mask else None)
     return [AdaptiveWeightDecayCallback(examples, o.weight_decay, o.wd_eval_steps, o.wd_drop_exact,
-                                        max(o.wd_drop_exact_final, o.wd_drop_exact), o.wd_drop_token_accuracy,
+                                        o.wd_drop_exact_final, o.wd_drop_token_accuracy,
                                         o.wd_drop_factor, resume_from=checkpoint)]
 
 

@@ -92,7 +92,7 @@ class TokenEmbedding(nn.Module):
         # A split residual (token_dims > 0) embeds tokens in their own dimensions only.
         self.hidden_size = config.token_dims or config.hidden_size
         self.arc_init = config.arc_init
-        self.specials_at_zero = config.special_embedding == "digit0" and self.arc
+        self.specials_at_zero = config.special_embedding == "digit0"  # MinimalConfig: only with the arc
         self.vocab_size = config.vocab_size
         rows = 0 if self.specials_at_zero else config.vocab_size - self.arc_tokens
         self.weight = nn.Parameter(torch.empty(rows, self.hidden_size)) if rows else None
