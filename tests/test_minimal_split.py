@@ -202,16 +202,20 @@ def test_summary_counts_the_split_model_and_its_compute():
     assert summary["compute"]["prefill_macs"] > 0 and summary["compute"]["generated_tokens"] == 11
 
 
-def test_the_screened_preset_is_the_61_parameter_design_with_restarts():
+def preset_and_model(name: str):
+    """A preset's recipe and the untrained model it builds."""
     from hf_arith.streaming import worst_case_length
     from hf_arith.train_config import check_recipe, load_recipe
     from hf_arith.training import build_model, build_tokenizer, problem_spec
 
-    recipe = load_recipe("minimal-add10-split-screened")
+    recipe = load_recipe(name)
     fmt = check_recipe(recipe)
-    spec = problem_spec(recipe, fmt)
-    context = worst_case_length(spec, fmt)
-    model = build_model(recipe, build_tokenizer(fmt, context), context)
+    context = worst_case_length(problem_spec(recipe, fmt), fmt)
+    return recipe, build_model(recipe, build_tokenizer(fmt, context), context)
+
+
+def test_the_screened_preset_is_the_61_parameter_design_with_restarts():
+    recipe, model = preset_and_model("minimal-add10-split-screened")
     assert model.num_parameters() == 61  # at most 61: below the 62 of AdderBoard's first trained entry
     o = recipe.optim
     assert 0 < o.screen_steps < o.steps and o.screen_tries > 1 and o.screen_max_loss > 0
@@ -234,15 +238,7 @@ def test_the_decay_preset_is_the_measured_61_parameter_run():
 
 
 def test_the_digit0_preset_is_the_54_parameter_design_with_an_early_screen():
-    from hf_arith.streaming import worst_case_length
-    from hf_arith.train_config import check_recipe, load_recipe
-    from hf_arith.training import build_model, build_tokenizer, problem_spec
-
-    recipe = load_recipe("minimal-add10-split-digit0")
-    fmt = check_recipe(recipe)
-    spec = problem_spec(recipe, fmt)
-    context = worst_case_length(spec, fmt)
-    model = build_model(recipe, build_tokenizer(fmt, context), context)
+    recipe, model = preset_and_model("minimal-add10-split-digit0")
     assert model.num_parameters() == 54  # MicroAdder's 57 less the end-token point this format has no use for
     assert recipe.model["special_embedding"] == "digit0" and recipe.data.sample_by == "value"
     o = recipe.optim
