@@ -86,6 +86,12 @@ def logged_loss(log_history: list[dict], step: int) -> float | None:
     return float(losses[-1]) if losses else None
 
 
+def logged_losses(log_history: list[dict]) -> dict[str, float]:
+    """{step: loss} of every training loss the Trainer logged (a candidate's curve, for the record:
+    whether an init collapses at a curriculum step shows there, not in the loss at the screen's end)."""
+    return {str(e["step"]): round(float(e["loss"]), 4) for e in log_history if "loss" in e and "step" in e}
+
+
 def screen(recipe: Recipe, output_dir: str, train_candidate) -> tuple[Recipe, str]:
     """Train candidate inits for `recipe.optim.screen_steps` steps each (see the module docstring);
     return the chosen candidate's recipe and its checkpoint to continue from.
@@ -113,7 +119,8 @@ def screen(recipe: Recipe, output_dir: str, train_candidate) -> tuple[Recipe, st
         start = time.perf_counter()
         history = train_candidate(with_seed(recipe, seed), str(folder(seed)), o.screen_steps)
         loss = logged_loss(history, o.screen_steps)
-        candidates.append({"seed": seed, "loss": loss, "seconds": round(time.perf_counter() - start, 1)})
+        candidates.append({"seed": seed, "loss": loss, "seconds": round(time.perf_counter() - start, 1),
+                           "losses": logged_losses(history)})
         ok = loss is not None and loss <= o.screen_max_loss
         print(f"  seed {seed}: loss {loss if loss is None else round(loss, 4)} at step {o.screen_steps} "
               f"({'continues' if ok else f'above {o.screen_max_loss}'})", flush=True)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from hf_arith.loading import load_checkpoint
-from hf_arith.seed_screen import SCREEN_FILE, logged_loss
+from hf_arith.seed_screen import SCREEN_FILE, logged_loss, logged_losses
 from hf_arith.train_config import RecipeError, load_recipe
 from hf_arith.training import train
 from tests.test_training import SMALL
@@ -35,6 +35,9 @@ def test_without_a_pass_every_init_is_tried_and_the_lowest_loss_goes_on(tmp_path
     seeds = [c["seed"] for c in record["candidates"]]
     losses = [c["loss"] for c in record["candidates"]]
     assert seeds == [0, 1000, 2000] and all(loss > 0 for loss in losses)
+    # Each candidate's curve: the losses logged every optim.logging_steps, ending at the screened one.
+    assert [list(c["losses"]) for c in record["candidates"]] == [["5", "10"]] * 3
+    assert [c["losses"]["10"] for c in record["candidates"]] == pytest.approx(losses, abs=1e-4)
     assert record["chosen_seed"] == seeds[losses.index(min(losses))]
     assert summary["screen"] == record and summary["steps"] == 20
     # Only the chosen init keeps its screen checkpoint; the run goes on in the output folder itself.
@@ -96,6 +99,7 @@ def test_logged_loss_reads_the_step_asked_for():
     history = [{"step": 5, "loss": 2.0}, {"step": 10, "loss": 1.5}, {"step": 10, "eval_loss": 9.0}]
     assert logged_loss(history, 10) == 1.5
     assert logged_loss(history, 15) is None
+    assert logged_losses(history) == {"5": 2.0, "10": 1.5}
 
 
 @pytest.mark.parametrize("override, words", [
