@@ -7,9 +7,9 @@ the preset's bound at step 14,000 did not mark an init that went on to learn). W
 a run trains candidate inits one after another (candidate k with seed `optim.seed + 1000 * k`),
 each for `screen_steps` steps of the full schedule, and continues the first whose logged loss at
 that step is at most `optim.screen_max_loss`, or, after `optim.screen_tries` candidates without
-one, the candidate with the lowest loss. Every candidate's loss and time go into `screen.json` in
-the output folder, and the chosen one into the final `training_summary.json`, so a result states
-how many inits it took and what the screen cost.
+one, the candidate with the lowest loss. Every candidate's loss, logged loss curve and time go into
+`screen.json` in the output folder, and the chosen one into the final `training_summary.json`, so a
+result states how many inits it took and what the screen cost.
 
 Candidates train in `OUTPUT/screen/seed-S/`; only the chosen one's checkpoint is kept, and the run
 goes on from it into OUTPUT itself. `--resume` continues where a stopped run left: the next
