@@ -53,15 +53,15 @@ def test_plain_generate_writes_the_whole_answer_to_the_longest_problem(name):
 @pytest.mark.parametrize("name", hf_arith.bundled_models())
 def test_plain_generate_answers_the_longest_problem_it_was_trained_on(name):
     """The right answer from generate() alone, on the longest problem the model accepts when it
-    answers that one right (minimal-add10: 10 digits, all it accepts), else on the longest
-    problem of its training range: the abacus and looped models accept 38-digit operands (their
-    abacus range) but, trained on 1-10 (or 1-20) digits, get the all-nines 38-digit sum wrong."""
+    answers that one right (the fixed-width minimal adders: 10 digits, all they accept), else on
+    the longest problem of its training range: the abacus and looped models accept 38-digit operands
+    (their abacus range) but, trained on 1-10 (or 1-20) digits, get the all-nines 38-digit sum wrong."""
     model, tok = load_checkpoint(name)
     limits = model_limits(model, tok, hf_arith.bundled_path(name))
     trained = limits.training_range[1]
-    assert limits.max_digits >= trained
-    digits = limits.max_digits if name == "minimal-add10" else trained
-    assert (digits == limits.max_digits) == (name == "minimal-add10")
+    fixed_width = tok.arith_format.operand_width > 0
+    assert limits.max_digits == trained if fixed_width else limits.max_digits > trained
+    digits = limits.max_digits if fixed_width else trained
     problem = limits.worst_case(digits).to_text()[0]
     assert tok.decode_answers(plain_generate(model, tok, problem)) == [reference_answer(problem, tok.arith_format)]
 

@@ -636,7 +636,7 @@ def grid_caption(grid: dict | None, report: dict | None, trained) -> str:
                  "the right answer (1 = certain).")
         if box and s.get("in_training_range_exact_match") is not None:
             text += f" Inside {box}: {s['in_training_range_exact_match']:.1%} exact"
-            if "beyond_training_range_exact_match" in s:
+            if s.get("beyond_training_range_exact_match") is not None:  # None: the grid is all inside
                 text += f"; beyond it, lengths it never saw: {s['beyond_training_range_exact_match']:.1%}"
             text += "."
         return text + f" Overall {s['exact_match']:.1%} of {s['n']:,} problems."
