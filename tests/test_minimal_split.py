@@ -2,6 +2,7 @@
 AdderBoard counts them, the spiral positions, what attention reads, and every decoding path."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -261,3 +262,24 @@ def test_the_digit0_preset_is_the_measured_run_up_to_its_screen():
     assert dataclasses.replace(measured, optim=dataclasses.replace(
         measured.optim, **screen, wd_drop_exact=preset.optim.wd_drop_exact,
         wd_drop_exact_final=preset.optim.wd_drop_exact_final)) == preset
+
+
+def test_the_wide_arc_preset_is_the_recipe_that_trained_the_bundled_54_parameter_adder():
+    import dataclasses
+    import json
+
+    import hf_arith
+
+    recipe, model = preset_and_model("minimal-add10-split-wide-arc")
+    assert model.num_parameters() == 54
+    assert recipe.model["arc_init"] == [10.0, -1.2, 0.1] and recipe.optim.screen_steps == 0  # one run, no screen
+    narrow, _ = preset_and_model("minimal-add10-split-digit0")
+    assert narrow.model["arc_init"] != recipe.model["arc_init"]
+    # The bundled model's own record: every section of its recipe is the preset's.
+    summary = json.loads((Path(hf_arith.bundled_path("minimal-add10-split-wide-arc")) / "training_summary.json")
+                         .read_text())
+    ran = summary["recipe"]
+    preset = dataclasses.asdict(recipe)
+    assert {k: ran[k] for k in ("family", "model", "format", "data", "optim", "eval", "init_from")} == \
+        {k: preset[k] for k in ("family", "model", "format", "data", "optim", "eval", "init_from")}
+    assert summary["verify"]["correct"] == summary["verify"]["total"] == 10010
