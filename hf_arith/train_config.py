@@ -22,6 +22,7 @@ import importlib.util
 import inspect
 import math
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
@@ -575,9 +576,23 @@ def list_presets() -> list[str]:
     return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
 
 
+class _RecipeLoader(yaml.SafeLoader):
+    """YAML as recipes are written: PyYAML follows YAML 1.1, which reads `1e-7` (no dot) as a string."""
+
+
+_RecipeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
+def _load_yaml(text: str):
+    return yaml.load(text, Loader=_RecipeLoader)
+
+
 def _parse_value(text: str):
     try:
-        return yaml.safe_load(text)
+        return _load_yaml(text)
     except yaml.YAMLError:
         return text
 
@@ -642,7 +657,7 @@ def load_recipe(name_or_path: str | None = None, overrides: list[str] | None = N
                               f"minimal-add10 (the default); `hf-arith train --help` lists them all")
         path = preset
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = _load_yaml(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise RecipeError(f"{path}: not a UTF-8 text file, so not a YAML recipe") from None
     except yaml.YAMLError as err:

@@ -100,6 +100,17 @@ def test_unknown_preset_and_malformed_yaml(tmp_path):
         load_recipe(str(bad))
 
 
+def test_numbers_written_with_an_exponent_and_no_dot_are_numbers(tmp_path):
+    # YAML 1.1, which PyYAML follows, reads 1e-7 as a string; a recipe reads it as the number it is.
+    recipe = load_recipe("minimal-add10", ["optim.weight_decay=1e-7", "optim.learning_rate=3E-4"])
+    assert (recipe.optim.weight_decay, recipe.optim.learning_rate) == (1e-7, 3e-4)
+    path = tmp_path / "recipe.yaml"
+    path.write_text("name: sci\nfamily: minimal\noptim: {learning_rate: 5e-3, weight_decay: 2.5e-2}\n")
+    recipe = load_recipe(str(path))
+    assert (recipe.optim.learning_rate, recipe.optim.weight_decay) == (5e-3, 0.025)
+    assert load_recipe("minimal-add10", ["name=1e3x"]).name == "1e3x"
+
+
 def test_misspelt_model_key_is_refused_before_training(tmp_path):
     with pytest.raises(RecipeError, match="hiden_size"):
         train(load_recipe("minimal-add10", ["model.hiden_size=8", f"output_dir={tmp_path}"]))
