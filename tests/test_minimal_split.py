@@ -283,3 +283,20 @@ def test_the_wide_arc_preset_is_the_recipe_that_trained_the_bundled_54_parameter
     assert {k: ran[k] for k in ("family", "model", "format", "data", "optim", "eval", "init_from")} == \
         {k: preset[k] for k in ("family", "model", "format", "data", "optim", "eval", "init_from")}
     assert summary["verify"]["correct"] == summary["verify"]["total"] == 10010
+
+
+def test_the_decay_drop_preset_is_the_wide_arc_adder_with_only_its_decay_schedule_changed():
+    import dataclasses
+
+    recipe, model = preset_and_model("minimal-add10-split-wide-arc-decay-drop")
+    wide, _ = preset_and_model("minimal-add10-split-wide-arc")
+    assert model.num_parameters() == 54
+    assert (recipe.family, recipe.model, recipe.format, recipe.data, recipe.eval) == \
+        (wide.family, wide.model, wide.format, wide.data, wide.eval)
+    # The decay drops x0.1 once held-out exact match leaves 0 (1 %), and again at 5 %; the wide-arc
+    # preset only scores (its thresholds are 1.0). One run per seed, no screen.
+    assert 0 < recipe.optim.wd_drop_exact < recipe.optim.wd_drop_exact_final < 0.1 < wide.optim.wd_drop_exact
+    assert recipe.optim.weight_decay == wide.optim.weight_decay > 0 and recipe.optim.screen_steps == 0
+    changed = {f.name for f in dataclasses.fields(recipe.optim)
+               if getattr(recipe.optim, f.name) != getattr(wide.optim, f.name)}
+    assert changed == {"steps", "seed", "wd_drop_exact", "wd_drop_exact_final"}
