@@ -294,9 +294,12 @@ def test_the_decay_drop_preset_is_the_wide_arc_adder_with_only_its_decay_schedul
     assert (recipe.family, recipe.model, recipe.format, recipe.data, recipe.eval) == \
         (wide.family, wide.model, wide.format, wide.data, wide.eval)
     # The decay drops x0.1 once held-out exact match leaves 0 (1 %), and again at 5 %; the wide-arc
-    # preset only scores (its thresholds are 1.0). One run per seed, no screen.
+    # preset only scores (its thresholds are 1.0). Inits are screened after the curriculum, well
+    # before the carry patterns have faded; the wide-arc preset trains one init.
     assert 0 < recipe.optim.wd_drop_exact < recipe.optim.wd_drop_exact_final < 0.1 < wide.optim.wd_drop_exact
-    assert recipe.optim.weight_decay == wide.optim.weight_decay > 0 and recipe.optim.screen_steps == 0
+    assert recipe.optim.weight_decay == wide.optim.weight_decay > 0 and wide.optim.screen_steps == 0
+    assert recipe.data.curriculum[-1].until_step < recipe.optim.screen_steps < recipe.data.hard_fraction_fade[0]
     changed = {f.name for f in dataclasses.fields(recipe.optim)
                if getattr(recipe.optim, f.name) != getattr(wide.optim, f.name)}
-    assert changed == {"steps", "seed", "wd_drop_exact", "wd_drop_exact_final"}
+    assert changed == {"steps", "seed", "wd_drop_exact", "wd_drop_exact_final", "screen_steps", "screen_tries",
+                       "screen_max_loss"}
