@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> dict:
         # What the run cost from scratch: the screened inits' training and the chosen one's rest.
         "total_train_seconds": round(train_seconds + screen_seconds, 2) if train_seconds else None,
         "steps": summary["steps"],
+        # optim.stop_exact / keep_best: where training stopped early and which scored weights it kept.
+        **({"held_out_best": summary["held_out_best"]} if "held_out_best" in summary else {}),
         "steps_per_second": round(summary["steps"] / train_seconds, 2) if train_seconds else None,
         "batch_size": recipe.optim.batch_size,
         "learning_rate": recipe.optim.learning_rate,

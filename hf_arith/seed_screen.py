@@ -7,7 +7,10 @@ the preset's bound at step 14,000 did not mark an init that went on to learn). W
 a run trains candidate inits one after another (candidate k with seed `optim.seed + 1000 * k`),
 each for `screen_steps` steps of the full schedule, and continues the first whose logged loss at
 that step is at most `optim.screen_max_loss`, or, after `optim.screen_tries` candidates without
-one, the candidate with the lowest loss. Every candidate's loss, logged loss curve and time go into
+one, the candidate with the lowest loss. With `optim.screen_min_token_accuracy` the screen reads
+the held-out token accuracy that the adaptive weight decay scored at that step instead (from the
+candidate's checkpoint): the first at or above the bound goes on, else the highest. Every
+candidate's loss, held-out score, logged loss curve and time go into
 `screen.json` in the output folder, and the chosen one into the final `training_summary.json`, so a
 result states how many inits it took and what the screen cost.
 
@@ -27,6 +30,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from .adaptive_decay import DECAY_FILE
 from .train_config import Recipe, RecipeError
 
 SCREEN_FILE = "screen.json"
@@ -92,6 +96,29 @@ def logged_losses(log_history: list[dict]) -> dict[str, float]:
     return {str(e["step"]): round(float(e["loss"]), 4) for e in log_history if "loss" in e and "step" in e}
 
 
+def held_out_score(checkpoint: Path, step: int) -> dict | None:
+    """The adaptive decay's held-out score taken at `step`, from the checkpoint it wrote (None: none there)."""
+    try:
+        history = json.loads((checkpoint / DECAY_FILE).read_text(encoding="utf-8"))["history"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    scores = [h for h in history if h.get("step") == step]
+    return {k: scores[-1][k] for k in ("exact_match", "token_accuracy")} if scores else None
+
+
+def screen_rule(recipe: Recipe):
+    """(passes, rank) for screen candidates: whether one goes on at once, and the order that picks one
+    when none does (lowest first)."""
+    o = recipe.optim
+    if o.screen_min_token_accuracy:
+        def accuracy(c: dict) -> float | None:
+            return c.get("token_accuracy")
+        return (lambda c: accuracy(c) is not None and accuracy(c) >= o.screen_min_token_accuracy,
+                lambda c: -accuracy(c) if accuracy(c) is not None else float("inf"))
+    return (lambda c: c["loss"] is not None and c["loss"] <= o.screen_max_loss,
+            lambda c: c["loss"] if c["loss"] is not None else float("inf"))
+
+
 def screen(recipe: Recipe, output_dir: str, train_candidate) -> tuple[Recipe, str]:
     """Train candidate inits for `recipe.optim.screen_steps` steps each (see the module docstring);
     return the chosen candidate's recipe and its checkpoint to continue from.
@@ -101,7 +128,8 @@ def screen(recipe: Recipe, output_dir: str, train_candidate) -> tuple[Recipe, st
     """
     o = recipe.optim
     record = read_screen(output_dir) or {"seed": o.seed, "screen_steps": o.screen_steps,
-                                         "max_loss": o.screen_max_loss, "candidates": []}
+                                         "max_loss": o.screen_max_loss,
+                                         "min_token_accuracy": o.screen_min_token_accuracy, "candidates": []}
     if record.get("seed") != o.seed or record.get("screen_steps") != o.screen_steps:
         raise RecipeError(f"{output_dir}/{SCREEN_FILE} is the screen of another recipe (seed {record.get('seed')}, "
                           f"{record.get('screen_steps')} steps); train into another --output-dir")
@@ -110,7 +138,10 @@ def screen(recipe: Recipe, output_dir: str, train_candidate) -> tuple[Recipe, st
     def folder(seed: int) -> Path:
         return Path(output_dir) / SCREEN_FOLDER / f"seed-{seed}"
 
-    passed = [c for c in candidates if c["loss"] is not None and c["loss"] <= o.screen_max_loss]
+    passes, rank = screen_rule(recipe)
+    bound = (f"held-out token accuracy {o.screen_min_token_accuracy}" if o.screen_min_token_accuracy
+             else f"loss {o.screen_max_loss}")
+    passed = [c for c in candidates if passes(c)]
     while not passed and len(candidates) < o.screen_tries:
         seed = candidate_seed(o.seed, len(candidates))
         shutil.rmtree(folder(seed), ignore_errors=True)  # a candidate that a stopped run left unfinished
@@ -119,30 +150,33 @@ def screen(recipe: Recipe, output_dir: str, train_candidate) -> tuple[Recipe, st
         start = time.perf_counter()
         history = train_candidate(with_seed(recipe, seed), str(folder(seed)), o.screen_steps)
         loss = logged_loss(history, o.screen_steps)
-        candidates.append({"seed": seed, "loss": loss, "seconds": round(time.perf_counter() - start, 1),
+        score = held_out_score(folder(seed) / f"checkpoint-{o.screen_steps}", o.screen_steps) or {}
+        candidates.append({"seed": seed, "loss": loss, **score, "seconds": round(time.perf_counter() - start, 1),
                            "losses": logged_losses(history)})
-        ok = loss is not None and loss <= o.screen_max_loss
-        print(f"  seed {seed}: loss {loss if loss is None else round(loss, 4)} at step {o.screen_steps} "
-              f"({'continues' if ok else f'above {o.screen_max_loss}'})", flush=True)
+        ok = passes(candidates[-1])
+        shown = "" if not score else f", held-out token accuracy {score['token_accuracy']:.3f}"
+        print(f"  seed {seed}: loss {loss if loss is None else round(loss, 4)}{shown} at step {o.screen_steps} "
+              f"({'continues' if ok else f'misses {bound}'})", flush=True)
         if ok:
             passed.append(candidates[-1])
         # Only the best candidate so far keeps its checkpoint: the run goes on from it if none passes.
-        best = min((c for c in candidates if c["loss"] is not None), key=lambda c: c["loss"], default=None)
+        best = min(candidates, key=rank, default=None)
         for c in candidates:
             if c is not best:
                 shutil.rmtree(folder(c["seed"]), ignore_errors=True)
         _write_screen(output_dir, record)
-    scored = [c for c in candidates if c["loss"] is not None]
+    scored = [c for c in candidates if rank(c) != float("inf")]
     if not scored:
-        raise RecipeError(f"the screen logged no loss at step {o.screen_steps} for any of {len(candidates)} inits")
-    chosen = passed[0] if passed else min(scored, key=lambda c: c["loss"])
+        what = "held-out score" if o.screen_min_token_accuracy else "logged loss"
+        raise RecipeError(f"the screen has no {what} at step {o.screen_steps} for any of {len(candidates)} inits")
+    chosen = passed[0] if passed else min(scored, key=rank)
     checkpoint = folder(chosen["seed"]) / f"checkpoint-{o.screen_steps}"
     if not checkpoint.is_dir():
         raise RecipeError(f"the screen chose seed {chosen['seed']}, but {checkpoint} is gone; train it again "
                           f"with --overwrite")
     if not passed:
-        print(f"No init reached loss {o.screen_max_loss} at step {o.screen_steps}; going on with the lowest, "
-              f"seed {chosen['seed']} ({chosen['loss']:.4f})", file=sys.stderr, flush=True)
+        print(f"No init reached {bound} at step {o.screen_steps}; going on with the best, seed {chosen['seed']}",
+              file=sys.stderr, flush=True)
     record["chosen_seed"] = chosen["seed"]
     record["screen_seconds"] = round(sum(c["seconds"] for c in candidates), 1)
     _write_screen(output_dir, record)

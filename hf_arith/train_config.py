@@ -112,9 +112,12 @@ class OptimRecipe:
     # seed + 1000 * k) each train screen_steps steps of the full schedule; the first whose logged training
     # loss there is at most screen_max_loss goes on to optim.steps, or, after screen_tries candidates
     # without one, the one with the lowest loss. Tiny models find the circuit from few inits only.
+    # screen_min_token_accuracy > 0 screens on the held-out token accuracy of the adaptive decay's score at
+    # screen_steps instead (at least that passes; otherwise the highest goes on).
     screen_steps: int = 0
     screen_tries: int = 1
     screen_max_loss: float = 0.0
+    screen_min_token_accuracy: float = 0.0
     # Adaptive weight decay (hf_arith.adaptive_decay): every wd_eval_steps steps, wd_eval_samples held-out
     # problems are scored teacher-forced; at exact match >= wd_drop_exact (and token accuracy >=
     # wd_drop_token_accuracy) the decay is weight_decay * wd_drop_factor, at >= wd_drop_exact_final
@@ -125,6 +128,10 @@ class OptimRecipe:
     wd_drop_factor: float = 0.1
     wd_eval_steps: int = 3000
     wd_eval_samples: int = 5000
+    # On the same held-out scores (hf_arith.best_held_out): stop once exact match reaches stop_exact
+    # (0 = never), and with keep_best end on the scored weights with the best exact match.
+    stop_exact: float = 0.0
+    keep_best: bool = False
     threads: int = 1  # tiny models run faster on one torch thread
     compile: bool = False  # torch.compile the model for training (pays a one-off compile time)
     # With init_from: train only the tensors the checkpoint lacks (new heads) and keep the loaded
@@ -298,6 +305,8 @@ def _check_values(recipe: Recipe) -> None:
         ("optim.wd_drop_token_accuracy", o.wd_drop_token_accuracy, 0, 1, "the token accuracy both drops need"),
         ("optim.wd_eval_steps", o.wd_eval_steps, 1, None, "steps between held-out scores"),
         ("optim.wd_eval_samples", o.wd_eval_samples, 1, MAX_EVAL_SAMPLES, "held-out problems scored"),
+        ("optim.stop_exact", o.stop_exact, 0, 1, "0 never stops early"),
+        ("optim.screen_min_token_accuracy", o.screen_min_token_accuracy, 0, 1, "0 screens on the loss"),
         ("data.chunk_size", d.chunk_size, 1, MAX_CHUNK_SIZE, "problems generated at once"),
         ("data.hard_fraction", d.hard_fraction, 0, 1, "the share of hard problems"),
         ("data.mine_problems", d.mine_problems, 0, MAX_MINE_PROBLEMS, "training problems the starting model answers"),
@@ -338,6 +347,13 @@ def _check_values(recipe: Recipe) -> None:
         if not o.wd_drop_exact <= o.wd_drop_exact_final or not 0 < o.wd_drop_factor < 1:
             raise RecipeError(f"optim.wd_drop_exact_final must be >= optim.wd_drop_exact ({o.wd_drop_exact}) and "
                               f"optim.wd_drop_factor in (0, 1); got {o.wd_drop_exact_final} and {o.wd_drop_factor}")
+    held_out_keys = [f"optim.{k}" for k in ("stop_exact", "keep_best", "screen_min_token_accuracy") if getattr(o, k)]
+    if held_out_keys and not o.wd_drop_exact:
+        raise RecipeError(f"{', '.join(held_out_keys)} read the held-out scores of the adaptive weight decay, which "
+                          f"optim.wd_drop_exact > 0 turns on (1.0 scores without ever lowering the decay)")
+    if o.screen_min_token_accuracy and o.screen_steps % o.wd_eval_steps:
+        raise RecipeError(f"optim.screen_min_token_accuracy reads the held-out score at optim.screen_steps "
+                          f"({o.screen_steps}), which must then be a multiple of optim.wd_eval_steps ({o.wd_eval_steps})")
     if o.screen_steps:
         if not 0 < o.screen_steps < o.steps or o.screen_steps % o.logging_steps:
             raise RecipeError(f"optim.screen_steps must be below optim.steps ({o.steps}) and a multiple of "

@@ -31,6 +31,7 @@ import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 
 from .adaptive_decay import AdaptiveWeightDecayCallback
+from .best_held_out import BestHeldoutCallback
 from .bundled import bundled_models
 from .evaluation import evaluate_model, verify_tiny_adder
 from .families import family_classes
@@ -703,6 +704,16 @@ def adaptive_decay_callbacks(recipe: Recipe, stream: ProblemStream, checkpoint) 
                                         o.wd_drop_factor, resume_from=checkpoint)]
 
 
+def best_held_out_callbacks(recipe: Recipe, decay_callbacks: list, checkpoint, screening: bool) -> list:
+    """Early stopping and best-weights keeping on the adaptive decay's held-out scores, when the recipe
+    asks for either (optim.stop_exact, optim.keep_best; the recipe check made sure the scores are taken).
+    Not for a screened candidate: it must reach the screen's step, and only the run that goes on ends."""
+    o = recipe.optim
+    if screening or not (o.stop_exact or o.keep_best):
+        return []
+    return [BestHeldoutCallback(decay_callbacks[0], o.stop_exact, o.keep_best, resume_from=checkpoint)]
+
+
 def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = None):
     """Train a prepared run (see `prepare_run`, which has checked it); returns the summary `train` does.
     With `stop_at` (a screened init, hf_arith.seed_screen): stop at that step with a checkpoint there and
@@ -763,6 +774,8 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
     evaluation = {} if run.eval_problems is None else dict(
         eval_dataset=HeldoutExamples(run.eval_problems, stream), compute_metrics=compute_metrics(tokenizer),
         preprocess_logits_for_metrics=preprocess_logits_for_metrics)
+    decay = adaptive_decay_callbacks(recipe, stream, checkpoint)
+    best = best_held_out_callbacks(recipe, decay, checkpoint, screening=bool(stop_at))
     trainer = ArithTrainer(
         model=model,
         args=args,
@@ -770,7 +783,7 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
         data_collator=stack_examples,
         processing_class=tokenizer,
         # Callbacks that save state into a checkpoint come before RecipeRecorder, whose file is the last one.
-        callbacks=[curriculum, *grokfast_callbacks(recipe, checkpoint), *adaptive_decay_callbacks(recipe, stream, checkpoint),
+        callbacks=[curriculum, *grokfast_callbacks(recipe, checkpoint), *decay, *best,
                    RecipeRecorder(recipe),
                    *([StopAtStep(stop_at)] if stop_at else [])],
         **evaluation,
@@ -808,6 +821,7 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
         **({"init_from": warm_start_source(recipe.init_from)} if recipe.init_from else {}),
         **({"mined": mining} if mining else {}),
         **({"screen": read_screen(output_dir)} if recipe.optim.screen_steps else {}),
+        **({"held_out_best": best[0].record()} if best else {}),
     }
     final_dir = Path(output_dir) / "final"
     if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:

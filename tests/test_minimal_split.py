@@ -303,3 +303,21 @@ def test_the_decay_drop_preset_is_the_wide_arc_adder_with_only_its_decay_schedul
                if getattr(recipe.optim, f.name) != getattr(wide.optim, f.name)}
     assert changed == {"steps", "seed", "wd_drop_exact", "wd_drop_exact_final", "screen_steps", "screen_tries",
                        "screen_max_loss"}
+
+
+def test_the_restarts_preset_is_the_decay_drop_adder_with_its_screen_and_stop_on_held_out_scores():
+    import dataclasses
+
+    recipe, model = preset_and_model("minimal-add10-split-wide-arc-restarts")
+    drop, _ = preset_and_model("minimal-add10-split-wide-arc-decay-drop")
+    assert model.num_parameters() == 54
+    assert (recipe.family, recipe.model, recipe.format, recipe.data, recipe.eval) == \
+        (drop.family, drop.model, drop.format, drop.data, drop.eval)
+    # Inits are screened on a held-out score (problems of every length, while the curriculum still
+    # runs); training stops once every held-out problem is right, else ends on its best-scored weights.
+    o = recipe.optim
+    assert o.screen_steps < recipe.data.hard_fraction_fade[0] and o.screen_steps % o.wd_eval_steps == 0
+    assert 0 < o.screen_min_token_accuracy < 1 and o.stop_exact == 1.0 and o.keep_best
+    changed = {f.name for f in dataclasses.fields(o) if getattr(o, f.name) != getattr(drop.optim, f.name)}
+    assert changed == {"screen_steps", "screen_tries", "screen_max_loss", "screen_min_token_accuracy",
+                       "stop_exact", "keep_best"}

@@ -1,0 +1,116 @@
+"""Early stopping and best-weights keeping on the held-out scores (hf_arith.best_held_out), and the
+screen on held-out token accuracy (hf_arith.seed_screen)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+from transformers import TrainerControl
+
+from hf_arith.adaptive_decay import DECAY_FILE
+from hf_arith.best_held_out import BEST_FILE, BEST_WEIGHTS, BestHeldoutCallback
+from hf_arith.loading import load_checkpoint
+from hf_arith.seed_screen import SCREEN_FILE
+from hf_arith.train_config import RecipeError, load_recipe
+from hf_arith.training import train
+from tests.test_training import SMALL
+
+SCORED = SMALL + ["eval.samples=20", "optim.steps=300", "optim.weight_decay=0.01", "optim.wd_drop_exact=1.0",
+                  "optim.wd_drop_exact_final=1.0", "optim.wd_eval_steps=50", "optim.wd_eval_samples=200"]
+
+
+def _drive(callback, model, scores, tmp_path):
+    """Feed `callback` one held-out score per step (the weights set to the step number), then end training."""
+    args = SimpleNamespace(output_dir=str(tmp_path))
+    control = TrainerControl()
+    for step, exact in enumerate(scores, start=1):
+        with torch.no_grad():
+            model.weight.fill_(step)
+        callback.scores.history.append({"step": step, "exact_match": exact, "token_accuracy": exact})
+        state = SimpleNamespace(global_step=step, is_world_process_zero=True)
+        control = callback.on_step_end(args, state, control, model=model)
+        if control.should_training_stop:
+            break
+    callback.on_train_end(args, state, control, model=model)
+    return control
+
+
+def test_keep_best_ends_on_the_best_scored_weights(tmp_path):
+    model = torch.nn.Linear(2, 1, bias=False)
+    callback = BestHeldoutCallback(SimpleNamespace(history=[]), stop_exact=0.0, keep_best=True)
+    control = _drive(callback, model, [0.1, 0.6, 0.4, 0.0], tmp_path)
+    assert not control.should_training_stop
+    assert torch.all(model.weight == 2)  # step 2 scored best; the last score (0.0) was lower
+    assert callback.record()["best"] == {"step": 2, "exact_match": 0.6, "token_accuracy": 0.6}
+    assert json.loads((tmp_path / BEST_FILE).read_text())["best"]["step"] == 2
+
+
+def test_without_keep_best_the_last_weights_stay(tmp_path):
+    model = torch.nn.Linear(2, 1, bias=False)
+    callback = BestHeldoutCallback(SimpleNamespace(history=[]), stop_exact=0.0, keep_best=False)
+    _drive(callback, model, [0.1, 0.6, 0.4, 0.0], tmp_path)
+    assert torch.all(model.weight == 4) and callback.record()["best"] is None
+
+
+def test_training_stops_once_the_held_out_score_reaches_stop_exact(tmp_path):
+    model = torch.nn.Linear(2, 1, bias=False)
+    callback = BestHeldoutCallback(SimpleNamespace(history=[]), stop_exact=0.5, keep_best=True)
+    control = _drive(callback, model, [0.1, 0.3, 0.5, 0.9], tmp_path)
+    assert control.should_training_stop and control.should_save
+    assert callback.record()["stopped_at_step"] == 3 and torch.all(model.weight == 3)
+
+
+def test_a_run_stops_early_and_its_final_weights_are_its_best_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    # The small model passes 1 % exact match within 300 steps (tests/test_adaptive_decay.py).
+    summary = train(load_recipe("minimal-add10", SCORED + ["optim.save_steps=50", "optim.stop_exact=0.01",
+                                                           "optim.keep_best=true", f"output_dir={out}"]),
+                    evaluate=False)
+    history = json.loads((out / DECAY_FILE).read_text())["history"]
+    first = next(h["step"] for h in history if h["exact_match"] >= 0.01)
+    assert summary["steps"] == first < 300 and history[-1]["step"] == first
+    record = summary["held_out_best"]
+    assert record["stopped_at_step"] == first
+    best = max(history, key=lambda h: (h["exact_match"], h["token_accuracy"]))
+    assert record["best"]["step"] == best["step"]
+    final, _ = load_checkpoint(str(out / "final"))
+    kept, _ = load_checkpoint(str(out / f"checkpoint-{best['step']}"))
+    for (name, x), y in zip(final.state_dict().items(), kept.state_dict().values()):
+        assert torch.equal(x, y), name
+    assert (out / f"checkpoint-{first}" / BEST_WEIGHTS).is_file()
+
+
+def test_the_screen_can_pick_on_held_out_token_accuracy(tmp_path):
+    out = tmp_path / "screened"
+    screen = ["optim.screen_steps=50", "optim.screen_tries=3", "optim.save_steps=50", "optim.steps=100",
+              "optim.logging_steps=50"]
+    # A bound no init reaches: all three are tried and the most accurate one goes on.
+    summary = train(load_recipe("minimal-add10", SCORED + screen + ["optim.screen_min_token_accuracy=1.0",
+                                                                    f"output_dir={out}"]), evaluate=False)
+    record = json.loads((out / SCREEN_FILE).read_text())
+    accuracies = [c["token_accuracy"] for c in record["candidates"]]
+    assert len(accuracies) == 3 and all(0 < a < 1 for a in accuracies)
+    assert record["chosen_seed"] == record["candidates"][accuracies.index(max(accuracies))]["seed"]
+    assert summary["steps"] == 100
+    # A bound the first init passes: it goes on alone.
+    low = tmp_path / "low"
+    train(load_recipe("minimal-add10", SCORED + screen + [f"optim.screen_min_token_accuracy={min(accuracies) / 2}",
+                                                          f"output_dir={low}"]), evaluate=False)
+    assert [c["seed"] for c in json.loads((low / SCREEN_FILE).read_text())["candidates"]] == [0]
+
+
+@pytest.mark.parametrize("override, words", [
+    (["optim.stop_exact=0.9"], "optim.stop_exact read the held-out scores"),
+    (["optim.keep_best=true"], "optim.keep_best read the held-out scores"),
+    (["optim.stop_exact=1.5", "optim.weight_decay=0.01", "optim.wd_drop_exact=1.0", "optim.wd_drop_exact_final=1.0"],
+     "optim.stop_exact must be from 0 to 1"),
+    (["optim.screen_steps=100", "optim.logging_steps=100", "optim.screen_min_token_accuracy=0.3",
+      "optim.weight_decay=0.01", "optim.wd_drop_exact=1.0", "optim.wd_drop_exact_final=1.0", "optim.wd_eval_steps=3000"],
+     "multiple of optim.wd_eval_steps"),
+])
+def test_bad_held_out_keys_are_refused_in_one_line(override, words):
+    with pytest.raises(RecipeError, match=words):
+        load_recipe("minimal-add10", SMALL + override)
