@@ -321,3 +321,17 @@ def test_the_restarts_preset_is_the_decay_drop_adder_with_its_screen_and_stop_on
     changed = {f.name for f in dataclasses.fields(o) if getattr(o, f.name) != getattr(drop.optim, f.name)}
     assert changed == {"screen_steps", "screen_tries", "screen_max_loss", "screen_min_token_accuracy",
                        "stop_exact", "keep_best"}
+
+
+def test_the_120k_restarts_preset_is_the_restarts_adder_on_a_longer_schedule_with_fewer_inits():
+    import dataclasses
+
+    recipe, model = preset_and_model("minimal-add10-split-wide-arc-restarts-120k")
+    base, _ = preset_and_model("minimal-add10-split-wide-arc-restarts")
+    assert model.num_parameters() == 54
+    assert (recipe.family, recipe.model, recipe.format, recipe.data, recipe.eval) == \
+        (base.family, base.model, base.format, base.data, base.eval)
+    o = recipe.optim
+    assert o.steps > base.optim.steps and o.screen_tries < base.optim.screen_tries
+    changed = {f.name for f in dataclasses.fields(o) if getattr(o, f.name) != getattr(base.optim, f.name)}
+    assert changed == {"steps", "screen_tries"}
