@@ -8,6 +8,9 @@ one torch thread each: with --jobs 2 the two runs share this 2-core CPU, so each
 other runs). Each writes bench/results/<preset>-seed<S>.json; the summary goes to
 bench/results/<preset>-seeds.json and .md: per seed the protocol score (verify, seed 2025), the
 training time, and whether the run passed (>= 99 % on the protocol within --budget seconds).
+With --keep-existing, a seed whose results file is already there (same preset, same overrides) is not
+trained again, so a bench can run in chunks (one session's seeds, then the rest) and still summarise
+every seed.
 """
 
 from __future__ import annotations
@@ -28,6 +31,16 @@ def seed_result(preset: str, seed: int) -> Path:
     return RESULTS / f"{Path(preset).stem}-seed{seed}.json"
 
 
+def is_done(preset: str, overrides: list[str], seed: int) -> bool:
+    """Whether the seed's results file holds a finished run of this preset with these overrides."""
+    path = seed_result(preset, seed)
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return record.get("preset") == preset and record.get("overrides") == [*overrides, f"optim.seed={seed}"]
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = script_parser(__doc__)
     parser.add_argument("preset", help="preset name or YAML path")
@@ -36,12 +49,17 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (default 2: one per core)")
     parser.add_argument("--budget", type=float, default=1800.0, help="seconds of training a run may take to pass")
     parser.add_argument("--runs-dir", default="/tmp/train-seeds", help="where each run's checkpoints go")
+    parser.add_argument("--keep-existing", action="store_true",
+                        help="skip seeds whose results file exists with the same preset and overrides")
     args = parser.parse_args(argv)
 
     load_before = load_average()
     script = Path(__file__).with_name("train_minimal.py")
     Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
-    pending, running = list(args.seeds), {}
+    pending = [seed for seed in args.seeds if not (args.keep_existing and is_done(args.preset, args.overrides, seed))]
+    for seed in sorted(set(args.seeds) - set(pending)):
+        print(f"seed {seed}: kept from {seed_result(args.preset, seed)}", flush=True)
+    running = {}
     while pending or running:
         while pending and len(running) < args.jobs:
             seed = pending.pop(0)
