@@ -269,6 +269,7 @@ def test_the_wide_arc_preset_is_the_recipe_that_trained_the_bundled_54_parameter
     import json
 
     import hf_arith
+    from hf_arith.train_config import recipe_from_dict
 
     recipe, model = preset_and_model("minimal-add10-split-wide-arc")
     assert model.num_parameters() == 54
@@ -278,60 +279,56 @@ def test_the_wide_arc_preset_is_the_recipe_that_trained_the_bundled_54_parameter
     # The bundled model's own record: every section of its recipe is the preset's.
     summary = json.loads((Path(hf_arith.bundled_path("minimal-add10-split-wide-arc")) / "training_summary.json")
                          .read_text())
-    ran = summary["recipe"]
+    # Read back as a recipe, so keys added to recipes since then take their defaults (which change nothing).
+    ran = dataclasses.asdict(recipe_from_dict(summary["recipe"]))
     preset = dataclasses.asdict(recipe)
     assert {k: ran[k] for k in ("family", "model", "format", "data", "optim", "eval", "init_from")} == \
         {k: preset[k] for k in ("family", "model", "format", "data", "optim", "eval", "init_from")}
     assert summary["verify"]["correct"] == summary["verify"]["total"] == 10010
 
 
-def test_the_decay_drop_preset_is_the_wide_arc_adder_with_only_its_decay_schedule_changed():
+def optim_changes(name: str, base: str):
+    """A 54-parameter preset that is `base` with only optim keys changed: its recipe, base's, and those keys."""
     import dataclasses
 
-    recipe, model = preset_and_model("minimal-add10-split-wide-arc-decay-drop")
-    wide, _ = preset_and_model("minimal-add10-split-wide-arc")
+    recipe, model = preset_and_model(name)
+    other, _ = preset_and_model(base)
     assert model.num_parameters() == 54
     assert (recipe.family, recipe.model, recipe.format, recipe.data, recipe.eval) == \
-        (wide.family, wide.model, wide.format, wide.data, wide.eval)
+        (other.family, other.model, other.format, other.data, other.eval)
+    changed = {f.name for f in dataclasses.fields(recipe.optim)
+               if getattr(recipe.optim, f.name) != getattr(other.optim, f.name)}
+    return recipe, other, changed
+
+
+def test_the_decay_drop_preset_is_the_wide_arc_adder_with_only_its_decay_schedule_changed():
+    recipe, wide, changed = optim_changes("minimal-add10-split-wide-arc-decay-drop", "minimal-add10-split-wide-arc")
     # The decay drops x0.1 once held-out exact match leaves 0 (1 %), and again at 5 %; the wide-arc
     # preset only scores (its thresholds are 1.0). Inits are screened after the curriculum, well
     # before the carry patterns have faded; the wide-arc preset trains one init.
     assert 0 < recipe.optim.wd_drop_exact < recipe.optim.wd_drop_exact_final < 0.1 < wide.optim.wd_drop_exact
     assert recipe.optim.weight_decay == wide.optim.weight_decay > 0 and wide.optim.screen_steps == 0
     assert recipe.data.curriculum[-1].until_step < recipe.optim.screen_steps < recipe.data.hard_fraction_fade[0]
-    changed = {f.name for f in dataclasses.fields(recipe.optim)
-               if getattr(recipe.optim, f.name) != getattr(wide.optim, f.name)}
     assert changed == {"steps", "seed", "wd_drop_exact", "wd_drop_exact_final", "screen_steps", "screen_tries",
                        "screen_max_loss"}
 
 
 def test_the_restarts_preset_is_the_decay_drop_adder_with_its_screen_and_stop_on_held_out_scores():
-    import dataclasses
-
-    recipe, model = preset_and_model("minimal-add10-split-wide-arc-restarts")
-    drop, _ = preset_and_model("minimal-add10-split-wide-arc-decay-drop")
-    assert model.num_parameters() == 54
-    assert (recipe.family, recipe.model, recipe.format, recipe.data, recipe.eval) == \
-        (drop.family, drop.model, drop.format, drop.data, drop.eval)
+    recipe, drop, changed = optim_changes("minimal-add10-split-wide-arc-restarts",
+                                          "minimal-add10-split-wide-arc-decay-drop")
     # Inits are screened on a held-out score (problems of every length, while the curriculum still
-    # runs); training stops once every held-out problem is right, else ends on its best-scored weights.
+    # runs); training stops once every held-out problem is right, else ends on its best-scored weights,
+    # on a longer schedule whose learning rate ends lower.
     o = recipe.optim
     assert o.screen_steps < recipe.data.hard_fraction_fade[0] and o.screen_steps % o.wd_eval_steps == 0
     assert 0 < o.screen_min_token_accuracy < 1 and o.stop_exact == 1.0 and o.keep_best
-    changed = {f.name for f in dataclasses.fields(o) if getattr(o, f.name) != getattr(drop.optim, f.name)}
-    assert changed == {"screen_steps", "screen_tries", "screen_max_loss", "screen_min_token_accuracy",
-                       "stop_exact", "keep_best"}
+    assert o.steps > drop.optim.steps and o.min_lr_ratio < drop.optim.min_lr_ratio
+    assert changed == {"steps", "min_lr_ratio", "screen_steps", "screen_tries", "screen_max_loss",
+                       "screen_min_token_accuracy", "stop_exact", "keep_best"}
 
 
 def test_the_120k_restarts_preset_is_the_restarts_adder_on_a_longer_schedule_with_fewer_inits():
-    import dataclasses
-
-    recipe, model = preset_and_model("minimal-add10-split-wide-arc-restarts-120k")
-    base, _ = preset_and_model("minimal-add10-split-wide-arc-restarts")
-    assert model.num_parameters() == 54
-    assert (recipe.family, recipe.model, recipe.format, recipe.data, recipe.eval) == \
-        (base.family, base.model, base.format, base.data, base.eval)
-    o = recipe.optim
-    assert o.steps > base.optim.steps and o.screen_tries < base.optim.screen_tries
-    changed = {f.name for f in dataclasses.fields(o) if getattr(o, f.name) != getattr(base.optim, f.name)}
+    recipe, base, changed = optim_changes("minimal-add10-split-wide-arc-restarts-120k",
+                                          "minimal-add10-split-wide-arc-restarts")
+    assert recipe.optim.steps > base.optim.steps and recipe.optim.screen_tries < base.optim.screen_tries
     assert changed == {"steps", "screen_tries"}
