@@ -57,6 +57,14 @@ def decay_scale(scores: dict | None, drop_exact: float, final_exact: float, min_
     return factor if scores["exact_match"] >= drop_exact else 1.0
 
 
+def read_history(folder: str | Path) -> list[dict] | None:
+    """The held-out scores a run or checkpoint folder recorded (None: no readable record there)."""
+    try:
+        return json.loads((Path(folder) / DECAY_FILE).read_text(encoding="utf-8"))["history"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 class AdaptiveWeightDecayCallback(TrainerCallback):
     """examples: held-out (input_ids, labels, attention_mask or None) tensors, encoded as the training
     examples are; base: the recipe's weight decay (groups the Trainer does not decay stay at 0);
@@ -70,9 +78,8 @@ class AdaptiveWeightDecayCallback(TrainerCallback):
                              f"drop_exact={drop_exact}, final_exact={final_exact}")
         self.examples, self.base, self.every, self.factor = examples, base, every, factor
         self.drop_exact, self.final_exact, self.min_token_accuracy = drop_exact, final_exact, min_token_accuracy
-        self.history: list[dict] = []  # {"step", "exact_match", "token_accuracy", "weight_decay"} per score
-        if resume_from is not None and (Path(resume_from) / DECAY_FILE).is_file():
-            self.history = json.loads((Path(resume_from) / DECAY_FILE).read_text(encoding="utf-8"))["history"]
+        # {"step", "exact_match", "token_accuracy", "weight_decay"} per score
+        self.history: list[dict] = (read_history(resume_from) if resume_from is not None else None) or []
 
     @property
     def weight_decay(self) -> float:
@@ -118,4 +125,4 @@ class AdaptiveWeightDecayCallback(TrainerCallback):
         (folder / DECAY_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
-__all__ = ["AdaptiveWeightDecayCallback", "DECAY_FILE", "decay_scale", "teacher_forced_scores"]
+__all__ = ["AdaptiveWeightDecayCallback", "DECAY_FILE", "decay_scale", "read_history", "teacher_forced_scores"]

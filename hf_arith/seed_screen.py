@@ -30,7 +30,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from .adaptive_decay import DECAY_FILE
+from .adaptive_decay import read_history
 from .train_config import Recipe, RecipeError
 
 SCREEN_FILE = "screen.json"
@@ -98,11 +98,7 @@ def logged_losses(log_history: list[dict]) -> dict[str, float]:
 
 def held_out_score(checkpoint: Path, step: int) -> dict | None:
     """The adaptive decay's held-out score taken at `step`, from the checkpoint it wrote (None: none there)."""
-    try:
-        history = json.loads((checkpoint / DECAY_FILE).read_text(encoding="utf-8"))["history"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    scores = [h for h in history if h.get("step") == step]
+    scores = [h for h in read_history(checkpoint) or [] if h.get("step") == step]
     return {k: scores[-1][k] for k in ("exact_match", "token_accuracy")} if scores else None
 
 
