@@ -332,3 +332,13 @@ def test_the_120k_restarts_preset_is_the_restarts_adder_on_a_longer_schedule_wit
                                           "minimal-add10-split-wide-arc-restarts")
     assert recipe.optim.steps > base.optim.steps and recipe.optim.screen_tries < base.optim.screen_tries
     assert changed == {"steps", "screen_tries"}
+
+
+def test_the_one_drop_preset_is_the_120k_restarts_adder_whose_decay_drops_once():
+    recipe, base, changed = optim_changes("minimal-add10-split-wide-arc-one-drop",
+                                          "minimal-add10-split-wide-arc-restarts-120k")
+    # The second drop would need every held-out problem right, where training stops anyway.
+    o = recipe.optim
+    assert o.wd_drop_exact == base.optim.wd_drop_exact < base.optim.wd_drop_exact_final < 1.0
+    assert o.wd_drop_exact_final == o.stop_exact == 1.0
+    assert changed == {"wd_drop_exact_final"}
