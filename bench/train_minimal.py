@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
         "steps": summary["steps"],
         # optim.stop_exact / keep_best: where training stopped early and which scored weights it kept.
         **({"held_out_best": summary["held_out_best"]} if "held_out_best" in summary else {}),
+        **({"held_out_lr_drop": summary["held_out_lr_drop"]} if "held_out_lr_drop" in summary else {}),
         "steps_per_second": round(summary["steps"] / train_seconds, 2) if train_seconds else None,
         "batch_size": recipe.optim.batch_size,
         "learning_rate": recipe.optim.learning_rate,

@@ -132,6 +132,10 @@ class OptimRecipe:
     # (0 = never), and with keep_best end on the scored weights with the best exact match.
     stop_exact: float = 0.0
     keep_best: bool = False
+    # And (hf_arith.held_out_lr): from the first score with exact match >= lr_drop_exact (0 = never) to the
+    # end, the learning rate is the schedule's times lr_drop_factor.
+    lr_drop_exact: float = 0.0
+    lr_drop_factor: float = 0.1
     threads: int = 1  # tiny models run faster on one torch thread
     compile: bool = False  # torch.compile the model for training (pays a one-off compile time)
     # With init_from: train only the tensors the checkpoint lacks (new heads) and keep the loaded
@@ -306,6 +310,7 @@ def _check_values(recipe: Recipe) -> None:
         ("optim.wd_eval_steps", o.wd_eval_steps, 1, None, "steps between held-out scores"),
         ("optim.wd_eval_samples", o.wd_eval_samples, 1, MAX_EVAL_SAMPLES, "held-out problems scored"),
         ("optim.stop_exact", o.stop_exact, 0, 1, "0 never stops early"),
+        ("optim.lr_drop_exact", o.lr_drop_exact, 0, 1, "0 never lowers the learning rate"),
         ("optim.screen_min_token_accuracy", o.screen_min_token_accuracy, 0, 1, "0 screens on the loss"),
         ("data.chunk_size", d.chunk_size, 1, MAX_CHUNK_SIZE, "problems generated at once"),
         ("data.hard_fraction", d.hard_fraction, 0, 1, "the share of hard problems"),
@@ -347,7 +352,10 @@ def _check_values(recipe: Recipe) -> None:
         if not o.wd_drop_exact <= o.wd_drop_exact_final or not 0 < o.wd_drop_factor < 1:
             raise RecipeError(f"optim.wd_drop_exact_final must be >= optim.wd_drop_exact ({o.wd_drop_exact}) and "
                               f"optim.wd_drop_factor in (0, 1); got {o.wd_drop_exact_final} and {o.wd_drop_factor}")
-    held_out_keys = [f"optim.{k}" for k in ("stop_exact", "keep_best", "screen_min_token_accuracy") if getattr(o, k)]
+    if o.lr_drop_exact and not 0 < o.lr_drop_factor < 1:
+        raise RecipeError(f"optim.lr_drop_factor must be in (0, 1), the share of the learning rate kept; "
+                          f"got {o.lr_drop_factor}")
+    held_out_keys = [f"optim.{k}" for k in ("stop_exact", "keep_best", "screen_min_token_accuracy", "lr_drop_exact") if getattr(o, k)]
     if held_out_keys and not o.wd_drop_exact:
         raise RecipeError(f"{', '.join(held_out_keys)} read the held-out scores of the adaptive weight decay, which "
                           f"optim.wd_drop_exact > 0 turns on (1.0 scores without ever lowering the decay)")

@@ -38,6 +38,7 @@ from .families import family_classes
 from .formatting import FormatError, NumberFormat, Problems
 from .grokfast import GrokfastCallback
 from .hardware import available_cpu_cores, machine_info
+from .held_out_lr import HeldoutLearningRateDrop
 from .index_separation import abacus_separation_penalty, has_abacus_table
 from .limits import FINGERPRINT_KEY
 from .metrics import compute_metrics, preprocess_logits_for_metrics
@@ -714,6 +715,15 @@ def best_held_out_callbacks(recipe: Recipe, decay_callbacks: list, checkpoint, s
     return [BestHeldoutCallback(decay_callbacks[0], o.stop_exact, o.keep_best, resume_from=checkpoint)]
 
 
+def held_out_lr_callbacks(recipe: Recipe, decay_callbacks: list) -> list:
+    """The learning-rate drop on the adaptive decay's held-out scores (optim.lr_drop_exact > 0), else none.
+    Screened candidates have it too: it is part of the schedule the chosen one goes on with."""
+    o = recipe.optim
+    if not o.lr_drop_exact:
+        return []
+    return [HeldoutLearningRateDrop(decay_callbacks[0], o.lr_drop_exact, o.lr_drop_factor)]
+
+
 def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = None):
     """Train a prepared run (see `prepare_run`, which has checked it); returns the summary `train` does.
     With `stop_at` (a screened init, hf_arith.seed_screen): stop at that step with a checkpoint there and
@@ -776,6 +786,7 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
         preprocess_logits_for_metrics=preprocess_logits_for_metrics)
     decay = adaptive_decay_callbacks(recipe, stream, checkpoint)
     best = best_held_out_callbacks(recipe, decay, checkpoint, screening=bool(stop_at))
+    lr_drop = held_out_lr_callbacks(recipe, decay)
     trainer = ArithTrainer(
         model=model,
         args=args,
@@ -783,7 +794,7 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
         data_collator=stack_examples,
         processing_class=tokenizer,
         # Callbacks that save state into a checkpoint come before RecipeRecorder, whose file is the last one.
-        callbacks=[curriculum, *grokfast_callbacks(recipe, checkpoint), *decay, *best,
+        callbacks=[curriculum, *grokfast_callbacks(recipe, checkpoint), *decay, *best, *lr_drop,
                    RecipeRecorder(recipe),
                    *([StopAtStep(stop_at)] if stop_at else [])],
         **evaluation,
@@ -822,6 +833,7 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
         **({"mined": mining} if mining else {}),
         **({"screen": read_screen(output_dir)} if recipe.optim.screen_steps else {}),
         **({"held_out_best": best[0].record()} if best else {}),
+        **({"held_out_lr_drop": lr_drop[0].record()} if lr_drop else {}),
     }
     final_dir = Path(output_dir) / "final"
     if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:

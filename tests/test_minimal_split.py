@@ -334,11 +334,11 @@ def test_the_120k_restarts_preset_is_the_restarts_adder_on_a_longer_schedule_wit
     assert changed == {"steps", "screen_tries"}
 
 
-def test_the_one_drop_preset_is_the_120k_restarts_adder_whose_decay_drops_once():
-    recipe, base, changed = optim_changes("minimal-add10-split-wide-arc-one-drop",
+
+def test_the_lr_drop_preset_is_the_120k_restarts_adder_whose_learning_rate_drops_once_half_is_solved():
+    recipe, base, changed = optim_changes("minimal-add10-split-wide-arc-lr-drop",
                                           "minimal-add10-split-wide-arc-restarts-120k")
-    # The second drop would need every held-out problem right, where training stops anyway.
+    # Well after the decay's drops (1 % and 5 %), and before the early stop at 100 %.
     o = recipe.optim
-    assert o.wd_drop_exact == base.optim.wd_drop_exact < base.optim.wd_drop_exact_final < 1.0
-    assert o.wd_drop_exact_final == o.stop_exact == 1.0
-    assert changed == {"wd_drop_exact_final"}
+    assert base.optim.wd_drop_exact_final < o.lr_drop_exact < o.stop_exact and 0 < o.lr_drop_factor < 1
+    assert changed == {"lr_drop_exact"}
