@@ -133,7 +133,7 @@ class OptimRecipe:
     stop_exact: float = 0.0
     keep_best: bool = False
     # And (hf_arith.held_out_lr): from the first score with exact match >= lr_drop_exact (0 = never) to the
-    # end, the learning rate is the schedule's times lr_drop_factor.
+    # end, the learning rate is at most learning_rate * lr_drop_factor (the schedule's where lower).
     lr_drop_exact: float = 0.0
     lr_drop_factor: float = 0.1
     threads: int = 1  # tiny models run faster on one torch thread
@@ -353,7 +353,7 @@ def _check_values(recipe: Recipe) -> None:
             raise RecipeError(f"optim.wd_drop_exact_final must be >= optim.wd_drop_exact ({o.wd_drop_exact}) and "
                               f"optim.wd_drop_factor in (0, 1); got {o.wd_drop_exact_final} and {o.wd_drop_factor}")
     if o.lr_drop_exact and not 0 < o.lr_drop_factor < 1:
-        raise RecipeError(f"optim.lr_drop_factor must be in (0, 1), the share of the learning rate kept; "
+        raise RecipeError(f"optim.lr_drop_factor must be in (0, 1), the share of the peak learning rate kept; "
                           f"got {o.lr_drop_factor}")
     held_out_keys = [f"optim.{k}" for k in ("stop_exact", "keep_best", "screen_min_token_accuracy", "lr_drop_exact") if getattr(o, k)]
     if held_out_keys and not o.wd_drop_exact:
