@@ -342,3 +342,9 @@ def test_the_lr_drop_preset_is_the_120k_restarts_adder_whose_learning_rate_drops
     o = recipe.optim
     assert base.optim.wd_drop_exact_final < o.lr_drop_exact < o.stop_exact and 0 < o.lr_drop_factor < 1
     assert changed == {"lr_drop_exact"}
+
+
+def test_the_late_lr_drop_preset_caps_the_learning_rate_only_near_the_end():
+    recipe, base, changed = optim_changes("minimal-add10-split-wide-arc-lr-drop-late", "minimal-add10-split-wide-arc-lr-drop")
+    assert base.optim.lr_drop_exact < recipe.optim.lr_drop_exact < recipe.optim.stop_exact
+    assert changed == {"lr_drop_exact"}
