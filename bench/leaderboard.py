@@ -11,13 +11,11 @@ with that one trick undone). Writes bench/results/leaderboard_<model>.json and .
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from common import script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 
 from hf_arith.leaderboard import leaderboard_entry
-from hf_arith.loading import load_checkpoint
+from hf_arith.loading import checkpoint_label, load_checkpoint
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -30,7 +28,7 @@ def main(argv: list[str] | None = None) -> dict:
     entry = leaderboard_entry(model, tokenizer)
     if entry is None:
         raise SystemExit(f"{args.model}: not a minimal-family 10-digit adder")
-    label = Path(args.model).parent.name if Path(args.model).name == "final" else Path(args.model).name
+    label = checkpoint_label(args.model)
     rank = f"#{entry['rank']} of {entry['entries'] + 1}" if entry["rank"] else "does not qualify (below 99 %)"
     table = [f"{label}: {entry['params']} unique parameters, {100 * entry['accuracy']:.2f} % on the protocol "
              f"({entry['correct']:,} of {entry['total']:,}); on the trained table ({entry['source']}): {rank}.", "",

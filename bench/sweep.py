@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -31,7 +30,7 @@ from tqdm import tqdm
 
 from hf_arith.evaluation import heldout_problems
 from hf_arith.limits import max_tokens_per_step, model_limits, problem_spec
-from hf_arith.loading import checkpoint_folder, load_checkpoint
+from hf_arith.loading import checkpoint_folder, checkpoint_label, load_checkpoint
 from hf_arith.metrics import is_silent_wrong
 from hf_arith.problems import CHAIN_TASKS, sample
 from hf_arith.solving import LOW_CONFIDENCE, solve
@@ -109,7 +108,7 @@ def main(argv: list[str] | None = None) -> dict:
             for key, (texts, answers) in sets.items():
                 label = f"{name} {SET_NAMES[key]}" + (f" ({k} tokens/pass)" if k > 1 else "")
                 part[key] = run_set(model, tok, texts, answers, label, tokens_per_step=k)
-        write_results(RESULTS / f"sweep_{results_name(name)}.json", record, load_before=load_before,
+        write_results(RESULTS / f"sweep_{checkpoint_label(name)}.json", record, load_before=load_before,
                       what="wrong answers of held-out problems inside the trained range (solve, greedy)")
         records.append(record)
         for k, part_of in passes(record):
@@ -147,12 +146,6 @@ def passes(record: dict) -> list[tuple[int, dict]]:
         multi = record["multi_token"]
         out.append((f"{multi['tokens_per_step']}{'' if multi.get('confirmed') else ' (unconfirmed)'}", multi))
     return out
-
-
-def results_name(model: str) -> str:
-    """A file-name part for a bundled name or a checkpoint folder ('runs/x/final' -> 'x')."""
-    path = Path(model)
-    return path.parent.name if path.name == "final" and path.parent.name else path.name
 
 
 if __name__ == "__main__":

@@ -9,14 +9,12 @@ pairs from random.Random(S). Writes bench/results/verify_seeds_<model>.json and 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 from common import script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 
 from hf_arith.evaluation import verify_tiny_adder
-from hf_arith.loading import load_checkpoint
+from hf_arith.loading import checkpoint_label, load_checkpoint
 
 DEFAULT_SEEDS = [2025, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
 
@@ -37,7 +35,7 @@ def main(argv: list[str] | None = None) -> dict:
     runs = [verify_tiny_adder(model, tokenizer, seed=s) for s in args.seeds]
     correct, total = sum(r["correct"] for r in runs), sum(r["total"] for r in runs)
     worst = min(runs, key=lambda r: r["accuracy"])
-    label = Path(args.model).parent.name if Path(args.model).name == "final" else Path(args.model).name
+    label = checkpoint_label(args.model)
     table = [f"{label}: {correct:,} of {total:,} correct over {len(runs)} seeds; the lowest, seed "
              f"{worst['seed']}, {100 * worst['accuracy']:.2f} %.", "",
              *markdown_table(["seed", "accuracy", "correct", "edge cases"], "rrrr",

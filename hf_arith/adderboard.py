@@ -26,6 +26,7 @@ import torch
 
 from .evaluation import TINY_ADDER_EDGE_CASES, TINY_ADDER_MAX, is_tiny_adder_format
 from .formatting import EOS_TOKEN, OPERATORS, PAD_TOKEN, PROMPT_END, TASK_NAMES, FormatError
+from .loading import checkpoint_label
 from .models import MinimalConfig
 
 MODEL_TYPE = MinimalConfig.model_type
@@ -656,11 +657,6 @@ def _features(config) -> dict[str, bool]:
     }
 
 
-def _checkpoint_name(model) -> str:
-    path = Path(str(getattr(model, "name_or_path", "") or "model"))
-    return path.parent.name if path.name == "final" and path.parent.name else path.name
-
-
 def submission_source(model, tokenizer, *, name: str | None = None, author: str | None = None,
                       filename: str = "submission.py") -> tuple[str, dict]:
     """The submission file's text and its metadata (checks the model first: `check_exportable`)."""
@@ -672,7 +668,7 @@ def submission_source(model, tokenizer, *, name: str | None = None, author: str 
     unique = sum(p.numel() for p in params.values())
     if unique != model.num_parameters():
         raise RuntimeError(f"exported {unique} parameters but the model counts {model.num_parameters()}")
-    checkpoint = _checkpoint_name(model)
+    checkpoint = checkpoint_label(getattr(model, "name_or_path", "") or "model")
     title = name or f"hf_arith {checkpoint}"
     metadata = {
         "name": title, "author": author or "unknown", "params": unique,

@@ -53,6 +53,7 @@ from .loading import (
     DtypeWarning,
     check_device,
     checkpoint_folder,
+    checkpoint_label,
     load_checkpoint,
     one_line,
     weights_fingerprint,
@@ -374,9 +375,7 @@ def _loop_counts(text: str) -> list[int]:
 
 
 def _default_eval_dir(model: str) -> str:
-    path = Path(model)
-    name = path.parent.name if path.name == "final" and path.parent.name else path.name
-    return str(Path("runs") / "eval" / (name or "model"))
+    return str(Path("runs") / "eval" / (checkpoint_label(model) or "model"))
 
 
 def _writable_dir(text: str, option: str) -> Path:

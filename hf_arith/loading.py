@@ -48,6 +48,12 @@ class DtypeWarning(UserWarning):
     """A dtype that was never checked for this checkpoint: its answers may differ from float32."""
 
 
+def checkpoint_label(name_or_path: str | Path) -> str:
+    """A short name for a bundled name or a checkpoint folder, for file names and titles ('runs/x/final' -> 'x')."""
+    path = Path(str(name_or_path))
+    return path.parent.name if path.name == "final" and path.parent.name else path.name
+
+
 def known_model_types() -> list[str]:
     return sorted(config_cls.model_type for config_cls, _ in FAMILIES.values())
 
