@@ -19,7 +19,7 @@ import torch
 import hf_arith.bundled
 from hf_arith.bundled import bundled_models
 from hf_arith.cli import main
-from hf_arith.loading import CheckpointError, load_checkpoint
+from hf_arith.loading import CheckpointError, checkpoint_label, load_checkpoint
 from hf_arith.solving import Answer
 
 # An answer, then '?' and a note when the model was unsure of a token (an untrained checkpoint always is).
@@ -289,3 +289,10 @@ def test_console_script_reports_errors_in_one_line(add10):
 
 def test_checkpoint_error_is_a_value_error():
     assert issubclass(CheckpointError, ValueError)
+
+
+def test_checkpoint_label_names_a_run_by_its_folder_not_final():
+    assert checkpoint_label("runs/minimal-add10/final") == "minimal-add10"
+    assert checkpoint_label("minimal-add10-split-wide-arc") == "minimal-add10-split-wide-arc"
+    assert checkpoint_label("runs/minimal-add10/checkpoint-2000") == "checkpoint-2000"
+    assert checkpoint_label("final") == "final"  # no parent folder to name it by
