@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .errors import HfArithError
 from .evaluation import TINY_ADDER_EDGE_CASES, TINY_ADDER_MAX, is_tiny_adder_format
 from .formatting import EOS_TOKEN, OPERATORS, PAD_TOKEN, PROMPT_END, TASK_NAMES, FormatError
 from .loading import checkpoint_label
@@ -54,7 +55,7 @@ VERIFY_HINT = "python verify.py {path}"
 PASS_ACCURACY = 0.99  # AdderBoard's qualifying accuracy on its protocol
 
 
-class ProtocolFailure(ValueError):
+class ProtocolFailure(HfArithError):
     """The model scores below PASS_ACCURACY on the protocol, so its submission would not qualify."""
 
 

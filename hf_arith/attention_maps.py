@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from .decoding import greedy_decode
+from .errors import HfArithError
 from .formatting import EOS_TOKEN, PAD_TOKEN
 from .limits import answer_budget
 from .plots import attention_labels, plot_attention
@@ -64,7 +65,7 @@ def attention_maps(model, tokenizer, problem: str) -> tuple[list[str], list[np.n
     with eager_attention(model):
         out = model(input_ids=torch.tensor([ids], device=device), output_attentions=True, use_cache=False)
     if not out.attentions:
-        raise ValueError(f"{type(model).__name__} does not return attention weights (output_attentions)")
+        raise HfArithError(f"{type(model).__name__} does not return attention weights (output_attentions)")
     tokens = [{EOS_TOKEN: "<eos>", PAD_TOKEN: "<pad>"}.get(vocab[i], vocab[i]) for i in ids]
     return tokens, [a[0].float().cpu().numpy() for a in out.attentions]
 

@@ -30,6 +30,7 @@ import datasets
 import numpy as np
 
 from . import formatting, problems
+from .errors import HfArithError
 from .formatting import TASKS, FormatError
 from .problems import DEFAULT_TEST_FRACTION, SPLITS, ProblemSpec, sample
 
@@ -73,28 +74,28 @@ FEATURES = datasets.Features(
 def make_spec(task: str = "add", **spec_kwargs) -> ProblemSpec:
     """The ProblemSpec for `task`, with the task's defaults for any range not given."""
     if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
+        raise HfArithError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
     unknown = sorted(set(spec_kwargs) - set(SPEC_KEYS))
     if unknown:
-        raise ValueError(f"unknown problem settings {unknown}; known settings: {list(SPEC_KEYS)}")
+        raise HfArithError(f"unknown problem settings {unknown}; known settings: {list(SPEC_KEYS)}")
     values = {**TASK_DEFAULTS[task], **{k: v for k, v in spec_kwargs.items() if v is not None}}
     for key in TASK_DEFAULTS[task]:  # the ranges; sample_by is a name, which ProblemSpec checks
         _check_int(key, values[key], minimum=None)
     if values["max_digits"] > MAX_DIGITS:
-        raise ValueError(f"max_digits must be at most {MAX_DIGITS:,}, got {values['max_digits']:,}: every problem is "
+        raise HfArithError(f"max_digits must be at most {MAX_DIGITS:,}, got {values['max_digits']:,}: every problem is "
                          f"held as digits and written as decimal text, and longer operands take minutes and gigabytes "
                          f"per chunk of {CHUNK_SIZE:,} problems")
     try:
         return ProblemSpec(task=task, **values)
     except FormatError as err:
-        raise ValueError(str(err)) from None
+        raise HfArithError(str(err)) from None
 
 
 def _check_int(name: str, value, minimum: int | None = 0) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise HfArithError(f"{name} must be an integer, got {value!r}")
     if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+        raise HfArithError(f"{name} must be at least {minimum}, got {value}")
 
 
 def check_run_settings(train_size, test_size, seed, test_fraction) -> None:
@@ -102,7 +103,7 @@ def check_run_settings(train_size, test_size, seed, test_fraction) -> None:
     for name, size in (("train_size", train_size), ("test_size", test_size)):
         _check_int(name, size, minimum=1)
         if size > MAX_SPLIT_SIZE:
-            raise ValueError(f"{name} must be at most {MAX_SPLIT_SIZE:,} problems (one Parquet file of about "
+            raise HfArithError(f"{name} must be at most {MAX_SPLIT_SIZE:,} problems (one Parquet file of about "
                              f"2.5 GB and 10 minutes for 10-digit addition; export several seeds for more), got {size:,}")
     _check_int("seed", seed, minimum=0)
     _check_fraction(test_fraction)
@@ -110,13 +111,13 @@ def check_run_settings(train_size, test_size, seed, test_fraction) -> None:
 
 def _check_fraction(test_fraction) -> None:
     if isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float)) or not 0 < test_fraction < 1:
-        raise ValueError(f"test_fraction must be a number strictly between 0 and 1, got {test_fraction!r}")
+        raise HfArithError(f"test_fraction must be a number strictly between 0 and 1, got {test_fraction!r}")
 
 
 def _check_split(split) -> str:
     split = str(split)
     if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; use one of {list(SPLITS)}")
+        raise HfArithError(f"unknown split {split!r}; use one of {list(SPLITS)}")
     return split
 
 
@@ -151,7 +152,7 @@ def iter_column_chunks(spec: ProblemSpec, size: int | None, seed: int, split: st
         try:
             batch = sample(spec, chunk_size, rng, split=split, test_fraction=test_fraction)
         except FormatError as err:
-            raise ValueError(str(err)) from None
+            raise HfArithError(str(err)) from None
         if left is not None and left < chunk_size:
             batch = batch.select(slice(0, left))
         yield problem_columns(batch)
@@ -236,7 +237,7 @@ class ArithProblems(datasets.GeneratorBasedBuilder):
     def _info(self) -> datasets.DatasetInfo:
         config = self.config
         if config.name in TASKS and config.task != config.name:
-            raise ValueError(f"config {config.name!r} is for task {config.name!r}, got task={config.task!r}; "
+            raise HfArithError(f"config {config.name!r} is for task {config.name!r}, got task={config.task!r}; "
                              f"use config_name={config.task!r}")
         config.validate()
         spec = config.spec()

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .dataset_builder import FEATURES, SPEC_KEYS, check_run_settings, iter_column_chunks, make_spec
+from .errors import HfArithError
 from .formatting import OPERATORS, TASK_NAMES
 
 TEMPLATE_NAME = "dataset_card.md"
@@ -69,7 +70,7 @@ def export_parquet(out_dir: str | os.PathLike, task: str = "add", train_size: in
     check_run_settings(train_size, test_size, seed, test_fraction)
     template = Path(card_template) if card_template is not None else template_path()
     if not template.is_file():
-        raise ValueError(f"card template {str(template)!r} is not a file")
+        raise HfArithError(f"card template {str(template)!r} is not a file")
     out = _prepare_dir(Path(out_dir).expanduser(), overwrite)
     partial = out / PARTIAL_DIR
     partial.mkdir()
@@ -123,16 +124,16 @@ def _prepare_dir(out: Path, overwrite: bool) -> Path:
     An earlier export is replaced (with overwrite) only once the new one is complete."""
     try:
         if out.exists() and not out.is_dir():
-            raise ValueError(f"out_dir {str(out)!r} exists and is not a directory")
+            raise HfArithError(f"out_dir {str(out)!r} exists and is not a directory")
         shutil.rmtree(out / PARTIAL_DIR, ignore_errors=True)  # what a killed export left behind
         if out.is_dir() and any(out.iterdir()) and not overwrite:
-            raise ValueError(f"out_dir {str(out)!r} is not empty; pass overwrite=True to replace an export there")
+            raise HfArithError(f"out_dir {str(out)!r} is not empty; pass overwrite=True to replace an export there")
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out):
             pass
     except OSError as err:
         reason = err.strerror or type(err).__name__
-        raise ValueError(f"out_dir {str(out)!r} is not writable: {reason}") from None
+        raise HfArithError(f"out_dir {str(out)!r} is not writable: {reason}") from None
     return out.resolve()
 
 

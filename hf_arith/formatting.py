@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
+from .errors import HfArithError
+
 TASKS = ("add", "sub", "mul", "sort")
 OPERATORS = {"add": "+", "sub": "-", "mul": "*"}
 TASK_NAMES = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "sort": "sorting"}
@@ -33,7 +35,7 @@ PROMPT_END = "="
 QUOTE_CHARS = 40  # an error message quotes at most this many characters of a problem
 
 
-class FormatError(ValueError):
+class FormatError(HfArithError):
     """A problem, answer or format setting that the number format cannot express.
 
     The message is always one line that names the offending input.

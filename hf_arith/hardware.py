@@ -5,9 +5,6 @@ from __future__ import annotations
 import os
 import platform
 
-import torch
-import transformers
-
 
 def available_cpu_cores() -> int:
     """Cores this process may run on (its affinity mask where the OS has one)."""
@@ -24,6 +21,9 @@ def max_threads() -> int:
 
 
 def machine_info() -> dict:
+    import torch
+    import transformers
+
     return {
         "processor": platform.processor(),
         "machine": platform.machine(),
@@ -41,6 +41,8 @@ def library_versions() -> dict:
     """The versions of the libraries a result depends on (hf_arith's own included)."""
     import numpy
     import tokenizers
+    import torch
+    import transformers
 
     from . import __version__
 

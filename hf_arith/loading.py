@@ -26,6 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from .bundled import bundled_models, bundled_path
+from .errors import HfArithError, one_line
 from .families import FAMILIES
 from .formatting import FormatError, NumberFormat
 from .limits import FINGERPRINT_KEY, check_pair
@@ -39,7 +40,7 @@ DTYPE_CHECK_FILE = "dtype_check.json"
 _METADATA_FILES = ["config.json", "tokenizer_config.json"]
 
 
-class CheckpointError(ValueError):
+class CheckpointError(HfArithError):
     """A checkpoint that cannot be loaded as an hf_arith model (or not on that device or in that
     dtype), with a one-line reason."""
 
@@ -281,12 +282,6 @@ def _quiet_transformers():
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
-
-
-def one_line(err: BaseException) -> str:
-    """An exception's message on one line (used wherever a user error is printed)."""
-    text = " ".join(str(err).split())
-    return text or type(err).__name__
 
 
 def _keys(keys) -> str:

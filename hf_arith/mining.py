@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from .errors import HfArithError
 from .formatting import Problems
 from .grid import stack
 from .problems import CHAIN_TASKS, ProblemSpec, sample, with_answers
@@ -79,8 +80,8 @@ def load_pool(folder: str | Path, spec: ProblemSpec) -> Problems:
             task, base = str(saved["task"]), int(saved["base"])
             operands, lengths = saved["operands"], saved["lengths"]
     except (OSError, KeyError, ValueError) as err:
-        raise ValueError(f"cannot read the mined problems {path}: {err}") from None
+        raise HfArithError(f"cannot read the mined problems {path}: {err}") from None
     if (task, base) != (spec.task, spec.base) or operands.ndim != 3 or lengths.shape != operands.shape[:2]:
-        raise ValueError(f"{path} holds {task} problems in base {base} of shape {operands.shape}, not "
+        raise HfArithError(f"{path} holds {task} problems in base {base} of shape {operands.shape}, not "
                          f"{spec.task} in base {spec.base}")
     return with_answers(Problems(task, base, operands, lengths))

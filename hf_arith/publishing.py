@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .bundled import bundled_models, bundled_path
+from .errors import HfArithError
 from .limits import model_limits
 from .loading import (
     DTYPE_CHECK_FILE,
@@ -67,7 +68,7 @@ EVAL_KEYS = {"task": str, "base": int, "min_digits": int, "max_digits": int, "se
              "exact_match": (int, float), "malformed": (int, float), "by_max_operand_length": dict}
 
 
-class PublishError(ValueError):
+class PublishError(HfArithError):
     """A publishing request that cannot go ahead, with a one-line reason."""
 
 

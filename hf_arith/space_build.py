@@ -25,6 +25,7 @@ from pathlib import Path
 
 from . import __version__
 from .bundled import bundled_models
+from .errors import HfArithError
 from .loading import CheckpointError, check_repo_id, one_line
 
 APP_TEMPLATE = Path(__file__).resolve().parent / "space_app" / "app.py"  # a link to spaces/arith-playground/
@@ -36,7 +37,7 @@ TORCH_INDEX = "https://download.pytorch.org/whl/cpu"  # the CPU wheels: a CPU Sp
 DEFAULT_TITLE = "hf_arith playground"
 
 
-class SpaceError(ValueError):
+class SpaceError(HfArithError):
     """A Space folder that cannot be built, with a one-line reason."""
 
 

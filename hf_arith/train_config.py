@@ -29,13 +29,14 @@ from typing import ClassVar
 
 import yaml
 
+from .errors import HfArithError
 from .formatting import TASK_NAMES, NumberFormat
 from .problems import HARD_KINDS, KIND_TASKS, SAMPLE_BY
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
 
-class RecipeError(ValueError):
+class RecipeError(HfArithError):
     """A recipe that cannot be used, with a one-line reason."""
 
 
@@ -200,7 +201,7 @@ def _check_keys(data, cls, where: str = "") -> None:
     unknown = sorted(set(data) - known)
     if unknown:
         place = f"key(s) {unknown} in {where}" if where else f"top-level key(s) {unknown}"
-        raise RecipeError(f"unknown {place}; known: {sorted(known)}")
+        raise RecipeError(f"unknown {place}; known: {', '.join(sorted(known))}")
 
 
 def _build(cls, data: dict, where: str):
@@ -415,7 +416,8 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     known = config_keys(config_cls)
     unknown = sorted(set(recipe.model) - known - {"attn_implementation", "dtype"})
     if unknown:
-        raise RecipeError(f"unknown key(s) {unknown} in model for the {recipe.family!r} family; known: {sorted(known)}")
+        raise RecipeError(f"unknown key(s) {unknown} in model for the {recipe.family!r} family; known: "
+                          f"{', '.join(sorted(known))}")
     if recipe.model.get("digit_logits_only") and (fmt.end_token or not fmt.answer_width or fmt.task not in ("add", "mul")):
         raise RecipeError("model.digit_logits_only needs answers of digits only: addition or multiplication with a "
                           "fixed format.answer_width and format.end_token false")

@@ -19,6 +19,7 @@ import torch
 import hf_arith.bundled
 from hf_arith.bundled import bundled_models
 from hf_arith.cli import main
+from hf_arith.errors import HfArithError
 from hf_arith.loading import CheckpointError, checkpoint_label, load_checkpoint
 from hf_arith.solving import Answer
 
@@ -46,10 +47,10 @@ def test_solve_prints_one_answer_per_line(add10, capsys):
 
 
 def test_solve_defaults_to_the_bundled_minimal_add10(capsys, monkeypatch):
-    import hf_arith.cli as cli
+    import hf_arith.loading
 
     loaded = []
-    monkeypatch.setattr(cli, "load_checkpoint", lambda name, **kw: loaded.append(name) or load_checkpoint(name, **kw))
+    monkeypatch.setattr(hf_arith.loading, "load_checkpoint", lambda name, **kw: loaded.append(name) or load_checkpoint(name, **kw))
     code, out, err = run(capsys, "solve", "1234567890+9876543210")
     assert code == 0, err
     assert loaded == ["minimal-add10"] and "minimal-add10" in bundled_models()
@@ -64,9 +65,9 @@ def test_solve_flags_operands_longer_than_the_training_range(capsys):
 
 
 def test_solve_marks_malformed_answers(add10, capsys, monkeypatch):
-    import hf_arith.cli as cli
+    import hf_arith.solving
 
-    monkeypatch.setattr(cli, "solve", lambda model, tok, problems, **options: [Answer(None, 0.2), Answer("3", 0.99)])
+    monkeypatch.setattr(hf_arith.solving, "solve", lambda model, tok, problems, **options: [Answer(None, 0.2), Answer("3", 0.99)])
     code, out, _ = run(capsys, "solve", "1+1", "1+2", "--model", add10)
     assert code == 0
     assert out.splitlines() == ["1+1 = <malformed>", "1+2 = 3"]
@@ -238,7 +239,7 @@ def test_data_export_passes_the_options_on(tmp_path, capsys, monkeypatch):
         calls.append((out_dir, dict(kwargs, overwrite=overwrite)))
         out = Path(out_dir)
         if out.exists() and not overwrite:
-            raise FileExistsError(f"{out_dir} already holds files; pass overwrite=True")
+            raise HfArithError(f"{out_dir} already holds files; pass overwrite=True")
         (out / "data").mkdir(parents=True, exist_ok=True)
         (out / "data" / "train-00000.parquet").write_bytes(b"PAR1")
         return out
@@ -284,7 +285,8 @@ def test_console_script_reports_errors_in_one_line(add10):
     done = subprocess.run([str(exe), "solve", "-5+3", "--model", str(add10)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert done.stdout == ""
-    assert done.stderr.splitlines() == ["hf-arith: error: '-5+3': negative numbers are not supported"]
+    [line] = done.stderr.splitlines()
+    assert line.startswith("hf-arith: error: '-5+3': negative numbers are not supported; this model takes A+B, e.g. ")
 
 
 def test_checkpoint_error_is_a_value_error():

@@ -349,7 +349,7 @@ def test_loops_curve_by_hand(tiny, monkeypatch):
 # -- the command line -----------------------------------------------------------------------
 def test_eval_grid_stress_writes_json_png_and_summary(add10, tmp_path, capsys):
     out = tmp_path / "ev"
-    code = main(["eval", str(add10), "--samples", "50", "--grid", "1:3", "--samples-per-cell", "6",
+    code = main(["eval", str(add10), "--heldout", "--samples", "50", "--grid", "1:3", "--samples-per-cell", "6",
                  "--stress", "--output-dir", str(out)])
     stdout, err = capsys.readouterr()
     assert code == 0, err
@@ -368,7 +368,7 @@ def test_eval_grid_stress_writes_json_png_and_summary(add10, tmp_path, capsys):
 
 def test_eval_grid_of_the_sorting_model_counts_list_sizes_and_digits(tmp_path, capsys):
     out = tmp_path / "sort"
-    code = main(["eval", "abacus-gpt2-sort", "--samples", "20", "--max-digits", "6", "--grid", "1:2", "--items", "4:6",
+    code = main(["eval", "abacus-gpt2-sort", "--heldout", "--samples", "20", "--max-digits", "6", "--grid", "1:2", "--items", "4:6",
                  "--samples-per-cell", "3", "--output-dir", str(out), "--threads", "1"])
     stdout, err = capsys.readouterr()
     assert code == 0, err
@@ -420,7 +420,7 @@ def test_eval_bad_options_are_one_line_errors(add10, tmp_path, capsys, argv, wor
 
 
 def test_eval_beyond_the_models_limits_fails_before_evaluating(saved, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("hf_arith.cli.evaluate_model", lambda *_, **__: pytest.fail("evaluated first"))
+    monkeypatch.setattr("hf_arith.evaluation.evaluate_model", lambda *_, **__: pytest.fail("evaluated first"))
     config = json.loads((saved["abacus_gpt2"] / "config.json").read_text())
     digits, context = config["abacus_max_digits"], config["max_position_embeddings"]
     message = fails(capsys, "eval", saved["abacus_gpt2"], "--grid", f"1:{digits}", "--output-dir", tmp_path / "a")
@@ -434,7 +434,7 @@ def test_eval_beyond_the_models_limits_fails_before_evaluating(saved, tmp_path, 
 def test_eval_unwritable_output_dir_fails_before_evaluating(add10, tmp_path, capsys, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    monkeypatch.setattr("hf_arith.cli.load_checkpoint", lambda *_, **__: pytest.fail("loaded a model first"))
+    monkeypatch.setattr("hf_arith.loading.load_checkpoint", lambda *_, **__: pytest.fail("loaded a model first"))
     message = fails(capsys, "eval", add10, "--grid", "1:2", "--output-dir", blocker / "sub")
     assert "--output-dir" in message and str(blocker / "sub") in message and "cannot write" in message
 

@@ -1,0 +1,142 @@
+"""`hf-arith solve` (answer problems) and `hf-arith models` (the bundled checkpoints and their formats)."""
+
+from __future__ import annotations
+
+import warnings
+
+from ..formatting import OPERATORS, SORT_LABELS, FormatError
+from .common import (
+    DEFAULT_MODEL,
+    LOW_CONFIDENCE,
+    MALFORMED,
+    MODEL_HELP,
+    describe_format,
+    load,
+    positive_int,
+    probability,
+    set_threads,
+    take_negative_problems,
+)
+
+SHELL_NOTE = "quote a problem with '*' for the shell: hf-arith solve '12*34' --model abacus-gpt2-mul"
+
+
+def add_parsers(sub, parents) -> None:
+    common, source, runtime = parents["common"], parents["source"], parents["runtime"]
+    p = sub.add_parser("solve", parents=[common, source, runtime], help="answer problems such as 1234567890+9876543210",
+                       description="Answer problems with a model. Each model takes its own problem syntax and "
+                                   "operand lengths: `hf-arith models` shows them for every bundled model (e.g. "
+                                   "A+B, A-B, A*B, or a:31,b:7,c:120 to sort); " + SHELL_NOTE + ".")
+    p.add_argument("problems", nargs="+", metavar="PROBLEM", help="a problem in the model's syntax (see `hf-arith models`)")
+    p.add_argument("--model", default=DEFAULT_MODEL, metavar="MODEL", help=f"{MODEL_HELP} (default: {DEFAULT_MODEL})")
+    p.add_argument("--tokens-per-step", type=positive_int, default=1, metavar="K",
+                   help="answer tokens per forward pass, up to the model's num_future_tokens (default 1); the "
+                        "first head confirms the others' tokens in one more pass, so the answers are those of 1")
+    p.add_argument("--min-confidence", type=probability, default=LOW_CONFIDENCE, metavar="P",
+                   help="mark answers with '?' when the model gave any of their tokens a lower probability "
+                        f"(default {LOW_CONFIDENCE})")
+    p.set_defaults(func=cmd_solve)
+    take_negative_problems(p)
+
+    p = sub.add_parser("models", parents=[common],
+                       help="list the bundled checkpoints, with each one's problem syntax, an example and its ranges")
+    p.set_defaults(func=cmd_models)
+
+
+# -- what a model takes ---------------------------------------------------------------------
+def problem_syntax(fmt) -> str:
+    """How a problem for this number format is typed: two numbers joined by the task's operator, or for
+    sorting labelled numbers."""
+    if fmt.task == "sort":
+        return f"{SORT_LABELS[0]}:N,{SORT_LABELS[1]}:N,... (2 to {fmt.max_items} labelled numbers)"
+    return f"A{OPERATORS[fmt.task]}B"
+
+
+def accepted_ranges(limits) -> str:
+    """The operand lengths a model takes and those it was trained on, from its limits."""
+    fmt = limits.fmt
+    unit = "digits" if fmt.base == 10 else f"digits in base {fmt.base} (typed in decimal)"
+    text = f"operands of 1-{limits.max_digits:,} {unit}"
+    trained = limits.training_range
+    if trained:
+        text += f", trained on {trained[0]}-{trained[1]}"
+    if fmt.task == "sort" and limits.training_items:
+        text += f" in lists of {limits.training_items[0]}-{limits.training_items[1]}"
+    return text
+
+
+def format_help(limits) -> str:
+    """One line on what a model takes: syntax, an example and the accepted ranges."""
+    from ..problems import example_problem
+
+    trained = limits.training_range
+    example = example_problem(limits.fmt, min(trained[1] if trained else 3, limits.max_digits))
+    return f"{problem_syntax(limits.fmt)}, e.g. {example}; {accepted_ranges(limits)}"
+
+
+# -- solve ----------------------------------------------------------------------------------
+def cmd_solve(args) -> int:
+    from ..formatting import parse_problems
+    from ..limits import BeyondTrainingWarning, model_limits
+    from ..loading import checkpoint_folder
+    from ..solving import solve
+
+    set_threads(args, default=1)
+    model, tokenizer = load(args)
+    limits = model_limits(model, tokenizer, checkpoint_folder(model))
+    try:
+        parsed = parse_problems(list(args.problems), tokenizer.arith_format)
+    except FormatError as err:  # a problem in another syntax: show the model's own
+        raise FormatError(f"{err}; this model takes {format_help(limits)} ('hf-arith models' lists every "
+                          "bundled model's format)") from None
+    with warnings.catch_warnings():  # solve's warning, said here per problem instead
+        warnings.simplefilter("ignore", BeyondTrainingWarning)
+        answers = solve(model, tokenizer, list(args.problems), tokens_per_step=args.tokens_per_step,
+                        return_confidence=True)
+    # Operand lengths in the model's base, leading zeros not counted.
+    beyond = limits.beyond_training(parsed)
+    for problem, (answer, confidence), flagged in zip(args.problems, answers, beyond, strict=True):
+        shown = problem.strip().replace(" ", "")
+        # A number longer than any the model was trained on is answered, but flagged: beyond its
+        # training lengths the model's own length grid, not this answer, says how far to trust it.
+        notes = [f"operands beyond the {limits.training_range[1]} digits this model was trained on"] if flagged else []
+        # An unsure token is where a wrong answer usually shows: the lowest token probability is marked.
+        if answer is not None and confidence < args.min_confidence:
+            notes.append(f"low confidence: {100 * confidence:.1f} %, below {100 * args.min_confidence:g} %")
+        mark = " ?" if answer is not None and confidence < args.min_confidence else ""
+        note = f"  ({'; '.join(notes)})" if notes else ""
+        print(f"{shown} = {MALFORMED if answer is None else answer}{mark}{note}")
+    return 0
+
+
+# -- models ---------------------------------------------------------------------------------
+def cmd_models(args) -> int:
+    from ..bundled import bundled_models, bundled_path
+    from ..errors import one_line
+    from ..limits import model_limits
+    from ..loading import CheckpointError, load_checkpoint
+
+    set_threads(args, default=1)
+    names = bundled_models()
+    if not names:
+        print("No bundled models in this installation.")
+        return 0
+    rows, formats = [], []
+    for name in names:
+        try:
+            model, tokenizer = load_checkpoint(name)
+        except CheckpointError as err:
+            rows.append((name, f"unreadable: {one_line(err)}", "-", bundled_path(name)))
+            continue
+        rows.append((name, describe_format(tokenizer.arith_format), str(model.num_parameters()), bundled_path(name)))
+        formats.append((name, format_help(model_limits(model, tokenizer, bundled_path(name)))))
+    header = ("name", "task", "unique params", "path")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+    for r in [header, *rows]:
+        print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}")
+    if formats:
+        print()
+        print(f"Problem formats ({SHELL_NOTE}):")
+        for name, text in formats:
+            print(f"  {name:<{widths[0]}}  {text}")
+    return 0
