@@ -59,8 +59,8 @@ class ProtocolFailure(HfArithError):
     """The model scores below PASS_ACCURACY on the protocol, so its submission would not qualify."""
 
 
-def _refuse(message: str) -> ValueError:
-    return ValueError(f"AdderBoard export: {message}")
+def _refuse(message: str) -> HfArithError:
+    return HfArithError(f"AdderBoard export: {message}")
 
 
 def check_exportable(model, tokenizer) -> None:
@@ -551,6 +551,8 @@ class Adder(nn.Module):
 
 
 def build_model():
+    # One torch thread: an addition is a few tiny matrix products, which more threads only slow down.
+    torch.set_num_threads(1)
     model = Adder()
     state = {name: torch.tensor(values, dtype=torch.float32).reshape(shape)
              for name, (shape, values) in WEIGHTS.items()}

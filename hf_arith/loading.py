@@ -160,7 +160,7 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
-def _cached_revisions(repo_id: str) -> list[str]:
+def cached_revisions(repo_id: str) -> list[str]:
     """The branch names and commits of `repo_id` in the Hugging Face cache (empty: not cached)."""
     from huggingface_hub import constants
     from huggingface_hub.file_download import repo_folder_name
@@ -204,7 +204,7 @@ def _snapshot(repo_id: str, revision: str | None, allow_patterns: list[str] | No
                               "download it again with network access") from None
     except LocalEntryNotFoundError as err:
         if isinstance(err.__cause__, OfflineModeIsEnabled):
-            cached = _cached_revisions(repo_id)
+            cached = cached_revisions(repo_id)
             if not cached:
                 raise CheckpointError(f"{repo_id}: not in the Hugging Face cache, and HF_HUB_OFFLINE is set, so it "
                                       "cannot be downloaded (download it once online, or give a checkpoint folder)") from None

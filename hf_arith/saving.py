@@ -65,4 +65,9 @@ def save_checkpoint(model: PreTrainedModel, tokenizer, folder: str | Path) -> Pa
             model.config.custom_pipelines = previous
     tokenizer.save_pretrained(folder)
     custom_object_save(ArithmeticPipeline, folder)  # the pipeline file (it imports only torch and transformers)
+    # save_pretrained writes the weights through a private temporary file (mode 0600): give them the mode
+    # of the other files (0644 under the usual umask), so that whoever may read the folder may load it.
+    mode = (Path(folder) / "config.json").stat().st_mode & 0o777
+    for weights in Path(folder).glob("*.safetensors"):
+        weights.chmod(mode)
     return folder

@@ -141,6 +141,13 @@ def test_submission_runs_without_hf_arith_and_answers_as_solve_does(exported, bu
     assert metadata["architecture"].startswith("1L decoder, d=4, 2h/1kv, hd=4, ff=6, RoPE θ=3")
 
 
+def test_the_submission_runs_on_one_torch_thread(exported, monkeypatch):
+    threads = []
+    monkeypatch.setattr(torch, "set_num_threads", threads.append)
+    import_file(exported[0]).build_model()
+    assert threads == [1]
+
+
 def test_exported_weights_are_the_checkpoints_bit_for_bit(exported, bundled):
     model, _ = bundled
     mine, _ = import_file(exported[0]).build_model()

@@ -184,6 +184,25 @@ def test_models_lists_bundled_checkpoints(capsys):
     assert row.rstrip().endswith("minimal-add10")  # the path
 
 
+def test_models_shows_each_models_syntax_example_and_ranges(capsys):
+    from hf_arith.limits import model_limits
+
+    code, out, err = run(capsys, "models")
+    assert code == 0, err
+    formats = out.split("Problem formats")[1]
+    assert "quote a problem with '*'" in formats
+    rows = {line.split()[0]: line for line in formats.splitlines()[1:] if line.strip()}
+    assert set(rows) == set(bundled_models())
+    for name, syntax in (("abacus-gpt2-mul", "A*B, e.g. "), ("abacus-gpt2-sub", "A-B, e.g. "),
+                         ("abacus-gpt2-sort", "a:N,b:N,... (2 to "), ("minimal-add10", "A+B, e.g. ")):
+        model, tok = load_checkpoint(name)
+        limits = model_limits(model, tok, hf_arith.bundled.bundled_path(name))
+        example = rows[name].split("e.g. ")[1].split(";")[0]
+        assert syntax in rows[name] and f"operands of 1-{limits.max_digits:,} digits" in rows[name]
+        assert f"trained on {limits.training_range[0]}-{limits.training_range[1]}" in rows[name]
+        assert run(capsys, "solve", example, "--model", name)[0] == 0  # the example is a problem it takes
+
+
 def test_models_with_nothing_bundled(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(hf_arith.bundled, "BUNDLED_DIR", tmp_path / "none")
     code, out, _ = run(capsys, "models")
@@ -206,6 +225,8 @@ def test_train_then_resume(tmp_path, capsys):
     assert f"Checkpoint saved to {out_dir / 'final'}" in out
     model, tokenizer = load_checkpoint(out_dir / "final")
     assert tokenizer.arith_format.task == "add"
+    mode = (out_dir / "final" / "config.json").stat().st_mode & 0o777  # the weights are as readable as the rest
+    assert (out_dir / "final" / "model.safetensors").stat().st_mode & 0o777 == mode
 
     code, out, err = run(capsys, "train", "minimal-add10", *small, "--set", "optim.steps=5",
                          "--set", "eval.verify=false", "--output-dir", out_dir, "--resume")
@@ -265,6 +286,7 @@ def test_data_export_writes_parquet(tmp_path, capsys):
     assert code == 0, err
     assert list(out_dir.rglob("*.parquet"))
     assert str(out_dir) in out and ".parquet" in out
+    assert out.startswith(f"Exported add problems to {out_dir}")  # the task by name, the exporter's default
     code, _, err = run(capsys, "data", "export", out_dir, "--train-size", 40, "--test-size", 10)
     assert code == 2 and len(err.splitlines()) == 1 and err.startswith("hf-arith: error: ")
     assert run(capsys, "data", "export", out_dir, "--train-size", 40, "--test-size", 10, "--overwrite")[0] == 0
@@ -298,3 +320,21 @@ def test_checkpoint_label_names_a_run_by_its_folder_not_final():
     assert checkpoint_label("minimal-add10-split-wide-arc") == "minimal-add10-split-wide-arc"
     assert checkpoint_label("runs/minimal-add10/checkpoint-2000") == "checkpoint-2000"
     assert checkpoint_label("final") == "final"  # no parent folder to name it by
+
+
+# -- eval --grid ----------------------------------------------------------------------------
+def test_eval_grid_runs_the_held_out_evaluation_only_when_asked(add10, tmp_path, capsys, monkeypatch):
+    import hf_arith.evaluation
+
+    evaluate = hf_arith.evaluation.evaluate_model
+    calls = []
+    monkeypatch.setattr(hf_arith.evaluation, "evaluate_model", lambda *a, **k: calls.append(k) or evaluate(*a, **k))
+    argv = ["eval", add10, "--grid", "1:2", "--samples-per-cell", 2, "--samples", 20, "--output-dir", tmp_path / "g"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    assert calls == [] and "Held-out" not in out and "Length grid 1-2 x 1-2" in out
+    assert "heldout" not in json.loads((tmp_path / "g" / "summary.json").read_text())
+    code, out, err = run(capsys, *argv, "--heldout")
+    assert code == 0, err
+    assert len(calls) == 1 and "Held-out exact match" in out and "Length grid 1-2 x 1-2" in out
+    assert json.loads((tmp_path / "g" / "summary.json").read_text())["heldout"]["n"] == 20

@@ -81,7 +81,27 @@ def test_the_space_card(built):
     assert "pip install -r requirements.txt" in card.text and "https://huggingface.co/org/looped-add" in card.text
 
 
-def test_cli_builds_the_folder(tmp_path, capsys):
+@pytest.fixture
+def cached(tmp_path, monkeypatch):
+    """A Hugging Face cache that holds org/a and org/b (a ref and a snapshot each)."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hub"
+    for name in ("a", "b"):
+        (cache / f"models--org--{name}" / "refs").mkdir(parents=True)
+        (cache / f"models--org--{name}" / "refs" / "main").write_text("0" * 40)
+        (cache / f"models--org--{name}" / "snapshots" / ("0" * 40)).mkdir(parents=True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    return cache
+
+
+def test_cli_refuses_a_repo_id_that_is_not_in_the_cache(cached, tmp_path, capsys):
+    message = fails(capsys, "space", "build", tmp_path / "space", "--model", "org/a", "--model", "org/missing")
+    assert message.startswith("--model org/missing: not in the local Hugging Face cache")
+    assert not (tmp_path / "space").exists()
+
+
+def test_cli_builds_the_folder(cached, tmp_path, capsys):
     out = tmp_path / "space"
     assert main(["space", "build", str(out), "--model", "org/a", "--model", "org/b", "--model", "org/a",
                  "--title", "My  adders"]) == 0
@@ -106,7 +126,7 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys, args, words):
     assert not (tmp_path / "space").exists()  # refused before anything is written
 
 
-def test_a_folder_in_use_is_refused(tmp_path, capsys):
+def test_a_folder_in_use_is_refused(cached, tmp_path, capsys):
     (tmp_path / "space").mkdir()
     (tmp_path / "space" / "notes.txt").write_text("mine")
     assert "is not an empty folder" in fails(capsys, "space", "build", tmp_path / "space", "--model", "org/a")

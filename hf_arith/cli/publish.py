@@ -56,8 +56,15 @@ def cmd_push(args) -> int:
 
 
 def cmd_space_build(args) -> int:
-    from ..space_build import build_space
+    from ..errors import CLIError
+    from ..loading import cached_revisions
+    from ..space_build import build_space, check_models
 
+    # A repo id that is not in the local cache may not exist: the Space would fail when deployed.
+    for repo_id in check_models(args.model):
+        if not cached_revisions(repo_id):
+            raise CLIError(f"--model {repo_id}: not in the local Hugging Face cache, so hf_arith cannot tell that the "
+                           f"model exists; download it first (`hf download {repo_id}`) or check the name")
     folder = build_space(args.out_dir, args.model, title=args.title)
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     print(f"Built the Space folder for {', '.join(dict.fromkeys(args.model))} in {folder}: {len(files)} files")
