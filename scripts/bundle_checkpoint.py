@@ -118,7 +118,7 @@ def bundle_grid(args, target: Path, load_before) -> None:
     threads = ["--threads", str(args.threads)]
     items = ["--items", args.items] if args.items else []
     # --max-digits keeps the 100 held-out problems of the grid run inside the longest list the model takes.
-    heldout = ["--samples", "100", "--max-digits", str(args.max_digits)]
+    heldout = ["--heldout", "--samples", "100", "--max-digits", str(args.max_digits)]
     scratch = RESULTS / f".{args.name}-eval"
     grid_seconds = run(["eval", str(target), *heldout, "--grid", args.grid, *items,
                         "--samples-per-cell", str(args.samples_per_cell), "--output-dir", str(scratch), *threads])
