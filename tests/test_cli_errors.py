@@ -10,7 +10,7 @@ import pytest
 from cli_contract import fails
 
 import hf_arith.solving
-from hf_arith.cli import build_parser, main
+from hf_arith.cli import command_paths, main
 
 ADD10 = "minimal-add10"
 
@@ -89,15 +89,7 @@ def test_the_parsers_constants_agree_with_the_modules_that_own_them():
 
 def every_help() -> list[list[str]]:
     """--version, --help, and --help of every command and subcommand."""
-    parser = build_parser()
-    commands = next(a for a in parser._actions if a.dest == "command").choices
-    argvs = [["--version"], ["--help"]]
-    for name, sub in commands.items():
-        argvs.append([name, "--help"])
-        for action in sub._actions:
-            if action.choices and isinstance(action.choices, dict):  # data export, space build, ...
-                argvs += [[name, child, "--help"] for child in action.choices]
-    return argvs
+    return [["--version"], ["--help"], *([*path, "--help"] for path in command_paths())]
 
 
 def test_help_and_version_answer_without_torch_or_transformers():

@@ -31,6 +31,7 @@ subcommands to the parser and importing torch and transformers only inside its h
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
@@ -64,6 +65,19 @@ def build_parser() -> Parser:
     sub.choices.clear()
     sub.choices.update(commands)
     return parser
+
+
+def command_paths(parser: Parser | None = None) -> list[tuple[str, ...]]:
+    """Every command and subcommand as the words that name it: ('train',), ..., ('data', 'export')."""
+    def walk(node, prefix):
+        paths = []
+        for action in node._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    paths.append((*prefix, name))
+                    paths += walk(child, (*prefix, name))
+        return paths
+    return walk(parser or build_parser(), ())
 
 
 MAX_ERROR_CHARS = 700  # an error line is cut to this length (messages quote problems cut to 40 characters already)
