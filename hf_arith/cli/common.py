@@ -26,7 +26,7 @@ DEFAULT_PRESET = "minimal-add10"
 MALFORMED = "<malformed>"
 MODEL_HELP = "bundled model name, checkpoint folder or Hub repo id (ORG/NAME)"
 # The names of hf_arith.loading.DTYPES and the value of hf_arith.solving.LOW_CONFIDENCE, here so that the
-# parser needs no torch (tests/test_cli.py checks that they agree).
+# parser needs no torch (tests/test_cli_errors.py checks that they agree).
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
 LOW_CONFIDENCE = 0.9
 
