@@ -73,6 +73,23 @@ def test_solve_marks_malformed_answers(add10, capsys, monkeypatch):
     assert out.splitlines() == ["1+1 = <malformed>", "1+2 = 3"]
 
 
+def test_the_command_line_shows_no_weight_loading_bars(capsys, monkeypatch):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import hf_arith.loading
+
+    def raw_load(name, **_):  # transformers' own loading, which draws a "Loading weights" bar by default
+        path = hf_arith.bundled.bundled_path(name)
+        return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+    raw_load("minimal-add10")
+    assert "Loading weights" in capsys.readouterr().err  # outside the command line the bar shows
+    monkeypatch.setattr(hf_arith.loading, "load_checkpoint", raw_load)
+    code, out, err = run(capsys, "solve", "1+2")
+    assert code == 0 and out == "1+2 = 3\n"
+    assert "Loading weights" not in err
+
+
 def test_threads_default_to_one_and_follow_the_option(add10, capsys, monkeypatch):
     calls = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
