@@ -86,8 +86,7 @@ MAX_ERROR_CHARS = 700  # an error line is cut to this length (messages quote pro
 def _capped(message: str) -> str:
     if len(message) <= MAX_ERROR_CHARS:
         return message
-    marker = f"... ({len(message) - MAX_ERROR_CHARS:,} more characters)"
-    keep = MAX_ERROR_CHARS - len(marker)
+    keep = MAX_ERROR_CHARS - 40  # room for the note on what was cut
     return f"{message[:keep]}... ({len(message) - keep:,} more characters)"
 
 
