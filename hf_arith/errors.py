@@ -6,7 +6,8 @@ WarmStartError, PublishError, SpaceError, ProtocolFailure, CLIError), and it is 
 code that catches ValueError keeps working. The command line prints these as one line
 `hf-arith: error: ...` with exit status 2; any other exception is a bug and keeps its traceback.
 
-This module imports nothing, so that the command line can name it before torch is loaded.
+This module imports nothing, so that the command line can name it before torch is loaded, and so that
+it travels as Hub remote code beside formatting.py (whose FormatError derives from HfArithError).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ can be checked (and loaded) before anything leaves the machine:
 
     README.md                    model card (hf_arith.model_card) with model-index results
     config.json, generation_config.json, model.safetensors
-    configuration_*.py, modeling_*.py, tokenization_arith.py, formatting.py   (remote code)
+    configuration_*.py, modeling_*.py, tokenization_arith.py, formatting.py, errors.py   (remote code)
     tokenizer.json, tokenizer_config.json
     eval_results.json            the `hf-arith eval --json` report behind the card's numbers
     training_summary.json        the training run's record (when the checkpoint has one)
