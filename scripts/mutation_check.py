@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT / "bench"))
     from machine import load_average, markdown_table, write_results  # bench/machine.py: how results are recorded
 
-    load_before = load_average()
+    load_before, start = load_average(), time.perf_counter()
     rows, results = [], []
     with tempfile.TemporaryDirectory(prefix="hf_arith_mutations_") as tmp:
         repo = copy_tree(Path(tmp))
@@ -251,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.save:
         table = markdown_table(["mutation", "planted bug", "file", "first failing test", "result"], "lllll", rows)
         write_results(ROOT / "bench" / "results" / "mutation_check.json",
-                      {"caught": caught, "total": len(results), "mutations": results},
+                      {"caught": caught, "total": len(results), "seconds": round(time.perf_counter() - start),
+                       "mutations": results},
                       what=f"Planted bugs caught by the test suite: {caught} of {len(results)} "
                            f"(scripts/mutation_check.py; pytest -x on each mutation's test files)",
                       load_before=load_before, title="Mutation check", table=table)
