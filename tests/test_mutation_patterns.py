@@ -50,10 +50,23 @@ def test_stale_patterns_names_every_mutation_that_does_not_match_once(check, tmp
     assert "2 times" in stale[0] and "0 times" in stale[1] and "does not exist" in stale[2]
 
 
-def test_the_check_stops_before_running_anything_when_a_pattern_is_stale(check, monkeypatch):
-    ran = []
-    monkeypatch.setattr(check, "copy_tree", lambda *a: ran.append("copy"))
-    monkeypatch.setattr(check, "pytest", lambda *a, **k: ran.append("pytest"))
+@pytest.fixture
+def ran(check, monkeypatch) -> list[str]:
+    """What the check started: copying the tree or running pytest is recorded, and stops it there."""
+    started: list[str] = []
+
+    def refuse(what):
+        def stop(*args, **kwargs):
+            started.append(what)
+            raise RuntimeError(f"the check went on to {what}")
+        return stop
+
+    monkeypatch.setattr(check, "copy_tree", refuse("copy"))
+    monkeypatch.setattr(check, "pytest", refuse("pytest"))
+    return started
+
+
+def test_the_check_stops_before_running_anything_when_a_pattern_is_stale(check, monkeypatch, ran):
     stale = [check.Mutation("gone-a", "", "hf_arith/grid.py", "no such text a", "", ("tests/test_grid.py",)),
              check.Mutation("gone-b", "", "hf_arith/grid.py", "no such text b", "", ("tests/test_grid.py",))]
     monkeypatch.setattr(check, "MUTATIONS", [*check.MUTATIONS, *stale])
@@ -62,8 +75,9 @@ def test_the_check_stops_before_running_anything_when_a_pattern_is_stale(check, 
     assert "gone-a:" in str(stop.value) and "gone-b:" in str(stop.value) and ran == []
 
 
-def test_save_records_only_a_complete_run(check, capsys):
+def test_save_records_only_a_complete_run(check, capsys, ran):
     for argv in (["--save", "--only", check.MUTATIONS[0].name], ["--save", "--no-baseline"]):
         with pytest.raises(SystemExit):
             check.main(argv)
         assert "complete run" in capsys.readouterr().err
+    assert ran == []
