@@ -5,15 +5,19 @@
     python scripts/mutation_check.py --list          # the mutations and the tests that must catch them
     python scripts/mutation_check.py --save          # also bench/results/mutation_check.{json,md}
 
-The working tree (without .git, virtual environments, caches and runs) is copied to a temporary
-folder once. Each mutation is a text substitution in one file, whose pattern must occur there
-exactly once (so a mutation can never silently stop applying after the code changes). With the
-bug planted, `python -m pytest -x -q` runs the mutation's test files in the copy, with PYTHONPATH
+Each mutation is a text substitution in one file, whose pattern must occur there exactly once.
+Before anything runs, every mutation's pattern is checked against the working tree
+(`stale_patterns`, which tests/test_mutation_patterns.py also runs): any that no longer match
+exactly once are reported by name and the check fails at once, so a mutation can never silently
+stop applying after the code changes. Then the working tree (without .git, virtual environments,
+caches and runs) is copied to a temporary folder once. With the bug planted, `python -m pytest -x -q` runs the mutation's test files in the copy, with PYTHONPATH
 set to the copy so that its `hf_arith` is imported rather than the editable install (checked
 before the first run); then the file is restored. Exit status 1 of pytest (a test failed) means
 caught; 0 means the bug survived; anything else (a collection error, a crash) is reported as an
-error. Before the mutations, the same test files run on the unmodified copy and must pass
-(`--no-baseline` skips that).
+error; either way the run goes on to the next mutation. Before the mutations, the same test files
+run on the unmodified copy and must pass (`--no-baseline` skips that). `--save` records only a
+complete run (every mutation, after the baseline): it is refused with `--only` or `--no-baseline`,
+and nothing is written when the run stops early.
 """
 
 from __future__ import annotations
@@ -64,11 +68,12 @@ MUTATIONS = [
              "hf_arith/models/abacus_positions.py", "torch.where(is_digit, index - last_break, torch.zeros_like(index))",
              "torch.where(is_digit, index - last_break + 1, torch.zeros_like(index))", ("tests/test_abacus_model.py",)),
     Mutation("loss-mask-labels-prompt", "training labels cover the prompt as well as the answer",
-             "hf_arith/streaming.py", "labels = np.where(answer, input_ids, IGNORE_INDEX)",
-             "labels = np.where(inside, input_ids, IGNORE_INDEX)", ("tests/test_streaming.py",)),
+             "hf_arith/streaming.py",
+             "labels = np.where(np.take_along_axis(answer, source.clip(0, width - 1), axis=1) & inside, input_ids, "
+             "IGNORE_INDEX)", "labels = np.where(inside, input_ids, IGNORE_INDEX)", ("tests/test_streaming.py",)),
     Mutation("training-stream-any-split", "the training stream draws test problems too",
-             "hf_arith/streaming.py", 'count, rng, split="train", test_fraction=self.test_fraction)',
-             "count, rng, split=None, test_fraction=self.test_fraction)", ("tests/test_streaming.py",)),
+             "hf_arith/streaming.py", 'n * group, rng, split="train",', "n * group, rng, split=None,",
+             ("tests/test_streaming.py",)),
     Mutation("cache-view-drops-newest-key", "the decoder's KV cache hands attention every key but the newest",
              "hf_arith/decoding.py", "self.keys, self.values = self.key_buffer[:, :, :end], self.value_buffer[:, :, :end]",
              "self.keys, self.values = self.key_buffer[:, :, :end - 1], self.value_buffer[:, :, :end - 1]",
@@ -110,6 +115,22 @@ MUTATIONS = [
     Mutation("confidence-highest-token", "an answer's confidence is its most certain token, not its least",
              "hf_arith/solving.py", "masked_fill(beyond, 1.0).min(1).values", "masked_fill(beyond, 1.0).max(1).values",
              ("tests/test_confidence.py",)),
+    Mutation("card-metadata-per-digit", "the model card's metadata reports per-digit accuracy as exact match",
+             "hf_arith/model_card.py", 'metric_value=float(report["exact_match"])',
+             'metric_value=float(report["per_digit_accuracy"])', ("tests/test_reported_figures.py",)),
+    Mutation("card-text-per-digit", "the model card's text reports per-digit accuracy as exact match",
+             "hub_cards/model_card.md", "**Held-out exact match: {{ \"%.2f\" | format(100 * report.exact_match) }} %**",
+             "**Held-out exact match: {{ \"%.2f\" | format(100 * report.per_digit_accuracy) }} %**",
+             ("tests/test_reported_figures.py",)),
+    Mutation("grid-cells-repeat-first-problem", "every grid cell asks its first problem N times",
+             "hf_arith/grid.py", "            parts.append(problems)\n",
+             "            parts.append(problems.select(np.zeros(len(problems), dtype=np.int64)))\n",
+             ("tests/test_reported_figures.py",)),
+    Mutation("multi-token-step-writes-one", "a step of several tokens writes its first token and advances past all",
+             "hf_arith/decoding.py",
+             "        if rows is None:\n            result[:, span] = step\n        else:\n            result[rows, span] = step\n",
+             "        if rows is None:\n            result[:, span.start] = step[:, 0]\n"
+             "        else:\n            result[rows, span.start] = step[:, 0]\n", ("tests/test_decoding.py",)),
 ]
 
 
@@ -145,15 +166,27 @@ def pytest(repo: Path, env: dict, tests: tuple[str, ...], stop_first: bool = Tru
     return done.returncode, time.perf_counter() - start, lines[-1] if lines else done.stderr[-200:], failed
 
 
+def stale_patterns(root: Path = ROOT, mutations: list[Mutation] | None = None) -> list[str]:
+    """One line per mutation whose pattern does not occur exactly once in its file under `root`
+    (or whose file is missing), naming the mutation; empty when every mutation can be planted."""
+    problems = []
+    for m in MUTATIONS if mutations is None else mutations:
+        path = root / m.file
+        if not path.is_file():
+            problems.append(f"{m.name}: {m.file} does not exist")
+            continue
+        found = path.read_text().count(m.old)
+        if found != 1:
+            problems.append(f"{m.name}: the pattern occurs {found} times in {m.file} (must be exactly once): {m.old!r}")
+    return problems
+
+
 def plant(repo: Path, mutation: Mutation) -> str:
-    """Apply the mutation in the copy; returns the file's original text (to restore it)."""
+    """Apply the mutation in the copy (its pattern was checked by `stale_patterns`); returns the
+    file's original text (to restore it)."""
     path = repo / mutation.file
     text = path.read_text()
-    found = text.count(mutation.old)
-    if found != 1:
-        raise SystemExit(f"mutation_check: {mutation.name}: the pattern occurs {found} times in {mutation.file} "
-                         f"(must be exactly once): {mutation.old!r}")
-    path.write_text(text.replace(mutation.old, mutation.new))
+    path.write_text(text.replace(mutation.old, mutation.new, 1))
     return text
 
 
@@ -166,8 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run these mutations only")
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
     parser.add_argument("--no-baseline", action="store_true", help="skip the run of the tests on the unmodified copy")
-    parser.add_argument("--save", action="store_true", help="write bench/results/mutation_check.json and .md")
+    parser.add_argument("--save", action="store_true",
+                        help="write bench/results/mutation_check.json and .md (a complete run only)")
     args = parser.parse_args(argv)
+    if args.save and (args.only or args.no_baseline):
+        parser.error("--save records a complete run: every mutation, after the baseline (drop --only and --no-baseline)")
     chosen = MUTATIONS
     if args.only:
         unknown = sorted(set(args.only) - {m.name for m in MUTATIONS})
@@ -178,11 +214,15 @@ def main(argv: list[str] | None = None) -> int:
         for m in chosen:
             print(f"{m.name}: {m.what} ({m.file}) -> {' '.join(m.tests)}")
         return 0
+    stale = stale_patterns()
+    if stale:  # before anything runs: a mutation that cannot be planted is a failure of the check
+        raise SystemExit(f"mutation_check: {len(stale)} of {len(MUTATIONS)} mutations no longer match the code; "
+                         "update their patterns:\n  " + "\n  ".join(stale))
 
     sys.path.insert(0, str(ROOT / "bench"))
     from machine import load_average, markdown_table, write_results  # bench/machine.py: how results are recorded
 
-    load_before = load_average()
+    load_before, start = load_average(), time.perf_counter()
     rows, results = [], []
     with tempfile.TemporaryDirectory(prefix="hf_arith_mutations_") as tmp:
         repo = copy_tree(Path(tmp))
@@ -211,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.save:
         table = markdown_table(["mutation", "planted bug", "file", "first failing test", "result"], "lllll", rows)
         write_results(ROOT / "bench" / "results" / "mutation_check.json",
-                      {"caught": caught, "total": len(results), "mutations": results},
+                      {"caught": caught, "total": len(results), "seconds": round(time.perf_counter() - start),
+                       "mutations": results},
                       what=f"Planted bugs caught by the test suite: {caught} of {len(results)} "
                            f"(scripts/mutation_check.py; pytest -x on each mutation's test files)",
                       load_before=load_before, title="Mutation check", table=table)

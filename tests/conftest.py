@@ -25,6 +25,10 @@ os.environ["HF_HOME"] = str(_SESSION_HOME / "hf_home")
 os.environ["HF_DATASETS_CACHE"] = str(_SESSION_HOME / "hf_home" / "datasets")
 os.environ.pop("HF_TOKEN", None)
 os.environ.pop("HUGGING_FACE_HUB_TOKEN", None)
+# One torch CPU thread in the tests and their subprocesses, unless the environment names a count: the
+# test workloads are small batches of small models, and on a 2-core machine with anything else running,
+# two threads made them many times slower (bench/results/threads.md).
+_TORCH_THREADS = int(os.environ.setdefault("OMP_NUM_THREADS", "1"))
 
 
 @pytest.fixture(autouse=True)
@@ -52,6 +56,13 @@ def hf_offline_tmp_home(tmp_path_factory, monkeypatch):
         monkeypatch.setattr(config, "DOWNLOADED_DATASETS_PATH", cache / "downloads")
         monkeypatch.setattr(config, "EXTRACTED_DATASETS_PATH", cache / "downloads" / "extracted")
     yield home
+
+
+@pytest.fixture(autouse=True)
+def torch_threads():
+    """Each test starts at the suite's thread count, whatever a command run by the test before it set."""
+    if "torch" in sys.modules and sys.modules["torch"].get_num_threads() != _TORCH_THREADS:
+        sys.modules["torch"].set_num_threads(_TORCH_THREADS)
 
 
 def tiny_checkpoint(tmp_path_factory, name: str, overrides: list[str]):

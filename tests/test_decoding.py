@@ -113,13 +113,23 @@ def test_models_take_the_kv_cache_under_either_name(name, keyword):
 
 def test_confirmed_multi_token_decoding_writes_what_one_token_per_pass_writes():
     """The extra heads only propose: beyond its training lengths the bundled k2's second head often
-    guesses wrong, and the first head's pass sends those rows back to one token per pass."""
-    from hf_arith import solve
+    guesses wrong, and the first head's pass sends those rows back to one token per pass. Within
+    them, every way of decoding writes the true sums."""
+    from hf_arith import bundled_path, solve
     from hf_arith.evaluation import heldout_problems
+    from hf_arith.limits import training_range
     from hf_arith.problems import ProblemSpec
 
     model, tok = load_checkpoint("abacus-gpt2-add-k2")
     texts = heldout_problems(ProblemSpec(min_digits=1, max_digits=16), 200, seed=11)[0]
+    sums = [str(int(a) + int(b)) for a, b in (t.split("+") for t in texts)]  # the oracle
+    trained = training_range(tok.arith_format, bundled_path("abacus-gpt2-add-k2"))[1]
+    inside = [i for i, t in enumerate(texts) if max(len(x) for x in t.split("+")) <= trained]
+    assert 50 <= len(inside) < len(texts)  # both kinds of problem are here
+
+    def true_inside(answers) -> bool:
+        return [answers[i] for i in inside] == [sums[i] for i in inside]
+
     enc = tok(texts, padding=True, return_tensors="pt")
     eos, pad = tok.eos_token_id, tok.pad_token_id
     one, one_p, one_passes = greedy_decode(model, enc["input_ids"], enc["attention_mask"], 18, eos, pad,
@@ -127,6 +137,7 @@ def test_confirmed_multi_token_decoding_writes_what_one_token_per_pass_writes():
     raw = greedy_decode(model, enc["input_ids"], enc["attention_mask"], 18, eos, pad, tokens_per_step=2)
     two, two_p, two_passes = confirmed_greedy_decode(model, enc["input_ids"], enc["attention_mask"], 18, eos, pad,
                                                      tokens_per_step=2, return_passes=True, return_probabilities=True)
+    assert true_inside(tok.decode_answers(one)) and true_inside(tok.decode_answers(raw))
     assert tok.decode_answers(raw) != tok.decode_answers(one)  # the case this guards
     assert tok.decode_answers(two) == tok.decode_answers(one)
     torch.testing.assert_close(two_p.min(1).values, one_p.min(1).values, atol=1e-4, rtol=0)
@@ -135,6 +146,7 @@ def test_confirmed_multi_token_decoding_writes_what_one_token_per_pass_writes():
     confirmed = solve(model, tok, texts, tokens_per_step=2, warn_beyond_training=False, return_confidence=True)
     single = solve(model, tok, texts, warn_beyond_training=False, return_confidence=True)
     assert [a.answer for a in confirmed] == [a.answer for a in single]
+    assert true_inside([a.answer for a in single])
     assert [a.confidence for a in confirmed] == pytest.approx([a.confidence for a in single], abs=1e-4)
     unconfirmed = solve(model, tok, texts, tokens_per_step=2, warn_beyond_training=False, confirm=False)
-    assert unconfirmed != [a.answer for a in single]
+    assert true_inside(unconfirmed) and unconfirmed != [a.answer for a in single]

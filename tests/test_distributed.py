@@ -72,6 +72,7 @@ def _run(tmp_path, name: str, launcher: list[str]) -> tuple[dict, list[list[dict
     return state, [json.loads(p.read_text()) for p in ranks], proc.stdout
 
 
+@pytest.mark.slow  # three training processes
 @pytest.mark.skipif(available_cpu_cores() < 2 and not torch.cuda.is_available(), reason="needs two CPU cores")
 def test_torchrun_two_processes_match_one_process(tmp_path):
     from hf_arith.loading import load_checkpoint

@@ -42,6 +42,7 @@ from hf_arith.publishing import (
 from hf_arith.solving import answer_budget
 
 BUNDLED = hf_arith.bundled_models()
+EVAL_SAMPLES = 100  # problems of each real `hf-arith eval --json` run here (small, to keep the suite quick)
 
 
 def files_of(folder: Path) -> list[str]:
@@ -72,12 +73,12 @@ def reference(problem: str) -> str:
 
 @pytest.fixture(scope="module")
 def eval_reports(tmp_path_factory):
-    """A real `hf-arith eval --json` run for every bundled model (small, to keep the suite quick)."""
+    """A real `hf-arith eval --json` run for every bundled model."""
     folder = tmp_path_factory.mktemp("eval")
     reports = {}
     for name in BUNDLED:
         path = folder / f"{name}.json"
-        assert main(["eval", name, "--samples", "300", "--json", str(path)]) == 0
+        assert main(["eval", name, "--samples", str(EVAL_SAMPLES), "--json", str(path)]) == 0
         reports[name] = path
     return reports
 
@@ -132,7 +133,7 @@ def test_card_parses_back_with_the_eval_numbers(built, eval_reports, name):
     per_length = {int(k.split("=")[1]): r.metric_value for k, r in results.items() if k}
     assert per_length == {int(k): v for k, v in report["by_max_operand_length"].items()}
     assert all(r.dataset_split == "test" and r.metric_type == "exact_match" for r in data.eval_results)
-    assert results[None].dataset_args["n"] == report["n"] == 300
+    assert results[None].dataset_args["n"] == report["n"] == EVAL_SAMPLES
     # The dataset the numbers come from: task, base and digit range of the eval run.
     assert results[None].dataset_config == report["task"]
     assert {k: results[None].dataset_args[k] for k in ("min_digits", "max_digits", "base", "seed")} == \
@@ -303,36 +304,64 @@ def test_the_card_is_built_from_the_checkpoint_folder_alone(tmp_path):
     assert json.loads((folder / SUMMARY_FILE).read_text()) == recorded  # the record behind the rows, published
 
 
-@pytest.mark.parametrize("name", BUNDLED)
-def test_published_folder_works_without_hf_arith(built, name, tmp_path):
-    """The test that matters: a Hub user's process, where hf_arith cannot be imported."""
-    folder = built[name]
-    model, tokenizer = load_checkpoint(name)
-    fmt = tokenizer.arith_format
-    report = json.loads((folder / EVAL_FILE).read_text())
-    # Held-out problems of the lengths it was trained on (the report may reach far beyond them).
-    trained = training_range(fmt, hf_arith.bundled_path(name))
-    top = min(report["max_digits"], trained[1]) if trained else report["max_digits"]
-    spec = ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=top,
-                       **({"min_items": 2, "max_items": min(5, fmt.max_items)} if fmt.task == "sort" else {}))
-    problems, answers, _ = heldout_problems(spec, 64, seed=99)
-    in_process = hf_arith.solve(model, tokenizer, problems)
-    # The card's own "how to use" snippet, pointed at the folder instead of the Hub repo.
-    card = (folder / "README.md").read_text()
-    blocks = card.split("## How to use")[1].split("## ")[0].split("```python")
-    snippet, pipeline_snippet = (b.split("```")[0].replace(f'"someone/{name}"', repr(str(folder))) for b in blocks[1:3])
-    script = BLOCK_HF_ARITH + snippet + pipeline_snippet + textwrap.dedent(f"""
-        import json
-        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-        enc = tok({problems!r}, padding=True, return_tensors="pt")
-        out = model.generate(**enc, max_new_tokens={answer_budget(tokenizer, problems)}, do_sample=False)
-        print(json.dumps({{"answers": tok.decode_answers(out[:, enc.input_ids.shape[1]:]),
-                          "params": model.num_parameters()}}))
+@pytest.fixture(scope="module")
+def hub_user(built, tmp_path_factory):
+    """Each built folder used as a Hub user would, in one process where hf_arith cannot be imported
+    (one interpreter start for every model): the card's "how to use" snippets, pointed at the folder
+    instead of the Hub repo, then `generate` on held-out problems of the lengths the model was
+    trained on (the report may reach far beyond them). {name: (problems, answers, snippet, stdout,
+    error or None)}."""
+    cases, runs = {}, {}
+    for name in BUNDLED:
+        folder = built[name]
+        _, tokenizer = load_checkpoint(name)
+        fmt = tokenizer.arith_format
+        report = json.loads((folder / EVAL_FILE).read_text())
+        trained = training_range(fmt, hf_arith.bundled_path(name))
+        top = min(report["max_digits"], trained[1]) if trained else report["max_digits"]
+        spec = ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=top,
+                           **({"min_items": 2, "max_items": min(5, fmt.max_items)} if fmt.task == "sort" else {}))
+        problems, answers, _ = heldout_problems(spec, 64, seed=99)
+        card = (folder / "README.md").read_text()
+        blocks = card.split("## How to use")[1].split("## ")[0].split("```python")
+        snippet, pipeline_snippet = (b.split("```")[0].replace(f'"someone/{name}"', repr(str(folder))) for b in blocks[1:3])
+        runs[name] = snippet + pipeline_snippet + textwrap.dedent(f"""
+            import json
+            assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+            enc = tok({problems!r}, padding=True, return_tensors="pt")
+            out = model.generate(**enc, max_new_tokens={answer_budget(tokenizer, problems)}, do_sample=False)
+            print(json.dumps({{"answers": tok.decode_answers(out[:, enc.input_ids.shape[1]:]),
+                              "params": model.num_parameters()}}))
+        """)
+        cases[name] = (problems, answers, snippet)
+    script = BLOCK_HF_ARITH + textwrap.dedent(f"""
+        import contextlib, io, json, traceback
+        results = {{}}
+        for name, code in {runs!r}.items():
+            printed = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(printed):
+                    exec(code, {{"__name__": "__main__"}})
+                results[name] = [printed.getvalue(), None]
+            except Exception:
+                results[name] = [printed.getvalue(), traceback.format_exc()[-3000:]]
+        print(json.dumps(results))
     """)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path_factory.mktemp("hf_home"))}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = result.stdout.strip().splitlines()
+    results = json.loads(result.stdout.strip().splitlines()[-1])
+    return {name: (*cases[name], *results[name]) for name in BUNDLED}
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_published_folder_works_without_hf_arith(hub_user, name):
+    """The test that matters: a Hub user's process, where hf_arith cannot be imported."""
+    problems, answers, snippet, printed, error = hub_user[name]
+    assert error is None, error
+    model, tokenizer = load_checkpoint(name)
+    in_process = hf_arith.solve(model, tokenizer, problems)
+    lines = printed.strip().splitlines()
     example = re.search(r'tok\(\["([^"]+)"\]', snippet).group(1)
     assert lines[0] == repr([reference(example)])  # the snippet prints the right answer
     assert lines[1] == repr({"problem": example, "answer": reference(example)})  # and so does the pipeline's

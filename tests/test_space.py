@@ -330,6 +330,7 @@ def test_the_source_folder_is_the_app_and_its_readme(app):
     assert app.hf_arith is hf_arith and app.plots is plots
 
 
+@pytest.mark.slow  # a second Python that imports the whole stack and serves the app
 def test_the_readme_command_serves_the_app_offline(tmp_path):
     """`python spaces/arith-playground/app.py` from the repository root, offline, answers on its port."""
     import os
