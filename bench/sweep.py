@@ -29,10 +29,11 @@ from machine import RESULTS, load_average, markdown_table, write_results
 from tqdm import tqdm
 
 from hf_arith.evaluation import heldout_problems
+from hf_arith.formatting import get_task
 from hf_arith.limits import max_tokens_per_step, model_limits, problem_spec
 from hf_arith.loading import checkpoint_folder, checkpoint_label, load_checkpoint
 from hf_arith.metrics import is_silent_wrong
-from hf_arith.problems import CHAIN_TASKS, sample
+from hf_arith.problems import sample
 from hf_arith.solving import LOW_CONFIDENCE, solve
 
 CHUNK = 20_000  # problems per solve call: a progress step, and memory bounded whatever the total
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
         spec = problem_spec(tok.arith_format, low, high)
         sets = {"random": heldout_problems(spec, n_random, seed=args.seed)[:2]}
         for offset, (key, kind) in enumerate(HARD_SETS.items(), start=1):
-            if kind != "chains" or spec.task in CHAIN_TASKS:
+            if kind != "chains" or "chains" in get_task(spec.task).hard_kinds:
                 sets[key] = hard_heldout(spec, kind, args.hard, args.seed + offset)
         record = {"model": name, "operand_digits": [low, high], "seed": args.seed, "threads": args.threads,
                   **({"device": str(model.device)} if args.device else {}), "confidence_threshold": LOW_CONFIDENCE}

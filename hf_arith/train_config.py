@@ -29,8 +29,9 @@ from typing import ClassVar
 
 import yaml
 
-from .formatting import TASK_NAMES, NumberFormat
-from .problems import HARD_KINDS, KIND_TASKS, SAMPLE_BY
+from .formatting import NumberFormat
+from .problems import HARD_KINDS, SAMPLE_BY
+from .tasks import tasks_with_kind
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -398,15 +399,15 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
                     min_items=d.min_items, max_items=d.max_items, sample_by=d.sample_by)
     except ValueError as err:
         raise RecipeError(f"data: {err}") from None
-    hard_tasks = KIND_TASKS.get(d.hard_kind)
-    if d.hard_fraction and hard_tasks and fmt.task not in hard_tasks:
-        raise RecipeError(f"data.hard_kind {d.hard_kind!r} applies to {' and '.join(TASK_NAMES[t] for t in hard_tasks)}, "
-                          f"not {TASK_NAMES[fmt.task]}")
-    if fmt.task == "sort" and d.max_items > fmt.max_items:
+    task = fmt.task_rules
+    if d.hard_fraction and d.hard_kind in HARD_KINDS and d.hard_kind not in task.hard_kinds:
+        owners = " and ".join(t.title for t in tasks_with_kind(d.hard_kind))
+        raise RecipeError(f"data.hard_kind {d.hard_kind!r} applies to {owners}, not {task.title}")
+    if task.item_list and d.max_items > fmt.max_items:
         raise RecipeError(f"data.max_items {d.max_items} exceeds format.max_items {fmt.max_items} (the items a prompt holds)")
     if recipe.eval.verify and not is_tiny_adder_format(fmt):
         raise RecipeError(f"eval.verify: the tiny-adder protocol needs 10-digit decimal addition, but this recipe "
-                          f"trains {TASK_NAMES[fmt.task]} in base {fmt.base}; set eval.verify=false")
+                          f"trains {task.title} in base {fmt.base}; set eval.verify=false")
     try:
         config_cls, _ = family_classes(recipe.family)
     except ValueError as err:
