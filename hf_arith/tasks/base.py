@@ -45,6 +45,8 @@ class Task:
     scratchpads: the written working the format may put before the answer (besides 'none').
     item_list: the problem is a list of labelled items (a variable count) rather than two operands.
     grid_axes: the two axes of its length grid.
+    commutative: a+b and b+a have the same answer (the stress sets' commutativity check).
+    reported_failures: in-range problems that bundled models once answered wrongly (a stress set).
     """
 
     name: str = ""
@@ -57,6 +59,8 @@ class Task:
     scratchpads: tuple[str, ...] = ()
     item_list: bool = False
     grid_axes: tuple[str, str] = ("len_a", "len_b")
+    commutative: bool = False
+    reported_failures: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return f"<task {self.name!r}>"
@@ -112,6 +116,14 @@ class Task:
     def example(self, a: int, b: int, max_items: int) -> str:
         """A fixed example problem from two numbers (model cards, the Space)."""
         return self.problem_text([str(a), str(b)])
+
+    def grid_cell(self, lengths: np.ndarray) -> np.ndarray:
+        """Each problem's length-grid cell from its operand lengths ([n, k] -> [n, 2]), on `grid_axes`."""
+        return lengths[:, :2]
+
+    def chain_problems(self, tops: list[int], base: int) -> list[tuple[int, int]]:
+        """Operand pairs whose every digit carries or borrows ('99..9' of each length is in `tops`)."""
+        return []
 
     # -- sampling --------------------------------------------------------------------------
     def choose_items(self, lengths: np.ndarray, digits: np.ndarray, min_items: int, max_items: int,

@@ -11,6 +11,8 @@ from .base import Task, digit_count, normalise
 class Mul(Task):
     name, title, hash_id, operator = "mul", "multiplication", 3, "*"
     scratchpads = ("running_sums",)
+    commutative = True
+    reported_failures = ("29299*29229", "927*88471", "89652*4880", "66661*66111")
 
     def check_format(self, fmt):
         if fmt.scratchpad == "running_sums" and fmt.answer_width:
@@ -36,6 +38,9 @@ class Mul(Task):
                 acc = normalise(acc, base)
         answer = normalise(acc, base).astype(np.int8)
         return answer, digit_count(answer), np.zeros(n, dtype=bool)
+
+    def chain_problems(self, tops, base):
+        return [(v, base - 1) for v in tops] + [(base - 1, v) for v in tops]
 
     def reference(self, values):
         return str(values[0] * values[1])

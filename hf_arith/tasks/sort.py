@@ -81,6 +81,9 @@ class Sort(Task):
     def example(self, a, b, max_items):
         return self.problem_text([str(v) for v in [b, a, (a + b) // 2][: min(3, max_items)]])
 
+    def grid_cell(self, lengths):
+        return np.stack([(lengths > 0).sum(axis=1), lengths.max(axis=1)], axis=1)
+
     def choose_items(self, lengths, digits, min_items, max_items, rng):
         count = rng.integers(min_items, max_items + 1, size=len(lengths))
         absent = np.arange(lengths.shape[1])[None, :] >= count[:, None]

@@ -36,6 +36,9 @@ class Sub(Task):
         answer = diff.astype(np.int8)
         return answer, digit_count(answer), negative
 
+    def chain_problems(self, tops, base):
+        return [(v + 1, 1) for v in tops[:-1]] + [(v, v) for v in tops]
+
     def reference(self, values):
         return str(values[0] - values[1])
 
