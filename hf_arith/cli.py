@@ -43,7 +43,7 @@ from . import __version__
 from .bundled import bundled_models, bundled_path
 from .decoding import default_threads
 from .evaluation import evaluate_model, heldout_problems, loops_curve, verify_tiny_adder
-from .formatting import TASK_NAMES, FormatError, parse_problems, quote
+from .formatting import FormatError, parse_problems, quote
 from .grid import length_grid, parse_length_range
 from .hardware import THREADS_PER_CORE, max_threads
 from .limits import BeyondTrainingWarning, model_limits, problem_spec
@@ -181,7 +181,7 @@ def _pct(x: float) -> str:
 
 
 def describe_format(fmt) -> str:
-    text = f"{TASK_NAMES.get(fmt.task, fmt.task)}, base {fmt.base}"
+    text = f"{fmt.task_rules.title}, base {fmt.base}"
     if fmt.operand_width:
         text += f", {fmt.operand_width}-digit operands"
     return text
@@ -304,12 +304,12 @@ def cmd_eval(args) -> int:
     if args.loops:
         limits.check_loops(args.loops, what="--loops")
     if args.grid:  # a sorting model's grid rows are --items, when given (else every list size it writes)
-        limits.check_grid(args.grid, args.items if fmt.task == "sort" else None)
+        limits.check_grid(args.grid, args.items if fmt.task_rules.item_list else None)
     if args.items:
         limits.check_items(args.items, max_digits)
     spec = problem_spec(fmt, min_digits, max_digits, args.items)
     report = evaluate_model(model, tokenizer, spec, n=args.samples, seed=args.seed)
-    lists = f"lists of {spec.min_items}-{spec.max_items} items, " if fmt.task == "sort" else ""
+    lists = f"lists of {spec.min_items}-{spec.max_items} items, " if fmt.task_rules.item_list else ""
     print(f"{args.model}: {describe_format(fmt)}; {lists}operands of {min_digits}-{max_digits} digits, seed {args.seed}")
     _print_report(report)
     print(f"({report['seconds']:.2f} s)")
@@ -317,7 +317,7 @@ def cmd_eval(args) -> int:
         # What the report was made on, so that `push --eval-json` can refuse it for another model.
         data = {"model": str(args.model), "task": fmt.task, "base": fmt.base, "min_digits": min_digits,
                 "max_digits": max_digits, "seed": args.seed,
-                **({"items": [spec.min_items, spec.max_items]} if fmt.task == "sort" else {}),
+                **({"items": [spec.min_items, spec.max_items]} if fmt.task_rules.item_list else {}),
                 "number_format_fingerprint": fmt.fingerprint(),
                 "weights_fingerprint": weights_fingerprint(checkpoint_folder(model)), **report,
                 "by_max_operand_length": {str(k): v for k, v in report.get("by_max_operand_length", {}).items()},
@@ -408,7 +408,7 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
     written = []
     grid_set = None
     if args.grid:
-        sort = fmt.task == "sort"
+        sort = fmt.task_rules.item_list
         result = length_grid(model, tokenizer, args.grid, args.samples_per_cell, seed=args.seed, train_range=train,
                              progress=sys.stderr.isatty(), keep_problems=True, items=args.items if sort else None,
                              train_items=limits.training_items)

@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from .decoding import default_batch_size
-from .formatting import TASK_NAMES, FormatError
+from .formatting import FormatError
 from .limits import model_limits
 from .metrics import arith_scores, confidence_scores
 from .problems import ProblemSpec, sample
@@ -80,7 +80,7 @@ def verify_tiny_adder(model, tokenizer, seed: int = 2025, batch_size: int = 1638
     fmt = tokenizer.arith_format
     if not is_tiny_adder_format(fmt):
         raise FormatError(f"the tiny-adder protocol needs a model of 10-digit decimal addition; this one does "
-                          f"{TASK_NAMES[fmt.task]} in base {fmt.base}"
+                          f"{fmt.task_rules.title} in base {fmt.base}"
                           + (f" with {fmt.operand_width}-digit operands" if fmt.operand_width else ""))
     cases = tiny_adder_cases(seed)
     texts = [f"{a}+{b}" for a, b in cases]

@@ -57,6 +57,11 @@ class ProblemSpec:
             raise FormatError(f"sort item range must satisfy 2 <= min <= max <= 26, got {self.min_items}-{self.max_items}")
 
     @property
+    def task_rules(self):
+        """The `Task` object of this spec's task."""
+        return get_task(self.task)
+
+    @property
     def n_operands(self) -> int:
         return get_task(self.task).n_operands(self.max_items)
 

@@ -16,7 +16,6 @@ import torch
 
 import hf_arith
 from hf_arith.evaluation import heldout_problems
-from hf_arith.formatting import OPERATORS
 from hf_arith.limits import model_limits, problem_spec
 from hf_arith.loading import load_checkpoint
 from hf_arith.stress import stress_sets
@@ -32,11 +31,11 @@ def problem_set(model, tokenizer) -> list[str]:
     top = fmt.operand_width or min(10, limit)
     spec = problem_spec(fmt, 1, top)
     texts = heldout_problems(spec, 120, seed=7)[0]
-    if fmt.task == "sort":
+    if fmt.task_rules.item_list:
         texts += heldout_problems(problem_spec(fmt, 7, 10), 60, seed=8)[0]
         sets = stress_sets(fmt, 6, n=4, seed=9)
         return texts + sets["zero_operands"][:4] + sets["max_length"]
-    op = OPERATORS[fmt.task]
+    op = fmt.task_rules.operator
     if not fmt.operand_width:
         far = min(30, limit)
         texts += heldout_problems(problem_spec(fmt, top + 1, far), 60, seed=8)[0]

@@ -45,6 +45,7 @@ class Task:
     scratchpads: the written working the format may put before the answer (besides 'none').
     item_list: the problem is a list of labelled items (a variable count) rather than two operands.
     grid_axes: the two axes of its length grid.
+    default_digits: the operand digit range a dataset of the task draws unless told otherwise.
     commutative: a+b and b+a have the same answer (the stress sets' commutativity check).
     reported_failures: in-range problems that bundled models once answered wrongly (a stress set).
     """
@@ -60,6 +61,7 @@ class Task:
     item_list: bool = False
     grid_axes: tuple[str, str] = ("len_a", "len_b")
     commutative: bool = False
+    default_digits: tuple[int, int] = (1, 10)
     reported_failures: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
