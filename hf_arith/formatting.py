@@ -54,6 +54,12 @@ def register_task(task) -> None:
     _TASKS[task.name] = task
 
 
+def unregister_task(name: str) -> None:
+    """Forget the task called `name` (a task registered for a while, as a test does)."""
+    get_task(name)  # an unknown name: the one-line error
+    del _TASKS[name]
+
+
 def _load_builtin_tasks() -> None:
     if not _TASKS and __package__:
         try:
