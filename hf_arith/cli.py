@@ -42,7 +42,7 @@ from transformers.utils import logging as hf_logging
 from . import __version__
 from .bundled import bundled_models, bundled_path
 from .decoding import default_threads
-from .evaluation import evaluate_model, heldout_problems, loops_curve, verify_tiny_adder
+from .evaluation import evaluate_model, loops_curve, verify_tiny_adder
 from .formatting import FormatError, parse_problems, quote
 from .grid import length_grid, parse_length_range
 from .hardware import THREADS_PER_CORE, max_threads
@@ -55,11 +55,12 @@ from .loading import (
     checkpoint_folder,
     checkpoint_label,
     load_checkpoint,
-    one_line,
     weights_fingerprint,
 )
+from .problems import held_out_problems
 from .solving import LOW_CONFIDENCE, solve
 from .stress import stress_test
+from .text import one_line, pct
 from .train_config import MAX_EVAL_SAMPLES, RecipeError, list_presets
 
 PROG = "hf-arith"
@@ -176,10 +177,6 @@ def _load(args):
     return model, tokenizer
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.2f}%"
-
-
 def describe_format(fmt) -> str:
     text = f"{fmt.task_rules.title}, base {fmt.base}"
     if fmt.operand_width:
@@ -260,8 +257,8 @@ def cmd_train(args) -> int:
 # -- eval -----------------------------------------------------------------------------------
 def _print_report(report: dict) -> None:
     counts = {int(k): v for k, v in (report.get("count_by_max_operand_length") or {}).items()}
-    print(f"Held-out exact match: {_pct(report['exact_match'])} of {report['n']} problems "
-          f"(malformed answers: {_pct(report['malformed'])})")
+    print(f"Held-out exact match: {pct(report['exact_match'], spaced=False)} of {report['n']} problems "
+          f"(malformed answers: {pct(report['malformed'], spaced=False)})")
     if "silent_wrong" in report:
         threshold = f"{100 * report['confidence_threshold']:g} %"
         print(f"Wrong answers: {report['wrong']}, of which {report['silent_wrong']} at confidence {threshold} or more "
@@ -274,7 +271,7 @@ def _print_report(report: dict) -> None:
         header = "  max operand digits   exact match" + ("   problems" if counts else "")
         print(header)
         for digits, acc in sorted(by_length.items(), key=lambda kv: int(kv[0])):
-            row = f"  {int(digits):>18}   {_pct(acc):>11}"
+            row = f"  {int(digits):>18}   {pct(acc, spaced=False):>11}"
             if counts:
                 row += f"   {counts.get(int(digits), 0):>8}"
             print(row)
@@ -425,7 +422,8 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
         _print_grid(result)
     if args.loops:
         if grid_set is None:
-            texts, answers, _ = heldout_problems(spec, args.samples, args.seed)
+            problems = held_out_problems(spec, args.samples, args.seed)
+            texts, answers = problems.to_text(), problems.answer_text()
             grid_set = (texts, answers, None)
         curve = loops_curve(model, tokenizer, grid_set[0], grid_set[1], args.loops, inside=grid_set[2])
         curve["problems"] = f"the --grid {args.grid[0]}:{args.grid[1]} problems" if args.grid else "held-out sample"
@@ -433,7 +431,7 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
         summary["loops"] = curve
         print("recurrences   exact match")
         for n, acc in zip(curve["loops"], curve["exact_match"]):
-            print(f"  {n:>9}   {_pct(acc):>11}")
+            print(f"  {n:>9}   {pct(acc, spaced=False):>11}")
     if args.stress:
         stress = stress_test(model, tokenizer, max_digits, seed=args.seed)
         written.append(_write_json(out_dir / "stress.json", stress))
@@ -442,8 +440,8 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
             summary["stress"]["commutativity_agreement"] = stress["commutativity"]["agreement"]
         print(f"stress set            exact match   problems   wrong at >= {100 * LOW_CONFIDENCE:g} % confidence")
         for name, r in stress.items():
-            extra = f"   (a+b = b+a: {_pct(r['agreement'])})" if "agreement" in r else ""
-            print(f"  {name:<20}{_pct(r['exact_match']):>11}   {r['n']:>8}   {r['silent_wrong']:>8}{extra}")
+            extra = f"   (a+b = b+a: {pct(r['agreement'], spaced=False)})" if "agreement" in r else ""
+            print(f"  {name:<20}{pct(r['exact_match'], spaced=False):>11}   {r['n']:>8}   {r['silent_wrong']:>8}{extra}")
     written.append(_write_json(out_dir / "summary.json", summary))
     print(f"Wrote {', '.join(p.name for p in written)} to {out_dir}")
 
@@ -463,18 +461,18 @@ def _print_grid(result: dict) -> None:
     cells = (f"Grid of lists of {result['items'][0]}-{result['items'][1]} numbers x {lo}-{hi} digits each"
              if result.get("items") else f"Length grid {lo}-{hi} x {lo}-{hi} digits")
     print(f"{cells}, {result['samples_per_cell']} problems per cell: "
-          f"{_pct(s['exact_match'])} exact match, {_pct(s['per_digit_accuracy'])} of digits, "
+          f"{pct(s['exact_match'], spaced=False)} exact match, {pct(s['per_digit_accuracy'], spaced=False)} of digits, "
           f"mean answer perplexity {s['mean_perplexity']:.3f} ({s['seconds']:.1f} s)")
     for key, label in (("in_training_range_exact_match", "inside the training range"),
                        ("beyond_training_range_exact_match", "beyond the training range")):
         if s.get(key) is not None:
-            print(f"  {label}: {_pct(s[key])}")
+            print(f"  {label}: {pct(s[key], spaced=False)}")
 
 
 # -- verify ---------------------------------------------------------------------------------
 def _print_verify(result: dict, name: str) -> None:
     print(f"Tiny-adder verify of {name} (seed {result['seed']}):")
-    print(f"  accuracy          {_pct(result['accuracy'])}")
+    print(f"  accuracy          {pct(result['accuracy'], spaced=False)}")
     print(f"  correct           {result['correct']} / {result['total']}")
     print(f"  edge cases        {result['edge_cases_correct']} / 10")
     print(f"  unique params     {result['unique_params']}")

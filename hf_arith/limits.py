@@ -43,14 +43,15 @@ UNBOUNDED_MAX_DIGITS = 10
 
 
 def problem_spec(fmt: NumberFormat, min_digits: int, max_digits: int,
-                 items: tuple[int, int] | None = None) -> ProblemSpec:
-    """The problems with operands of these lengths that eval draws and the limits assume; sorting
-    lists hold 2 to SORT_ITEMS items unless `items` (min, max) says otherwise."""
-    if not fmt.task_rules.item_list:
-        return ProblemSpec(task=fmt.task, base=fmt.base, min_digits=min_digits, max_digits=max_digits)
-    low, high = items or (2, min(SORT_ITEMS, fmt.max_items))
+                 items: tuple[int, int] | None = None, sample_by: str = "length") -> ProblemSpec:
+    """The problems in format `fmt` with operands of these lengths (drawn as `sample_by` says): what
+    eval and training draw and the limits assume. Lists (sorting) hold 2 to SORT_ITEMS items unless
+    `items` (min, max) says otherwise."""
+    if items is None and fmt.task_rules.item_list:
+        items = (2, min(SORT_ITEMS, fmt.max_items))
+    counts = {} if items is None else {"min_items": items[0], "max_items": items[1]}
     return ProblemSpec(task=fmt.task, base=fmt.base, min_digits=min_digits, max_digits=max_digits,
-                       min_items=low, max_items=high)
+                       sample_by=sample_by, **counts)
 
 
 def _list_tasks() -> str:

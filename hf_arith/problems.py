@@ -301,6 +301,12 @@ def sample(spec: ProblemSpec, n: int, rng: np.random.Generator, split: str | Non
     return with_answers(merged)
 
 
+def held_out_problems(spec: ProblemSpec, n: int, seed: int = 1234,
+                      test_fraction: float = DEFAULT_TEST_FRACTION) -> Problems:
+    """n problems (with answers) from the test split, which training never draws, seeded by `seed`."""
+    return sample(spec, n, np.random.default_rng(seed), split="test", test_fraction=test_fraction)
+
+
 def example_problem(fmt: NumberFormat, max_digits: int) -> str:
     """A fixed problem in `fmt` with operands of `max_digits` digits (for model cards and the Space)."""
     n, base = max(1, max_digits), fmt.base

@@ -39,7 +39,6 @@ from .loading import (
     CheckpointError,
     _quiet_transformers,
     load_checkpoint,
-    one_line,
     read_dtype_check,
     resolve_checkpoint,
     weights_fingerprint,
@@ -58,6 +57,7 @@ from .model_card import (
 )
 from .records import LOOPS_FILE, LOOPS_PICTURE, read_loops
 from .saving import save_checkpoint
+from .text import one_line
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MAX_GRID_SAMPLES = 10_000  # problems per cell of the card's length grid (every cell's problems are held at once)

@@ -394,7 +394,7 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     if fmt.operand_width and recipe.data.max_digits > fmt.operand_width:
         raise RecipeError(f"data.max_digits {recipe.data.max_digits} exceeds format.operand_width {fmt.operand_width}")
     d = recipe.data
-    try:  # the problems the run draws (training.problem_spec)
+    try:  # the problems the run draws (training.recipe_spec)
         ProblemSpec(task=fmt.task, base=fmt.base, min_digits=d.min_digits, max_digits=d.max_digits,
                     min_items=d.min_items, max_items=d.max_items, sample_by=d.sample_by)
     except ValueError as err:

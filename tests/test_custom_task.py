@@ -12,7 +12,7 @@ from hf_arith.formatting import FormatError, NumberFormat, parse_problems
 from hf_arith.problems import ProblemSpec, sample
 from hf_arith.tasks import Task, get_task, register_task, task_names, unregister_task
 from hf_arith.train_config import load_recipe
-from hf_arith.training import held_out_problems, train
+from hf_arith.training import recipe_held_out, train
 
 
 class Larger(Task):
@@ -69,7 +69,7 @@ def test_a_new_task_trains_evaluates_and_solves_without_editing_the_package(larg
     report = summary["heldout"]  # the held-out evaluation of the saved model
     assert report["n"] == 50 == sum(report["count_by_operand_lengths"].values())
     assert 0.0 <= report["exact_match"] <= 1.0 and np.isfinite(summary["train_loss"])
-    heldout = held_out_problems(recipe, NumberFormat(task="larger"), 50, seed=0)
+    heldout = recipe_held_out(recipe, NumberFormat(task="larger"), 50, seed=0)
     assert heldout.task == "larger" and all("^" in t for t in heldout.to_text())
 
     model, tokenizer = hf_arith.load(str(tmp_path / "final"))

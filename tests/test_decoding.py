@@ -115,11 +115,10 @@ def test_confirmed_multi_token_decoding_writes_what_one_token_per_pass_writes():
     """The extra heads only propose: beyond its training lengths the bundled k2's second head often
     guesses wrong, and the first head's pass sends those rows back to one token per pass."""
     from hf_arith import solve
-    from hf_arith.evaluation import heldout_problems
-    from hf_arith.problems import ProblemSpec
+    from hf_arith.problems import ProblemSpec, held_out_problems
 
     model, tok = load_checkpoint("abacus-gpt2-add-k2")
-    texts = heldout_problems(ProblemSpec(min_digits=1, max_digits=16), 200, seed=11)[0]
+    texts = held_out_problems(ProblemSpec(min_digits=1, max_digits=16), 200, seed=11).to_text()
     enc = tok(texts, padding=True, return_tensors="pt")
     eos, pad = tok.eos_token_id, tok.pad_token_id
     one, one_p, one_passes = greedy_decode(model, enc["input_ids"], enc["attention_mask"], 18, eos, pad,
