@@ -37,10 +37,10 @@ class FormatError(ValueError):
 
 
 # -- the task registry ---------------------------------------------------------------------
-# Every task (hf_arith/tasks/: add, sub, mul, sort, and any registered later) is an object that the
-# format asks for its syntax, answers and written forms. The built-in tasks register when their
-# modules are imported: in the package by `hf_arith.tasks`; in a saved model's remote code by the
-# import lines that the tokenizer's `save_pretrained` appends to this file.
+# Every task (the package's tasks/ folder: add, sub, mul, sort, and any registered later) is an
+# object that the format asks for its syntax, answers and written forms. The built-in tasks register
+# when their modules are imported: in the package by its `tasks` package; in a saved model's remote
+# code by the import line that the tokenizer's `save_pretrained` appends to this file.
 _TASKS: dict = {}
 
 

@@ -109,11 +109,11 @@ def cell_problems(task: str, base: int, len_a: int, len_b: int, n: int, seed: in
 
 
 def sort_cell_problems(base: int, items: int, digits: int, n: int, seed: int = 0,
-                       test_fraction: float = DEFAULT_TEST_FRACTION) -> tuple[Problems, dict]:
+                       test_fraction: float = DEFAULT_TEST_FRACTION, task: str = "sort") -> tuple[Problems, dict]:
     """n held-out lists of exactly `items` numbers of exactly `digits` digits each (with answers),
     and how they were drawn, as `cell_problems` says. Small spaces repeat lists (1-digit pairs:
     100 lists, about 10 held out)."""
-    spec = ProblemSpec(task="sort", base=base, min_digits=digits, max_digits=digits, min_items=items, max_items=items)
+    spec = ProblemSpec(task=task, base=base, min_digits=digits, max_digits=digits, min_items=items, max_items=items)
     rng = np.random.default_rng([seed, items, digits])
     problems = sample(spec, n, rng, split="test" if test_fraction > 0 else None, test_fraction=test_fraction)
     return problems, {"distinct": len(np.unique(problem_hash(problems))), "heldout": test_fraction > 0}
@@ -207,7 +207,8 @@ def grid_problem_set(fmt, lengths: tuple[int, int], samples_per_cell: int = 100,
     for a in range(rows[0], rows[1] + 1):
         for b in range(lo, hi + 1):
             if item_list:
-                problems, drawn[(a, b)] = sort_cell_problems(fmt.base, a, b, samples_per_cell, seed, test_fraction)
+                problems, drawn[(a, b)] = sort_cell_problems(fmt.base, a, b, samples_per_cell, seed, test_fraction,
+                                                                     task=fmt.task)
             else:
                 problems, drawn[(a, b)] = cell_problems(fmt.task, fmt.base, a, b, samples_per_cell, seed, test_fraction)
             parts.append(problems)

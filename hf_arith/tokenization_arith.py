@@ -71,7 +71,7 @@ class ArithTokenizer(TokenizersBackend):
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """As transformers saves a tokenizer; with remote code, the module of its task goes along
-        (`write_task_code`), so the folder loads where hf_arith is not installed."""
+        (`write_task_code`), so the folder loads where this package is not installed."""
         files = super().save_pretrained(save_directory, *args, **kwargs)
         write_task_code(save_directory, self.arith_format.task)
         return files

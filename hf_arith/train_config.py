@@ -29,7 +29,7 @@ from typing import ClassVar
 
 import yaml
 
-from .formatting import NumberFormat
+from .formatting import NumberFormat, get_task, task_names
 from .problems import HARD_KINDS, SAMPLE_BY
 from .tasks import tasks_with_kind
 
@@ -417,8 +417,10 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     unknown = sorted(set(recipe.model) - known - {"attn_implementation", "dtype"})
     if unknown:
         raise RecipeError(f"unknown key(s) {unknown} in model for the {recipe.family!r} family; known: {sorted(known)}")
-    if recipe.model.get("digit_logits_only") and (fmt.end_token or not fmt.answer_width or fmt.task not in ("add", "mul")):
-        raise RecipeError("model.digit_logits_only needs answers of digits only: addition or multiplication with a "
+    if recipe.model.get("digit_logits_only") and (fmt.end_token or not fmt.answer_width
+                                                  or not fmt.task_rules.digit_answers):
+        owners = " or ".join(get_task(t).title for t in task_names() if get_task(t).digit_answers)
+        raise RecipeError(f"model.digit_logits_only needs answers of digits only: {owners} with a "
                           "fixed format.answer_width and format.end_token false")
     check_trainer_section(recipe.trainer)
     return fmt

@@ -46,6 +46,7 @@ class Task:
     item_list: the problem is a list of labelled items (a variable count) rather than two operands.
     grid_axes: the two axes of its length grid.
     default_digits: the operand digit range a dataset of the task draws unless told otherwise.
+    digit_answers: every answer is digits only (no sign, no labels), so a model may write digits alone.
     commutative: a+b and b+a have the same answer (the stress sets' commutativity check).
     reported_failures: in-range problems that bundled models once answered wrongly (a stress set).
     """
@@ -61,6 +62,7 @@ class Task:
     item_list: bool = False
     grid_axes: tuple[str, str] = ("len_a", "len_b")
     commutative: bool = False
+    digit_answers: bool = True
     default_digits: tuple[int, int] = (1, 10)
     reported_failures: tuple[str, ...] = ()
 

@@ -30,6 +30,7 @@ class Sort(Task):
     name, title, hash_id = "sort", "sorting", 4
     scratchpads = ("radix_passes", "radix_keys")
     item_list = True
+    digit_answers = False  # labels
     default_digits = (1, 5)
     grid_axes = ("items", "digits")
 

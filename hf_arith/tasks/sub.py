@@ -13,6 +13,7 @@ class Sub(Task):
     hard_kinds = ("repeated", "chains", "hard")
     chain = "borrow"
     negative_answers = ("sign", "complement")
+    digit_answers = False  # a sign before (or after) the digits
 
     def check_format(self, fmt):
         if fmt.negative_answers == "complement" and fmt.answer_width:
