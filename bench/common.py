@@ -11,10 +11,9 @@ import time
 import numpy as np
 
 from hf_arith.decoding import greedy_decode
-from hf_arith.evaluation import heldout_problems
 from hf_arith.formatting import parse_problems
 from hf_arith.limits import answer_budget, max_tokens_per_step, model_limits, problem_spec
-from hf_arith.problems import ProblemSpec
+from hf_arith.problems import ProblemSpec, held_out_problems
 
 
 # -- command lines ----------------------------------------------------------------------------
@@ -49,14 +48,14 @@ def add_model_batch_options(parser: argparse.ArgumentParser, out, batch_sizes=(1
 def problems_for(model, tokenizer, n: int, max_digits: int, seed: int = 99) -> list[str]:
     """`n` held-out problems in the model's own format, operands of 1 to `max_digits` digits (or what the model takes)."""
     digits = min(max_digits, model_limits(model, tokenizer).max_digits)
-    texts, _, _ = heldout_problems(problem_spec(tokenizer.arith_format, 1, digits), n, seed=seed)
-    return texts
+    return held_out_problems(problem_spec(tokenizer.arith_format, 1, digits), n, seed=seed).to_text()
 
 
 def decimal_heldout(tok, lo: int, hi: int, n: int, seed: int = 1234):
     """Held-out problems with lo..hi decimal-digit operands (the same problems whatever the model's base)."""
     spec = ProblemSpec(task=tok.arith_format.task, base=10, min_digits=lo, max_digits=hi)
-    return heldout_problems(spec, n, seed=seed)
+    problems = held_out_problems(spec, n, seed=seed)
+    return problems.to_text(), problems.answer_text(), problems.lengths
 
 
 def make_batches(tokenizer, texts: list[str], batch_size: int, count: int):

@@ -4,7 +4,7 @@ Usage: python bench/sweep.py [MODEL ...] [--random N] [--hard N] [--seed S] [--t
 
 Sets per model, all from the test split (problems training never draws) and inside the operand
 lengths the checkpoint was trained on:
-- random: `heldout_problems` with operand lengths uniform in the trained range;
+- random: `held_out_problems` with operand lengths uniform in the trained range;
 - repeated digits: operands written with one or two distinct digits, and (addition,
   subtraction) carry chains: every column of a span carries or borrows (`problems.sample` with
   kind "repeated" and "chains"), where random sampling almost never goes.
@@ -28,11 +28,11 @@ from common import script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 from tqdm import tqdm
 
-from hf_arith.evaluation import heldout_problems
+from hf_arith.formatting import get_task
 from hf_arith.limits import max_tokens_per_step, model_limits, problem_spec
 from hf_arith.loading import checkpoint_folder, checkpoint_label, load_checkpoint
 from hf_arith.metrics import is_silent_wrong
-from hf_arith.problems import CHAIN_TASKS, sample
+from hf_arith.problems import held_out_problems, sample
 from hf_arith.solving import LOW_CONFIDENCE, solve
 
 CHUNK = 20_000  # problems per solve call: a progress step, and memory bounded whatever the total
@@ -96,9 +96,10 @@ def main(argv: list[str] | None = None) -> dict:
         n_random = args.random or (1_000_000 if name == "minimal-add10" else 200_000)
         load_before = load_average()
         spec = problem_spec(tok.arith_format, low, high)
-        sets = {"random": heldout_problems(spec, n_random, seed=args.seed)[:2]}
+        random_set = held_out_problems(spec, n_random, seed=args.seed)
+        sets = {"random": (random_set.to_text(), random_set.answer_text())}
         for offset, (key, kind) in enumerate(HARD_SETS.items(), start=1):
-            if kind != "chains" or spec.task in CHAIN_TASKS:
+            if kind != "chains" or "chains" in get_task(spec.task).hard_kinds:
                 sets[key] = hard_heldout(spec, kind, args.hard, args.seed + offset)
         record = {"model": name, "operand_digits": [low, high], "seed": args.seed, "threads": args.threads,
                   **({"device": str(model.device)} if args.device else {}), "confidence_threshold": LOW_CONFIDENCE}

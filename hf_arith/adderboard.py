@@ -26,7 +26,7 @@ import torch
 
 from .errors import HfArithError
 from .evaluation import TINY_ADDER_EDGE_CASES, TINY_ADDER_MAX, is_tiny_adder_format
-from .formatting import EOS_TOKEN, OPERATORS, PAD_TOKEN, PROMPT_END, TASK_NAMES, FormatError
+from .formatting import EOS_TOKEN, PAD_TOKEN, PROMPT_END, FormatError, get_task
 from .loading import checkpoint_label
 from .models import MinimalConfig
 
@@ -89,7 +89,7 @@ def check_exportable(model, tokenizer) -> None:
         raise _refuse("the tokenizer has no number format (an hf_arith ArithTokenizer is needed)")
     if not is_tiny_adder_format(fmt) or 0 < fmt.answer_width < 11:
         raise FormatError(f"AdderBoard export: the protocol adds two operands of up to 10 decimal digits; "
-                          f"this model does {TASK_NAMES[fmt.task]} in base {fmt.base}"
+                          f"this model does {fmt.task_rules.title} in base {fmt.base}"
                           + (f" with {fmt.operand_width}-digit operands" if fmt.operand_width else "")
                           + (f" and {fmt.answer_width}-digit answers" if fmt.answer_width else ""))
     vocab = fmt.vocab()
@@ -699,7 +699,7 @@ def submission_source(model, tokenizer, *, name: str | None = None, author: str 
         "answer_width": fmt.answer_width, "reverse_operands": fmt.reverse_operands,
         "reverse_answer": fmt.reverse_answer, "end_token": fmt.end_token,
         "eos": repr(EOS_TOKEN), "pad": repr(PAD_TOKEN),
-        "operator": repr(OPERATORS["add"]), "prompt_end": repr(PROMPT_END),
+        "operator": repr(get_task("add").operator), "prompt_end": repr(PROMPT_END),
         "metadata": _metadata_source(metadata),
         "attention_bias": ", bias=True" if config.attention_bias else "",
         "mlp_bias": ", bias=True" if config.mlp_bias else "",

@@ -29,9 +29,9 @@ from pathlib import Path
 import datasets
 import numpy as np
 
-from . import formatting, problems
+from . import formatting, problems, tasks
 from .errors import HfArithError
-from .formatting import TASKS, FormatError
+from .formatting import FormatError, get_task, task_names
 from .problems import DEFAULT_TEST_FRACTION, SPLITS, ProblemSpec, sample
 
 try:  # datasets >= 4 keys examples by (shard, index); older builders may yield plain ints
@@ -40,12 +40,14 @@ except ImportError:  # pragma: no cover
     Key = None
 
 # Digit (and item) ranges per task: what each named config and `export_parquet` default to.
-TASK_DEFAULTS: dict[str, dict[str, int]] = {
-    "add": {"min_digits": 1, "max_digits": 10, "base": 10, "min_items": 2, "max_items": 5},
-    "sub": {"min_digits": 1, "max_digits": 10, "base": 10, "min_items": 2, "max_items": 5},
-    "mul": {"min_digits": 1, "max_digits": 5, "base": 10, "min_items": 2, "max_items": 5},
-    "sort": {"min_digits": 1, "max_digits": 5, "base": 10, "min_items": 2, "max_items": 5},
-}
+
+
+def task_defaults(task: str) -> dict[str, int]:
+    """A task's default problem ranges (its `default_digits`; base 10; lists of 2 to 5 items)."""
+    low, high = get_task(task).default_digits
+    return {"min_digits": low, "max_digits": high, "base": 10, "min_items": 2, "max_items": 5}
+
+
 SPEC_KEYS = tuple(f.name for f in fields(ProblemSpec) if f.name != "task")  # the ranges (min_digits, ..., max_items) and sample_by
 DEFAULT_TRAIN_SIZE = 10_000
 DEFAULT_TEST_SIZE = 1_000
@@ -73,13 +75,12 @@ FEATURES = datasets.Features(
 # -- validation shared by the builder, the endless stream and the Parquet export ----------
 def make_spec(task: str = "add", **spec_kwargs) -> ProblemSpec:
     """The ProblemSpec for `task`, with the task's defaults for any range not given."""
-    if task not in TASKS:
-        raise HfArithError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
+    defaults = task_defaults(task)  # an unknown task: a FormatError naming the known ones
     unknown = sorted(set(spec_kwargs) - set(SPEC_KEYS))
     if unknown:
         raise HfArithError(f"unknown problem settings {unknown}; known settings: {list(SPEC_KEYS)}")
-    values = {**TASK_DEFAULTS[task], **{k: v for k, v in spec_kwargs.items() if v is not None}}
-    for key in TASK_DEFAULTS[task]:  # the ranges; sample_by is a name, which ProblemSpec checks
+    values = {**defaults, **{k: v for k, v in spec_kwargs.items() if v is not None}}
+    for key in defaults:  # the ranges; sample_by is a name, which ProblemSpec checks
         _check_int(key, values[key], minimum=None)
     if values["max_digits"] > MAX_DIGITS:
         raise HfArithError(f"max_digits must be at most {MAX_DIGITS:,}, got {values['max_digits']:,}: every problem is "
@@ -172,8 +173,8 @@ def iter_rows(spec: ProblemSpec, size: int | None, seed: int, split: str,
 def _code_hash() -> str:
     """Hash of the code that decides the rows, so a cached build never outlives a change to it."""
     h = hashlib.sha256()
-    for module in (formatting, problems):
-        h.update(Path(module.__file__).read_bytes())
+    for path in (formatting.__file__, problems.__file__, *sorted(Path(tasks.__file__).parent.glob("*.py"))):
+        h.update(Path(path).read_bytes())
     h.update(Path(__file__).read_bytes())
     return h.hexdigest()[:16]
 
@@ -208,9 +209,9 @@ class ArithProblemsConfig(_ProblemSettings, datasets.BuilderConfig):
 
 
 def _named_config(task: str) -> ArithProblemsConfig:
-    what = formatting.TASK_NAMES[task]
-    d = TASK_DEFAULTS[task]
-    items = f", {d['min_items']}-{d['max_items']} items" if task == "sort" else ""
+    what = get_task(task).title
+    d = task_defaults(task)
+    items = f", {d['min_items']}-{d['max_items']} items" if get_task(task).item_list else ""
     return ArithProblemsConfig(
         name=task, version=datasets.Version("1.0.0"), task=task, **d,
         description=f"{what} of {d['min_digits']}-{d['max_digits']} digit numbers{items}, base {d['base']}",
@@ -221,14 +222,14 @@ class ArithProblems(datasets.GeneratorBasedBuilder):
     """Seeded synthetic arithmetic problems (add, sub, mul, sort) with disjoint train/test splits."""
 
     BUILDER_CONFIG_CLASS = ArithProblemsConfig
-    BUILDER_CONFIGS = [_named_config(t) for t in TASKS]
+    BUILDER_CONFIGS = [_named_config(t) for t in task_names()]
     DEFAULT_CONFIG_NAME = "add"
     VERSION = datasets.Version("1.0.0")
     config: ArithProblemsConfig
 
     def __init__(self, *args, **kwargs):
         # ArithProblems(task="mul") means the "mul" config (its digit range), not "add" with task=mul.
-        if kwargs.get("config_name") is None and kwargs.get("task") in TASKS:
+        if kwargs.get("config_name") is None and kwargs.get("task") in task_names():
             kwargs["config_name"] = kwargs["task"]
         kwargs.setdefault("dataset_name", "arith_problems")
         kwargs.setdefault("hash", _code_hash())
@@ -236,12 +237,12 @@ class ArithProblems(datasets.GeneratorBasedBuilder):
 
     def _info(self) -> datasets.DatasetInfo:
         config = self.config
-        if config.name in TASKS and config.task != config.name:
+        if config.name in task_names() and config.name != config.task:
             raise HfArithError(f"config {config.name!r} is for task {config.name!r}, got task={config.task!r}; "
                              f"use config_name={config.task!r}")
         config.validate()
         spec = config.spec()
-        items = f", {spec.min_items}-{spec.max_items} items" if spec.task == "sort" else ""
+        items = f", {spec.min_items}-{spec.max_items} items" if spec.task_rules.item_list else ""
         return datasets.DatasetInfo(
             description=(f"Synthetic {spec.task} problems, {spec.min_digits}-{spec.max_digits} base-{spec.base} "
                          f"digits{items}, seed {config.seed}; train/test split by a hash of (task, operand values) "
@@ -288,6 +289,6 @@ def infinite_dataset(task: str = "add", *, seed: int = 0, split: str = "train",
 
 
 __all__ = [
-    "ArithProblems", "ArithProblemsConfig", "FEATURES", "TASK_DEFAULTS", "infinite_dataset", "iter_column_chunks",
+    "ArithProblems", "ArithProblemsConfig", "FEATURES", "task_defaults", "infinite_dataset", "iter_column_chunks",
     "iter_rows", "make_spec",
 ]

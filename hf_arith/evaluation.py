@@ -8,10 +8,10 @@ import time
 import numpy as np
 
 from .decoding import default_batch_size
-from .formatting import TASK_NAMES, FormatError
+from .formatting import FormatError
 from .limits import model_limits
 from .metrics import arith_scores, confidence_scores
-from .problems import ProblemSpec, sample
+from .problems import ProblemSpec, held_out_problems
 from .solving import LOW_CONFIDENCE, solve
 
 # The tiny-adder leaderboard's fixed cases (its verify script lists 9999999999+9999999999 twice).
@@ -23,15 +23,10 @@ TINY_ADDER_EDGE_CASES = [
 TINY_ADDER_MAX = 9_999_999_999
 
 
-def heldout_problems(spec: ProblemSpec, n: int, seed: int = 1234, test_fraction: float = 0.1):
-    """n problems from the test split (never seen in training): (texts, answers, lengths [n, k])."""
-    problems = sample(spec, n, np.random.default_rng(seed), split="test", test_fraction=test_fraction)
-    return problems.to_text(), problems.answer_text(), problems.lengths
-
-
 def evaluate_model(model, tokenizer, spec: ProblemSpec, n: int = 2000, seed: int = 1234,
                    batch_size: int | None = None, test_fraction: float = 0.1) -> dict:
-    texts, answers, lengths = heldout_problems(spec, n, seed, test_fraction)
+    problems = held_out_problems(spec, n, seed, test_fraction)
+    texts, answers, lengths = problems.to_text(), problems.answer_text(), problems.lengths
     start = time.perf_counter()
     # Lengths beyond the training range are what a report measures, not something to warn about.
     answered = solve(model, tokenizer, texts, batch_size=batch_size, warn_beyond_training=False, return_confidence=True)
@@ -80,7 +75,7 @@ def verify_tiny_adder(model, tokenizer, seed: int = 2025, batch_size: int = 1638
     fmt = tokenizer.arith_format
     if not is_tiny_adder_format(fmt):
         raise FormatError(f"the tiny-adder protocol needs a model of 10-digit decimal addition; this one does "
-                          f"{TASK_NAMES[fmt.task]} in base {fmt.base}"
+                          f"{fmt.task_rules.title} in base {fmt.base}"
                           + (f" with {fmt.operand_width}-digit operands" if fmt.operand_width else ""))
     cases = tiny_adder_cases(seed)
     texts = [f"{a}+{b}" for a, b in cases]

@@ -27,7 +27,6 @@ import pyarrow.parquet as pq
 
 from .dataset_builder import FEATURES, SPEC_KEYS, check_run_settings, iter_column_chunks, make_spec
 from .errors import HfArithError
-from .formatting import OPERATORS, TASK_NAMES
 
 TEMPLATE_NAME = "dataset_card.md"
 SPLIT_FILES = {"train": "data/train-00000-of-00001.parquet", "test": "data/test-00000-of-00001.parquet"}
@@ -150,9 +149,9 @@ def _dataset_card(spec, counts, seed, test_fraction, examples, pretty_name, lice
 
     from . import __version__
 
-    task_name = TASK_NAMES[spec.task]
+    task_name = spec.task_rules.title
     if pretty_name is None:
-        items = f", {spec.min_items}-{spec.max_items} items" if spec.task == "sort" else ""
+        items = f", {spec.min_items}-{spec.max_items} items" if spec.task_rules.item_list else ""
         pretty_name = (f"Arithmetic: {task_name}, {spec.min_digits}-{spec.max_digits} digits"
                        f"{items} (base {spec.base})")
     card_data = DatasetCardData(
@@ -166,7 +165,7 @@ def _dataset_card(spec, counts, seed, test_fraction, examples, pretty_name, lice
             "data_files": [{"split": split, "path": path} for split, path in SPLIT_FILES.items()],
         }],
     )
-    settings = {"task": spec.task, **{k: getattr(spec, k) for k in SPEC_KEYS if spec.task == "sort" or "items" not in k},
+    settings = {"task": spec.task, **{k: getattr(spec, k) for k in SPEC_KEYS if spec.task_rules.item_list or "items" not in k},
                 "train_size": counts["train"], "test_size": counts["test"], "seed": seed, "test_fraction": test_fraction}
     reproduce = ", ".join(f"{k}={v!r}" for k, v in settings.items())
     return DatasetCard.from_template(
@@ -175,7 +174,7 @@ def _dataset_card(spec, counts, seed, test_fraction, examples, pretty_name, lice
         **{k: getattr(spec, k) for k in SPEC_KEYS},
         task=spec.task,
         task_name=task_name,
-        operator=OPERATORS.get(spec.task, ""),
+        operator=spec.task_rules.operator or "",
         train_size=counts["train"],
         test_size=counts["test"],
         seed=seed,

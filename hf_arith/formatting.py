@@ -12,21 +12,17 @@ keeps 100-digit operands exact (no int64 overflow) and lets the data generator s
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import re
 import sys
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 import numpy as np
 
 from .errors import HfArithError
 
-TASKS = ("add", "sub", "mul", "sort")
-OPERATORS = {"add": "+", "sub": "-", "mul": "*"}
-TASK_NAMES = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "sort": "sorting"}
-NEGATIVE_ANSWERS = ("sign", "complement")  # how a subtraction answer below zero is written
-SCRATCHPADS = ("none", "running_sums", "radix_passes", "radix_keys")  # intermediate steps written before the answer
-SCRATCHPAD_TASKS = {"running_sums": "mul", "radix_passes": "sort", "radix_keys": "sort"}
 DIGIT_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SORT_LABELS = "abcdefghijklmnopqrstuvwxyz"
 SORT_ITEMS = 5  # sorting lists drawn by default (eval, limits) hold 2 to this many items, fewer if max_items is lower
@@ -40,6 +36,105 @@ class FormatError(HfArithError):
 
     The message is always one line that names the offending input.
     """
+
+
+# -- the task registry ---------------------------------------------------------------------
+# Every task (the package's tasks/ folder: add, sub, mul, sort, and any registered later) is an
+# object that the format asks for its syntax, answers and written forms. The built-in tasks register
+# when their modules are imported: in the package by its `tasks` package; in a saved model's remote
+# code by the import line that the tokenizer's `save_pretrained` appends to this file.
+_TASKS: dict = {}
+
+
+def register_task(task) -> None:
+    """Make a `Task` instance known by its name (a later registration under the same name replaces it)."""
+    if not isinstance(getattr(task, "name", None), str) or not task.name.isidentifier():
+        raise FormatError(f"a task needs a name that is an identifier, got {getattr(task, 'name', None)!r}")
+    clash = next((t for t in _TASKS.values() if t.hash_id == task.hash_id and t.name != task.name), None)
+    if clash is not None:
+        raise FormatError(f"task {task.name!r}: hash_id {task.hash_id} is already task {clash.name!r}'s")
+    _TASKS[task.name] = task
+
+
+def unregister_task(name: str) -> None:
+    """Forget the task called `name` (a task registered for a while, as a test does)."""
+    get_task(name)  # an unknown name: the one-line error
+    del _TASKS[name]
+
+
+def _load_builtin_tasks() -> None:
+    if not _TASKS and __package__:
+        try:
+            importlib.import_module(".tasks", __package__)
+        except ImportError:
+            pass  # a saved model's folder: its task modules are imported at the end of this file
+
+
+def get_task(name: str):
+    """The registered task called `name`; an unknown name is a one-line FormatError naming the known ones."""
+    _load_builtin_tasks()
+    task = _TASKS.get(name) if isinstance(name, str) else None
+    if task is None:
+        raise FormatError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}")
+    return task
+
+
+def task_names() -> tuple[str, ...]:
+    """The registered tasks' names in order of their hash_id (the built-in ones: add, sub, mul, sort)."""
+    _load_builtin_tasks()
+    return tuple(sorted(_TASKS, key=lambda name: _TASKS[name].hash_id))
+
+
+def __getattr__(name: str):
+    """Tables derived from the registry: TASKS (names), TASK_NAMES (name -> title), OPERATORS
+    (name -> operator, binary tasks), SCRATCHPADS (every written working, 'none' first),
+    SCRATCHPAD_TASKS (scratchpad -> its task's name)."""
+    tasks = [get_task(t) for t in task_names()]
+    tables = {
+        "TASKS": lambda: tuple(t.name for t in tasks),
+        "TASK_NAMES": lambda: {t.name: t.title for t in tasks},
+        "OPERATORS": lambda: {t.name: t.operator for t in tasks if t.operator},
+        "SCRATCHPADS": lambda: ("none", *(s for t in tasks for s in t.scratchpads)),
+        "SCRATCHPAD_TASKS": lambda: {s: t.name for t in tasks for s in t.scratchpads},
+        "NEGATIVE_ANSWERS": lambda: tuple(dict.fromkeys(a for t in tasks for a in t.negative_answers)),
+    }
+    if name not in tables:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return tables[name]()
+
+
+def write_task_code(folder, name: str) -> list[str]:
+    """Write task `name`'s module and the modules it imports beside a saved `formatting.py` in `folder`,
+    flattened (`from ..formatting import` becomes `from .formatting import`), and import it at the
+    end of that file, so a saved tokenizer's remote code knows its task. A task whose module lives
+    outside the built-in tasks' folder is left out (it travels only where its module does).
+    Returns the files written."""
+    folder, here = Path(folder), Path(__file__).parent
+    target = folder / "formatting.py"
+    module = sys.modules[type(get_task(name)).__module__]
+    source = Path(module.__file__)
+    if not target.is_file() or source.parent not in (here, here / "tasks"):
+        return []
+    written, todo = [], [source.stem]
+    while todo:
+        stem = todo.pop()
+        if stem in written:
+            continue
+        text = (source.parent / f"{stem}.py").read_text(encoding="utf-8")
+        text = text.replace("from ..formatting import", "from .formatting import")
+        (folder / f"{stem}.py").write_text(text, encoding="utf-8")
+        written.append(stem)
+        todo += [m for m in re.findall(r"^from \.(\w+) import", text, flags=re.MULTILINE) if m != "formatting"]
+    line = f"from .{source.stem} import {type(get_task(name)).__name__}  # noqa: E402,F401  (this model's task)\n"
+    text = target.read_text(encoding="utf-8")
+    if line not in text:
+        target.write_text(text + "\n\n# The task this tokenizer writes, saved beside this file (write_task_code).\n" + line,
+                          encoding="utf-8")
+    return [f"{stem}.py" for stem in written]
+
+
+def _titles(names) -> str:
+    return " and ".join(get_task(n).title for n in names)
 
 
 def quote(text) -> str:
@@ -92,8 +187,7 @@ class NumberFormat:
     scratchpad: str = "none"
 
     def __post_init__(self):
-        if self.task not in TASKS:
-            raise FormatError(f"unknown task {self.task!r}; known tasks: {', '.join(TASKS)}")
+        task = get_task(self.task)
         if not isinstance(self.base, int) or not 2 <= self.base <= 36:
             raise FormatError(f"base must be an integer from 2 to 36, got {self.base!r}")
         for name in ("operand_width", "answer_width"):
@@ -102,22 +196,25 @@ class NumberFormat:
                 raise FormatError(f"{name} must be a non-negative integer, got {value!r}")
         if not isinstance(self.max_items, int) or not 2 <= self.max_items <= len(SORT_LABELS):
             raise FormatError(f"max_items must be from 2 to {len(SORT_LABELS)}, got {self.max_items!r}")
-        if self.negative_answers not in NEGATIVE_ANSWERS:
-            raise FormatError(f"negative_answers must be one of {NEGATIVE_ANSWERS}, got {self.negative_answers!r}")
-        if self.negative_answers != "sign" and self.task != "sub":
-            raise FormatError(f"negative_answers {self.negative_answers!r} applies to subtraction only, "
-                              f"not {TASK_NAMES[self.task]}")
-        if self.negative_answers == "complement" and self.answer_width:
-            raise FormatError("answer_width does not apply to complement answers (they have the longer operand's width)")
-        if self.scratchpad not in SCRATCHPADS:
-            raise FormatError(f"scratchpad must be one of {SCRATCHPADS}, got {self.scratchpad!r}")
-        if self.scratchpad != "none" and self.task != SCRATCHPAD_TASKS[self.scratchpad]:
-            raise FormatError(f"scratchpad {self.scratchpad!r} applies to "
-                              f"{TASK_NAMES[SCRATCHPAD_TASKS[self.scratchpad]]} only, not {TASK_NAMES[self.task]}")
-        if self.scratchpad == "running_sums" and self.answer_width:
-            raise FormatError("answer_width does not apply to running sums (each sum has its own width)")
-        if self.task == "sort" and self.answer_width:
-            raise FormatError("answer_width does not apply to sorting (the answer is a list of labels)")
+        known = __getattr__("NEGATIVE_ANSWERS")
+        if self.negative_answers not in known:
+            raise FormatError(f"negative_answers must be one of {known}, got {self.negative_answers!r}")
+        if self.negative_answers not in task.negative_answers:
+            owners = [t for t in task_names() if self.negative_answers in get_task(t).negative_answers]
+            raise FormatError(f"negative_answers {self.negative_answers!r} applies to {_titles(owners)} only, "
+                              f"not {task.title}")
+        known = __getattr__("SCRATCHPADS")
+        if self.scratchpad not in known:
+            raise FormatError(f"scratchpad must be one of {known}, got {self.scratchpad!r}")
+        if self.scratchpad != "none" and self.scratchpad not in task.scratchpads:
+            owners = [t for t in task_names() if self.scratchpad in get_task(t).scratchpads]
+            raise FormatError(f"scratchpad {self.scratchpad!r} applies to {_titles(owners)} only, not {task.title}")
+        task.check_format(self)
+
+    @property
+    def task_rules(self):
+        """The `Task` object of this format's task (its syntax, answers and written forms)."""
+        return get_task(self.task)
 
     # -- serialization -------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -146,48 +243,24 @@ class NumberFormat:
     # -- vocabulary ----------------------------------------------------------------------
     def vocab(self) -> list[str]:
         """Token strings in id order. Digits come first so that a digit's id is its value."""
-        symbols = {"add": ["+"], "sub": ["-"], "mul": ["*"], "sort": [":", ","]}[self.task]
-        labels = list(SORT_LABELS[: self.max_items]) if self.task == "sort" else []
-        return list(DIGIT_CHARS[: self.base]) + symbols + labels + [PROMPT_END, PAD_TOKEN, EOS_TOKEN]
+        return list(DIGIT_CHARS[: self.base]) + self.task_rules.symbols(self) + [PROMPT_END, PAD_TOKEN, EOS_TOKEN]
 
     def token_id(self, token: str) -> int:
         return self.vocab().index(token)
 
     def max_answer_digits(self, lengths: np.ndarray) -> np.ndarray:
         """Upper bound on answer digits for operands of the given lengths ([n, k] array)."""
-        if self.task == "add":
-            bound = lengths.max(axis=1) + 1
-        elif self.task == "sub":
-            bound = lengths.max(axis=1)
-        elif self.task == "mul":
-            bound = lengths.sum(axis=1)
-        else:
-            return (lengths > 0).sum(axis=1)
-        return np.maximum(bound, self.answer_width)
+        return np.maximum(self.task_rules.answer_digits(lengths), self.answer_width)
 
     def answer_tokens(self, lengths: np.ndarray) -> np.ndarray:
         """Per problem ([n, k] operand lengths): the tokens its answer may take, sign, running sums
         and <eos> included."""
-        end = 1 if self.end_token else 0
-        if self.scratchpad == "running_sums":
-            la, lb = lengths[:, 0], lengths[:, 1]
-            return lb * la + lb * (lb + 1) // 2 + (lb - 1) + end  # sums of la + k + 1 digits, '=' between
-        if self.scratchpad == "radix_passes":
-            items, places = (lengths > 0).sum(axis=1), lengths.max(axis=1)
-            return places * items + (places - 1) + end  # one line of labels per digit place
-        if self.scratchpad == "radix_keys":
-            items, places = (lengths > 0).sum(axis=1), lengths.max(axis=1)
-            return places * (2 * items + 1) + items + end  # a line of label-digit pairs per place, then the labels
-        return self.max_answer_digits(lengths) + (1 if self.task == "sub" else 0) + end
+        return self.task_rules.answer_tokens(self, lengths)
 
     def answer_run_tokens(self, lengths: np.ndarray) -> np.ndarray:
         """Per problem: the longest run of answer tokens between separators, which an abacus model
         indexes as one number (a sign counts: a model may write a digit in its place)."""
-        if self.scratchpad == "radix_keys":
-            return 2 * self.max_answer_digits(lengths)  # a line of labels, each with its digit
-        if self.scratchpad != "none":
-            return self.max_answer_digits(lengths)  # a sum's digits, a line's labels
-        return self.answer_tokens(lengths) - (1 if self.end_token else 0)
+        return self.task_rules.answer_run_tokens(self, lengths)
 
     def max_answer_tokens(self, problems: Problems) -> int:
         """Tokens a decoder may need for the longest answer in the batch (sign and <eos> included)."""
@@ -245,23 +318,14 @@ class Problems:
 
     def to_text(self) -> list[str]:
         """Plain decimal problem text, e.g. '123+456' or 'a:31,b:7,c:120'."""
-        rows = self._operand_texts()
-        if self.task == "sort":
-            return [",".join(f"{SORT_LABELS[i]}:{v}" for i, v in enumerate(r)) for r in rows]
-        op = OPERATORS[self.task]
-        return [f"{r[0]}{op}{r[1]}" for r in rows]
+        task = get_task(self.task)
+        return [task.problem_text(r) for r in self._operand_texts()]
 
     def answer_text(self) -> list[str]:
         """Plain decimal answers ('579', '-12') or sorted labels ('bac')."""
         if self.answer is None:
             raise FormatError("these problems carry no answers (they were parsed from prompts)")
-        if self.task == "sort":
-            return ["".join(SORT_LABELS[i] for i in row[:n]) for row, n in zip(self.answer, self.answer_lengths)]
-        if self.base == 10:
-            values = decimal_strings(self.answer, self.answer_lengths)
-        else:
-            values = [str(digits_to_int(row[:n], self.base)) for row, n in zip(self.answer, self.answer_lengths)]
-        return [f"-{v}" if neg else v for v, neg in zip(values, self.negative)]
+        return get_task(self.task).answer_text(self)
 
 
 def decimal_strings(digits: np.ndarray, lengths: np.ndarray) -> list[str]:
@@ -316,11 +380,10 @@ def problems_from_ints(task: str, rows: list[list[int]], base: int) -> Problems:
 
 # -- parsing what a user types ------------------------------------------------------------
 _NUMBER = re.compile(r"[0-9]+")
-_SORT_ITEM = re.compile(r"([a-z]):([0-9]+)")
 
 
-def _check_number(text: str, token: str, problem: str) -> str:
-    """A validated decimal operand, leading zeros dropped ('007' -> '7')."""
+def check_number(token: str, problem: str) -> str:
+    """A validated decimal operand of `problem`, leading zeros dropped ('007' -> '7')."""
     if token == "":
         raise FormatError(f"{quote(problem)}: missing operand")
     if token.startswith("-"):
@@ -338,37 +401,7 @@ def parse_problem(text: str, fmt: NumberFormat) -> list[str]:
     problem = text.strip().replace(" ", "")
     if not problem:
         raise FormatError("empty problem")
-    if fmt.task == "sort":
-        items = problem.split(",")
-        # A malformed item first: 'a:1;b:2' is one bad item, not a list of one.
-        for item in items:
-            if _SORT_ITEM.fullmatch(item) is None:
-                raise FormatError(f"{quote(problem)}: sort items look like 'a:31,b:7', got {quote(item)}")
-        if not 2 <= len(items) <= fmt.max_items:
-            raise FormatError(f"{quote(problem)}: this format sorts 2 to {fmt.max_items} items, got {len(items)}")
-        values = []
-        for i, item in enumerate(items):
-            m = _SORT_ITEM.fullmatch(item)
-            if m.group(1) != SORT_LABELS[i]:
-                raise FormatError(f"{quote(problem)}: item {i + 1} must be labelled {SORT_LABELS[i]!r}")
-            values.append(_check_number(problem, m.group(2), problem))
-        if not 2 <= len(values) <= fmt.max_items:
-            raise FormatError(f"{quote(problem)}: this format sorts 2 to {fmt.max_items} items, got {len(values)}")
-        return values
-    op = OPERATORS[fmt.task]
-    # A leading '-' is a negative first operand, not the operator.
-    if problem.startswith("-"):
-        raise FormatError(f"{quote(problem)}: negative numbers are not supported")
-    found = [c for c in "+-*" if c in problem]
-    if op not in problem:
-        other = next((t for t, o in OPERATORS.items() if o in found), None)
-        if other:
-            raise FormatError(f"{quote(problem)} is {TASK_NAMES[other]}, but this model does {TASK_NAMES[fmt.task]} ('{op}')")
-        raise FormatError(f"{quote(problem)}: expected two numbers joined by '{op}'")
-    left, _, right = problem.partition(op)
-    if problem.count(op) > 1 and not right.startswith("-"):  # '5--3' is a negative operand, said below
-        raise FormatError(f"{quote(problem)}: expected two numbers joined by one '{op}', got {problem.count(op)} '{op}' signs")
-    return [_check_number(problem, left, problem), _check_number(problem, right, problem)]
+    return fmt.task_rules.parse(problem, fmt)
 
 
 def problems_from_decimal(task: str, rows: list[list[str]], base: int) -> Problems:
@@ -414,63 +447,7 @@ def check_fits(problems: Problems, fmt: NumberFormat) -> None:
 
 
 # -- rendering to token ids ---------------------------------------------------------------
-def radix_passes(problems: Problems) -> list[tuple[np.ndarray, np.ndarray]]:
-    """For each digit place p up to the longest item: the item order after a stable sort by digit p
-    of the order before ([n, k] item indices, absent items last) and which rows have place p."""
-    present = problems.lengths > 0
-    longest = problems.lengths.max(axis=1)
-    order = np.broadcast_to(np.arange(problems.operands.shape[1]), present.shape).copy()
-    passes = []
-    for p in range(int(longest.max()) if len(problems) else 0):
-        digit = np.where(p < problems.lengths, problems.operands[:, :, p], 0)
-        key = np.take_along_axis(np.where(present, digit, problems.base), order, axis=1)
-        order = np.take_along_axis(order, np.argsort(key, axis=1, kind="stable"), axis=1)
-        passes.append((order.copy(), p < longest))
-    return passes
-
-
-def running_sums(problems: Problems, base: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """For k = 0 .. longest b - 1: a * (b mod base**(k+1)) as digit rows (least significant first)
-    and its width len(a) + k + 1, 0 in rows whose b has no digit k. Schoolbook on digit arrays, so
-    operands of any length stay exact."""
-    a = problems.operands[:, 0].astype(np.int64)
-    b = problems.operands[:, 1].astype(np.int64)
-    la, lb = problems.lengths[:, 0], problems.lengths[:, 1]
-    width = a.shape[1]
-    total = np.zeros((len(problems), 2 * width + 1), dtype=np.int64)
-    sums = []
-    for k in range(int(lb.max()) if len(problems) else 0):
-        present = k < lb
-        digit = np.where(present, b[:, k], 0)
-        carry = np.zeros(len(problems), dtype=np.int64)
-        for i in range(width + 1):  # add a * digit * base**k; position k + width takes the last carry
-            term = total[:, k + i] + carry + (a[:, i] * digit if i < width else 0)
-            total[:, k + i], carry = term % base, term // base
-        sums.append((total.copy(), np.where(present, la + k + 1, 0)))
-    return sums
-
-
-def complement_digits(problems: Problems, base: int) -> tuple[np.ndarray, np.ndarray]:
-    """(a - b) mod base**L as digit rows (least significant first) and L, the longer operand's length.
-
-    For a >= b that is |a - b| with leading zeros up to L digits; for a < b it is base**L - |a - b|:
-    below the first non-zero digit of |a - b| the digits stay 0, that digit becomes base - d and
-    every digit above it base - 1 - d.
-    """
-    width = int(problems.lengths.max()) if len(problems) else 0
-    lengths = problems.lengths[:, :2].max(axis=1)
-    x = np.zeros((len(problems), width), dtype=np.int64)
-    cols = min(width, problems.answer.shape[1])
-    x[:, :cols] = problems.answer[:, :cols]
-    position = np.arange(width)[None, :]
-    first = np.argmax(x != 0, axis=1)[:, None]  # |a - b| > 0 whenever a < b
-    flipped = np.where(position < first, 0, np.where(position == first, base - x, base - 1 - x))
-    digits = np.where(problems.negative[:, None], flipped, x)
-    digits[position >= lengths[:, None]] = 0
-    return digits, lengths
-
-
-def _digit_segment(digits: np.ndarray, lengths: np.ndarray, width: int, reverse: bool):
+def digit_segment(digits: np.ndarray, lengths: np.ndarray, width: int, reverse: bool):
     """Digits of one number per row as a [n, W] block in print order, with per-row lengths."""
     shown = np.full_like(lengths, width) if width else lengths
     cols = int(shown.max()) if len(shown) else 0
@@ -496,7 +473,7 @@ def _concat(segments, n: int, pad_id: int):
     return out, total
 
 
-def _const(token_id: int, present: np.ndarray):
+def const_segment(token_id: int, present: np.ndarray):
     """A one-token segment that appears where `present` is true."""
     return np.full((len(present), 1), token_id, dtype=np.int64), present.astype(np.int64)
 
@@ -514,76 +491,18 @@ def render(problems: Problems, fmt: NumberFormat, with_answer: bool):
     vocab = {t: i for i, t in enumerate(fmt.vocab())}
     n = len(problems)
     ones = np.ones(n, dtype=bool)
-    segments = []
-    if fmt.task == "sort":
-        for j in range(problems.operands.shape[1]):
-            present = problems.lengths[:, j] > 0
-            if j > 0:
-                segments.append(_const(vocab[","], present))
-            segments.append(_const(vocab[SORT_LABELS[j]], present))
-            segments.append(_const(vocab[":"], present))
-            block, lens = _digit_segment(problems.operands[:, j], problems.lengths[:, j],
-                                         fmt.operand_width, fmt.reverse_operands)
-            segments.append((block, np.where(present, lens, 0)))
-    else:
-        for j in range(2):
-            if j == 1:
-                segments.append(_const(vocab[OPERATORS[fmt.task]], ones))
-            segments.append(_digit_segment(problems.operands[:, j], problems.lengths[:, j],
-                                           fmt.operand_width, fmt.reverse_operands))
-    segments.append(_const(vocab[PROMPT_END], ones))
+    task = fmt.task_rules
+    segments = task.prompt_segments(problems, fmt, vocab)
+    segments.append(const_segment(vocab[PROMPT_END], ones))
     prompt_lengths = sum(lens for _, lens in segments)
     if with_answer:
         if problems.answer is None:
             raise FormatError("cannot render answers for problems parsed from prompts")
-        if fmt.task == "sort":
-            label_ids = np.array([vocab[c] for c in SORT_LABELS[: problems.answer.shape[1]]])
-            if fmt.scratchpad == "radix_passes":
-                for p, (order, has_place) in enumerate(radix_passes(problems)):
-                    if p:
-                        segments.append(_const(vocab[PROMPT_END], has_place))
-                    segments.append((label_ids[order], np.where(has_place, problems.answer_lengths, 0)))
-            elif fmt.scratchpad == "radix_keys":
-                segments += _radix_key_lines(problems, label_ids, vocab)
-                segments.append((label_ids[problems.answer], problems.answer_lengths))
-            else:
-                segments.append((label_ids[problems.answer], problems.answer_lengths))
-        elif fmt.task == "sub" and fmt.negative_answers == "complement":
-            digits, lengths = complement_digits(problems, fmt.base)
-            segments.append(_digit_segment(digits, lengths, fmt.answer_width, fmt.reverse_answer))
-            segments.append(_const(vocab["-"], problems.negative))
-        elif fmt.scratchpad == "running_sums":
-            for k, (digits, widths) in enumerate(running_sums(problems, fmt.base)):
-                if k:
-                    segments.append(_const(vocab[PROMPT_END], widths > 0))
-                segments.append(_digit_segment(digits, widths, 0, fmt.reverse_answer))
-        else:
-            if fmt.task == "sub":
-                segments.append(_const(vocab["-"], problems.negative))
-            segments.append(_digit_segment(problems.answer, problems.answer_lengths,
-                                           fmt.answer_width, fmt.reverse_answer))
+        segments += task.answer_segments(problems, fmt, vocab)
         if fmt.end_token:
-            segments.append(_const(vocab[EOS_TOKEN], ones))
+            segments.append(const_segment(vocab[EOS_TOKEN], ones))
     ids, lengths = _concat(segments, n, vocab[PAD_TOKEN])
     return ids, lengths, prompt_lengths
-
-
-def _radix_key_lines(problems: Problems, label_ids: np.ndarray, vocab: dict) -> list:
-    """The segments of radix_keys' lines: per digit place p, the labels in the order before pass p,
-    each followed by its item's digit p (0 beyond its length), then '='; rows whose longest item is
-    shorter than p + 1 digits write nothing for p. Absent items come last in every order."""
-    digit_ids = np.array([vocab[c] for c in DIGIT_CHARS[: problems.base]])
-    n, k = problems.lengths.shape
-    order = np.broadcast_to(np.arange(k), (n, k))
-    items = (problems.lengths > 0).sum(axis=1)
-    segments = []
-    for p, (after, has_place) in enumerate(radix_passes(problems)):
-        digit = np.where(p < problems.lengths, problems.operands[:, :, p], 0)
-        pairs = np.stack([label_ids[order], digit_ids[np.take_along_axis(digit, order, axis=1)]], axis=2)
-        segments.append((pairs.reshape(n, 2 * k), np.where(has_place, 2 * items, 0)))
-        segments.append(_const(vocab[PROMPT_END], has_place))
-        order = after
-    return segments
 
 
 # -- reading answers back -----------------------------------------------------------------
@@ -606,54 +525,4 @@ def decode_answer(tokens: list[str], fmt: NumberFormat, operand_lengths=None) ->
         chars.append(t)
     if fmt.end_token and not ended:
         return None
-    text = "".join(chars)
-    if fmt.scratchpad == "running_sums":
-        sums = text.split(PROMPT_END)
-        # Sum k has one digit more than sum k - 1: a sum dropped or cut short is not an answer.
-        first = len(sums[0]) if operand_lengths is None else int(operand_lengths[0]) + 1
-        if operand_lengths is not None and len(sums) != int(operand_lengths[1]):
-            return None
-        if any(len(s) != first + k or not set(s) <= set(DIGIT_CHARS[: fmt.base]) for k, s in enumerate(sums)):
-            return None
-        text = sums[-1]
-    if fmt.task == "sort":
-        labels = SORT_LABELS[: fmt.max_items]
-        lines = text.split(PROMPT_END) if fmt.scratchpad != "none" else [text]
-        if fmt.scratchpad == "radix_keys":
-            # Every line but the last: label-digit pairs; they are checked as the labels they order.
-            digits = set(DIGIT_CHARS[: fmt.base])
-            keyed, lines = lines[:-1], lines[-1:]
-            if not keyed or any(len(line) % 2 or not set(line[1::2]) <= digits for line in keyed):
-                return None
-            lines = [line[0::2] for line in keyed] + lines
-        if operand_lengths is not None:
-            items = int((np.asarray(operand_lengths) > 0).sum())
-            labels = SORT_LABELS[:items]
-            if len(lines) != int(np.max(operand_lengths)) + (fmt.scratchpad == "radix_keys"):
-                return None  # one line per digit place of the longest item (and radix_keys' answer line)
-        # Every line orders the same labels, each once.
-        if any(not line or set(line) != set(lines[0]) or len(set(line)) != len(line) or not set(line) <= set(labels)
-               for line in lines):
-            return None
-        if operand_lengths is not None and len(lines[0]) != len(labels):
-            return None
-        return lines[-1]
-    sign = ""
-    complement = fmt.task == "sub" and fmt.negative_answers == "complement"
-    if complement and text.endswith("-"):
-        sign, text = "-", text[:-1]
-    elif fmt.task == "sub" and not complement and text.startswith("-"):
-        sign, text = "-", text[1:]
-    digits = DIGIT_CHARS[: fmt.base]
-    if not text or any(c not in digits for c in text):
-        return None
-    if fmt.reverse_answer:
-        text = text[::-1]
-    value = int(text, fmt.base)
-    if sign and complement:
-        value = fmt.base ** len(text) - value  # a - b = value - base**L < 0
-        if value == fmt.base ** len(text):
-            return None  # all zeros with a borrow out: no a - b is written so
-    if sign and value == 0:
-        return None  # "-0" is not how any answer is written
-    return f"{sign}{value}"
+    return fmt.task_rules.read_answer("".join(chars), fmt, operand_lengths)

@@ -27,7 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .decoding import default_batch_size, forced_scores
-from .formatting import OPERATORS, FormatError, Problems, digits_to_int, render
+from .formatting import FormatError, Problems, get_task, render
 from .limits import model_limits
 from .metrics import arith_scores, group_scores, length_key
 from .problems import DEFAULT_TEST_FRACTION, ProblemSpec, problem_hash, sample, split_of, with_answers
@@ -109,11 +109,11 @@ def cell_problems(task: str, base: int, len_a: int, len_b: int, n: int, seed: in
 
 
 def sort_cell_problems(base: int, items: int, digits: int, n: int, seed: int = 0,
-                       test_fraction: float = DEFAULT_TEST_FRACTION) -> tuple[Problems, dict]:
+                       test_fraction: float = DEFAULT_TEST_FRACTION, task: str = "sort") -> tuple[Problems, dict]:
     """n held-out lists of exactly `items` numbers of exactly `digits` digits each (with answers),
     and how they were drawn, as `cell_problems` says. Small spaces repeat lists (1-digit pairs:
     100 lists, about 10 held out)."""
-    spec = ProblemSpec(task="sort", base=base, min_digits=digits, max_digits=digits, min_items=items, max_items=items)
+    spec = ProblemSpec(task=task, base=base, min_digits=digits, max_digits=digits, min_items=items, max_items=items)
     rng = np.random.default_rng([seed, items, digits])
     problems = sample(spec, n, rng, split="test" if test_fraction > 0 else None, test_fraction=test_fraction)
     return problems, {"distinct": len(np.unique(problem_hash(problems))), "heldout": test_fraction > 0}
@@ -132,35 +132,17 @@ def stack(parts: list[Problems]) -> Problems:
 def cell_of(problems: Problems) -> np.ndarray:
     """Each problem's grid cell as (row, column), [n, 2]: its operand lengths (len_a, len_b), or for
     a sorting list its item count and its longest item's digits (items, digits)."""
-    if problems.task == "sort":
-        return np.stack([(problems.lengths > 0).sum(axis=1), problems.lengths.max(axis=1)], axis=1)
-    return problems.lengths[:, :2]
+    return get_task(problems.task).grid_cell(problems.lengths)
 
 
 def axis_names(task: str) -> tuple[str, str]:
     """What a grid's rows and columns count: ('len_a', 'len_b'), or ('items', 'digits') for sorting."""
-    return ("items", "digits") if task == "sort" else ("len_a", "len_b")
-
-
-def _decimal(digits: np.ndarray, lengths: np.ndarray, base: int) -> list[str]:
-    """Least-significant-first digit rows to decimal strings (a bytes fast path for base 10)."""
-    if base != 10:
-        return [str(digits_to_int(d[:k], base)) for d, k in zip(digits, lengths)]
-    text = (digits[:, ::-1].astype(np.uint8) + ord("0")).tobytes().decode("ascii")
-    width = digits.shape[1]
-    return [text[i * width : (i + 1) * width].lstrip("0") or "0" for i in range(len(digits))]
+    return get_task(task).grid_axes
 
 
 def plain_text(problems: Problems) -> tuple[list[str], list[str]]:
     """Problems and answers as plain decimal text ('123+456', '579'), fast for large batches."""
-    if problems.task == "sort":
-        return problems.to_text(), problems.answer_text()
-    a = _decimal(problems.operands[:, 0], problems.lengths[:, 0], problems.base)
-    b = _decimal(problems.operands[:, 1], problems.lengths[:, 1], problems.base)
-    answers = _decimal(problems.answer, problems.answer_lengths, problems.base)
-    answers = [f"-{x}" if neg else x for x, neg in zip(answers, problems.negative)]
-    op = OPERATORS[problems.task]
-    return [f"{x}{op}{y}" for x, y in zip(a, b)], answers
+    return problems.to_text(), problems.answer_text()
 
 
 # -- teacher forcing: perplexity of the correct answer, and whether greedy decoding finds it --
@@ -219,12 +201,14 @@ def grid_problem_set(fmt, lengths: tuple[int, int], samples_per_cell: int = 100,
     The lengths (and for sorting, the item counts `items`) are ones the format can write
     (`length_grid` checks them)."""
     lo, hi = lengths
-    rows = items if fmt.task == "sort" else lengths
+    item_list = fmt.task_rules.item_list
+    rows = items if item_list else lengths
     parts, drawn = [], {}
     for a in range(rows[0], rows[1] + 1):
         for b in range(lo, hi + 1):
-            if fmt.task == "sort":
-                problems, drawn[(a, b)] = sort_cell_problems(fmt.base, a, b, samples_per_cell, seed, test_fraction)
+            if item_list:
+                problems, drawn[(a, b)] = sort_cell_problems(fmt.base, a, b, samples_per_cell, seed, test_fraction,
+                                                                     task=fmt.task)
             else:
                 problems, drawn[(a, b)] = cell_problems(fmt.task, fmt.base, a, b, samples_per_cell, seed, test_fraction)
             parts.append(problems)
@@ -302,7 +286,7 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
     fmt = tokenizer.arith_format
     lo, hi = lengths
     limits = model_limits(model, tokenizer)
-    items = (items or limits.grid_items) if fmt.task == "sort" else items  # other tasks: refused if given
+    items = (items or limits.grid_items) if fmt.task_rules.item_list else items  # other tasks: refused if given
     # The largest cells run last: the model's limits and the options are checked before the first.
     limits.check_grid(lengths, items)
     if samples_per_cell < 1:

@@ -21,13 +21,14 @@ import numpy as np
 from .formatting import (
     PROMPT_END,
     SORT_ITEMS,
-    TASK_NAMES,
     FormatError,
     NumberFormat,
     Problems,
+    get_task,
     parse_problems,
     quote,
     render,
+    task_names,
 )
 from .models import MAX_RECURRENCES
 from .problems import ProblemSpec
@@ -42,14 +43,20 @@ UNBOUNDED_MAX_DIGITS = 10
 
 
 def problem_spec(fmt: NumberFormat, min_digits: int, max_digits: int,
-                 items: tuple[int, int] | None = None) -> ProblemSpec:
-    """The problems with operands of these lengths that eval draws and the limits assume; sorting
-    lists hold 2 to SORT_ITEMS items unless `items` (min, max) says otherwise."""
-    if fmt.task != "sort":
-        return ProblemSpec(task=fmt.task, base=fmt.base, min_digits=min_digits, max_digits=max_digits)
-    low, high = items or (2, min(SORT_ITEMS, fmt.max_items))
+                 items: tuple[int, int] | None = None, sample_by: str = "length") -> ProblemSpec:
+    """The problems in format `fmt` with operands of these lengths (drawn as `sample_by` says): what
+    eval and training draw and the limits assume. Lists (sorting) hold 2 to SORT_ITEMS items unless
+    `items` (min, max) says otherwise."""
+    if items is None and fmt.task_rules.item_list:
+        items = (2, min(SORT_ITEMS, fmt.max_items))
+    counts = {} if items is None else {"min_items": items[0], "max_items": items[1]}
     return ProblemSpec(task=fmt.task, base=fmt.base, min_digits=min_digits, max_digits=max_digits,
-                       min_items=low, max_items=high)
+                       sample_by=sample_by, **counts)
+
+
+def _list_tasks() -> str:
+    """The titles of the tasks whose problems are lists of items ('sorting')."""
+    return " and ".join(get_task(t).title for t in task_names() if get_task(t).item_list)
 
 
 def training_range(fmt: NumberFormat, folder: str | Path | None = None) -> tuple[int, int] | None:
@@ -70,7 +77,7 @@ def training_items(fmt: NumberFormat, folder: str | Path | None = None) -> tuple
     """The list sizes a sorting checkpoint was trained on (its recipe's data.min_items and
     data.max_items in training_summary.json), where known; None for other tasks."""
     summary = Path(folder) / "training_summary.json" if folder is not None else None
-    if fmt.task != "sort" or summary is None or not summary.is_file():
+    if not fmt.task_rules.item_list or summary is None or not summary.is_file():
         return None
     try:
         data = json.loads(summary.read_text(encoding="utf-8"))["recipe"]["data"]
@@ -222,7 +229,7 @@ class ModelLimits:
         included): the worst case at `max_digits`, and for sorting the format's most items. What
         a saved checkpoint's `generation_config.max_new_tokens` is set to."""
         budget = self.answer_budget(self.worst_case(self.max_digits))
-        if self.fmt.task == "sort":  # a prompt may hold up to max_items items, each answered by a label
+        if self.fmt.task_rules.item_list:  # a prompt may hold up to max_items items, each answered by a label
             items = self.fmt.max_items
             most_items = Problems(self.fmt.task, self.fmt.base, np.zeros((1, items, 1), dtype=np.int8),
                                   np.ones((1, items), dtype=np.int64))
@@ -269,8 +276,8 @@ class ModelLimits:
     def check_items(self, items: tuple[int, int], max_digits: int, what: str = "--items") -> None:
         """Sorting lists of items[0] to items[1] items, each up to `max_digits` digits: within the
         format's item count, and the longest such list fits the model."""
-        if self.fmt.task != "sort":
-            raise FormatError(f"{what}: item counts apply to sorting; this model does {TASK_NAMES[self.fmt.task]}")
+        if not self.fmt.task_rules.item_list:
+            raise FormatError(f"{what}: item counts apply to {_list_tasks()}; this model does {self.fmt.task_rules.title}")
         low, high = items
         if not 2 <= low <= high <= self.fmt.max_items:
             raise FormatError(f"{what} {low}:{high}: lists must hold 2 to {self.fmt.max_items} items "
@@ -287,11 +294,9 @@ class ModelLimits:
     def check_grid(self, lengths: tuple[int, int], items: tuple[int, int] | None = None) -> None:
         """Since a grid's largest cells run last, lengths up to lengths[1] (and for sorting, lists
         of up to items[1] items) that the model can take: checked before the first cell runs."""
-        if self.fmt.task == "sort":
+        if self.fmt.task_rules.item_list or items is not None:
             self.check_items(items or self.grid_items, lengths[1], what="grid items")
             return
-        if items is not None:
-            raise FormatError(f"grid items: item counts apply to sorting; this model does {TASK_NAMES[self.fmt.task]}")
         reason = self._length_refusal(lengths[1])
         if reason is not None:
             raise FormatError(f"grid up to {lengths[1]} digits: {reason}")

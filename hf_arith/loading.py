@@ -30,6 +30,7 @@ from .errors import HfArithError, one_line
 from .families import FAMILIES
 from .formatting import FormatError, NumberFormat
 from .limits import FINGERPRINT_KEY, check_pair
+from .text import pct
 
 # The dtypes a model may be loaded in; float32 is the reference every dtype check compares with.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -334,10 +335,6 @@ def read_dtype_check(folder: str | Path) -> dict | None:
     return record
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.2f} %"
-
-
 def check_dtype_for(folder: Path, dtype: str | None, label: str) -> None:
     """Refuse a dtype that the checkpoint's own dtype check found to change answers (one line, naming
     the dtype and its agreement with float32); warn (DtypeWarning) for a dtype that was never checked."""
@@ -359,8 +356,8 @@ def check_dtype_for(folder: Path, dtype: str | None, label: str) -> None:
                 if name != dtype and isinstance(e, dict) and e.get("agreement") == 1]
         raise CheckpointError(
             f"{label}: refused dtype {dtype}: it changes this model's answers, agreeing with {REFERENCE_DTYPE} on "
-            f"{_pct(agreement) if isinstance(agreement, (int, float)) else 'an unknown share'} of {problems} held-out "
-            f"problems (exact match {_pct(entry.get('exact_match', 0))}; {DTYPE_CHECK_FILE}); use {' or '.join(fine) or REFERENCE_DTYPE}"
+            f"{pct(agreement) if isinstance(agreement, (int, float)) else 'an unknown share'} of {problems} held-out "
+            f"problems (exact match {pct(entry.get('exact_match', 0))}; {DTYPE_CHECK_FILE}); use {' or '.join(fine) or REFERENCE_DTYPE}"
         )
 
 
@@ -476,6 +473,6 @@ def checkpoint_folder(model) -> Path | None:
 
 __all__ = [
     "DTYPES", "DTYPE_CHECK_FILE", "CheckpointError", "DtypeWarning", "check_device", "check_dtype", "check_dtype_for",
-    "check_repo_id", "checkpoint_folder", "known_model_types", "load", "load_checkpoint", "one_line",
+    "check_repo_id", "checkpoint_folder", "known_model_types", "load", "load_checkpoint",
     "read_dtype_check", "resolve_checkpoint", "weights_fingerprint",
 ]

@@ -19,9 +19,9 @@ import numpy as np
 from tqdm import tqdm
 
 from .errors import HfArithError
-from .formatting import Problems
+from .formatting import Problems, get_task
 from .grid import stack
-from .problems import CHAIN_TASKS, ProblemSpec, sample, with_answers
+from .problems import ProblemSpec, sample, with_answers
 from .solving import solve
 
 MINED_FILE = "mined_problems.npz"  # in the output folder: operands, lengths, task, base (no pickle)
@@ -31,7 +31,7 @@ HARD_SHARE = 10  # each hard kind adds a tenth as many problems as the uniform d
 
 def mining_kinds(spec: ProblemSpec, n: int) -> list[tuple[str, int]]:
     """(problem kind, count) drawn for `n` mined problems: uniform ones, then the task's hard kinds."""
-    hard = ["repeated", *(["chains"] if spec.task in CHAIN_TASKS else [])]
+    hard = [kind for kind in ("repeated", "chains") if kind in get_task(spec.task).hard_kinds]
     return [("uniform", n), *((kind, max(1, n // HARD_SHARE)) for kind in hard)]
 
 

@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from .formatting import TASK_NAMES, FormatError, NumberFormat
+from .formatting import FormatError, NumberFormat
 from .problems import example_problem, reference_answer
 from .records import LOOPS_FILE, NOTES_FILE, SUMMARY_FILE, read_notes, read_summary, training_stages
 
@@ -347,7 +347,7 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
     from .limits import answer_budget
 
     fmt = tokenizer.arith_format
-    task_name = TASK_NAMES[fmt.task]
+    task_name = fmt.task_rules.title
     example, answer = card_example(model, tokenizer, report)
     common = dict(
         task_type="text-generation", task_name=f"integer {task_name}",

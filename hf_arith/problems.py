@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .formatting import SORT_LABELS, TASKS, FormatError, NumberFormat, Problems, parse_problem
+from .formatting import FormatError, NumberFormat, Problems, get_task, parse_problem
+from .tasks import tasks_with_kind
+from .tasks.base import digit_count
 
 SPLITS = ("train", "test")
 DEFAULT_TEST_FRACTION = 0.1
@@ -44,20 +46,24 @@ class ProblemSpec:
     sample_by: str = "length"
 
     def __post_init__(self):
-        if self.task not in TASKS:
-            raise FormatError(f"unknown task {self.task!r}; known tasks: {', '.join(TASKS)}")
+        task = get_task(self.task)
         if not 2 <= self.base <= 36:
             raise FormatError(f"base must be from 2 to 36, got {self.base}")
         if not 1 <= self.min_digits <= self.max_digits:
             raise FormatError(f"digit range must satisfy 1 <= min <= max, got {self.min_digits}-{self.max_digits}")
         if self.sample_by not in SAMPLE_BY:
             raise FormatError(f"sample_by must be one of {SAMPLE_BY}, got {self.sample_by!r}")
-        if self.task == "sort" and not 2 <= self.min_items <= self.max_items <= 26:
+        if task.item_list and not 2 <= self.min_items <= self.max_items <= 26:
             raise FormatError(f"sort item range must satisfy 2 <= min <= max <= 26, got {self.min_items}-{self.max_items}")
 
     @property
+    def task_rules(self):
+        """The `Task` object of this spec's task."""
+        return get_task(self.task)
+
+    @property
     def n_operands(self) -> int:
-        return self.max_items if self.task == "sort" else 2
+        return get_task(self.task).n_operands(self.max_items)
 
 
 # -- sampling -----------------------------------------------------------------------------
@@ -72,11 +78,7 @@ def _sample_operands(spec: ProblemSpec, n: int, rng: np.random.Generator):
         lengths = rng.integers(spec.min_digits, spec.max_digits + 1, size=(n, k))
     digits = rng.integers(0, spec.base, size=(n, k, width), dtype=np.int8)
     _fix_leading(digits, lengths, spec.base, rng)
-    if spec.task == "sort":
-        count = rng.integers(spec.min_items, spec.max_items + 1, size=n)
-        absent = np.arange(k)[None, :] >= count[:, None]
-        lengths = np.where(absent, 0, lengths)
-        digits[absent] = 0
+    lengths = get_task(spec.task).choose_items(lengths, digits, spec.min_items, spec.max_items, rng)
     return digits, lengths
 
 
@@ -93,9 +95,6 @@ def _fix_leading(digits: np.ndarray, lengths: np.ndarray, base: int, rng: np.ran
 
 HARD_KINDS = ("repeated", "chains", "hard", "carries")
 KINDS = ("uniform", *HARD_KINDS)
-CHAIN_TASKS = ("add", "sub")
-# The kinds that only some tasks have (the others apply to every task).
-KIND_TASKS = {"chains": CHAIN_TASKS, "carries": ("add",)}
 
 
 def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: str = "hard"):
@@ -115,24 +114,26 @@ def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: st
     every item), and each later item of those repeats the first a third of the time, so that ties
     (equal items, which must keep their label order) are common, up to lists of equal items.
     """
+    task = get_task(spec.task)
     digits, lengths = _sample_operands(spec, n, rng)
     ties = np.zeros(lengths.shape, dtype=bool)
-    if spec.task == "sort":
+    if task.item_list:
         ties = (rng.random(n) < 0.5)[:, None] & (lengths > 0)
         lengths = np.where(ties, lengths.max(axis=1, keepdims=True), lengths)
         ties[:, 0] = False
         ties &= rng.random(lengths.shape) < 1 / 3
     base, width = spec.base, spec.max_digits
-    if kind == "chains" and spec.task not in KIND_TASKS["chains"]:
-        raise FormatError(f"carry chains apply to {' and '.join(KIND_TASKS['chains'])}, not {spec.task}")
-    chain = np.full(n, kind == "chains") if kind != "hard" or spec.task not in CHAIN_TASKS else rng.random(n) < 0.5
+    if kind == "chains" and task.chain is None:
+        raise FormatError(f"carry chains apply to {' and '.join(t.name for t in tasks_with_kind('chains'))}, "
+                          f"not {spec.task}")
+    chain = np.full(n, kind == "chains") if kind != "hard" or task.chain is None else rng.random(n) < 0.5
     # Repeated digits: two distinct digits per problem; each number uses one of them or both.
     first = rng.integers(0, base, size=(n, 1, 1))
     second = (first + rng.integers(1, base, size=(n, 1, 1))) % base
     mixed = rng.random((n, digits.shape[1], 1)) < 0.5
     pick = mixed & (rng.random(digits.shape) < 0.5)
     repeated = np.where(pick, second, first).astype(np.int8)
-    uniform = rng.random(n) < 0.5 if spec.task == "sort" and kind == "hard" else chain  # rows keeping their digits
+    uniform = rng.random(n) < 0.5 if task.item_list and kind == "hard" else chain  # rows keeping their digits
     digits = np.where(~uniform[:, None, None], repeated, digits)
     # Leading zeros take the pair's other digit (non-zero, as the two differ), so that the
     # _fix_leading below, which would draw any non-zero digit, keeps them within the pair.
@@ -147,11 +148,11 @@ def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: st
         cols = np.arange(width)[None, :]
         in_chain = chain[:, None] & (cols >= start[:, None]) & (cols < shorter[:, None])
         a = digits[:, 0].astype(np.int64)
-        b = np.where(in_chain, (base - 1 - a) if spec.task == "add" else a, digits[:, 1])
+        b = np.where(in_chain, (base - 1 - a) if task.chain == "carry" else a, digits[:, 1])
         # The column below the chain starts it: a carry in (a + b >= base) or a borrow in (a < b).
         below = chain & (start > 0)
         rows, col = np.nonzero(below)[0], start[below] - 1
-        if spec.task == "add":
+        if task.chain == "carry":
             a[rows, col] = base - 1
             b[rows, col] = rng.integers(1, base, size=len(rows))
         else:
@@ -164,7 +165,7 @@ def _hard_operands(spec: ProblemSpec, n: int, rng: np.random.Generator, kind: st
         onward = (chain & (rng.random(n) < 0.5))[:, None] & (cols >= shorter[:, None]) & (cols < reach[:, None])
         which = np.argmax(lengths[:, :2], axis=1)  # the longer operand of each problem
         rows, col = np.nonzero(onward)
-        digits[rows, which[rows], col] = base - 1 if spec.task == "add" else 0
+        digits[rows, which[rows], col] = base - 1 if task.chain == "carry" else 0
     _fix_leading(digits, lengths, base, rng)
     digits[ties] = np.broadcast_to(digits[:, :1], digits.shape)[ties]
     return digits, lengths
@@ -193,7 +194,7 @@ def _carry_patterns(spec: ProblemSpec, n: int, rng: np.random.Generator):
     the answer's length; these keep the digits around that carry simple, so its effect is easy to
     read off.
     """
-    if spec.task not in KIND_TASKS["carries"]:
+    if "carries" not in get_task(spec.task).hard_kinds:
         raise FormatError(f"carry patterns apply to add, not {spec.task}")
     base, width = spec.base, spec.max_digits
     cols = np.arange(width)[None, :]
@@ -217,69 +218,13 @@ def _carry_patterns(spec: ProblemSpec, n: int, rng: np.random.Generator):
                   [single[:, 0], nines, place_a], boundary_a)
     b = np.select([pattern[:, None] == 0, pattern[:, None] == 2], [single[:, 1], place_b], small_b)
     digits = np.stack([a, b], axis=1).astype(np.int8)
-    lengths = _digit_count(digits.reshape(2 * n, width)).reshape(n, 2)
+    lengths = digit_count(digits.reshape(2 * n, width)).reshape(n, 2)
     return digits, lengths
-
-
-def _normalise(acc: np.ndarray, base: int) -> np.ndarray:
-    """Propagate carries in an [n, L] array of non-negative column sums."""
-    acc = acc.astype(np.int64)
-    for i in range(acc.shape[1] - 1):
-        carry, acc[:, i] = np.divmod(acc[:, i], base)
-        acc[:, i + 1] += carry
-    return acc
-
-
-def _digit_count(digits: np.ndarray) -> np.ndarray:
-    nonzero = digits != 0
-    last = digits.shape[1] - 1 - np.argmax(nonzero[:, ::-1], axis=1)
-    return np.where(nonzero.any(axis=1), last + 1, 1)
-
-
-def _compare(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Sign of a - b for equal-width digit arrays (most significant differing digit wins)."""
-    diff = np.sign(a.astype(np.int64) - b.astype(np.int64))[:, ::-1]
-    first = np.argmax(diff != 0, axis=1)
-    return diff[np.arange(len(a)), first]
 
 
 def solve_digits(task: str, operands: np.ndarray, lengths: np.ndarray, base: int):
     """Reference answers on digit arrays: (answer [n, La], answer_lengths [n], negative [n])."""
-    n, _, width = operands.shape
-    negative = np.zeros(n, dtype=bool)
-    if task == "sort":
-        # Order items by value: primary key row, then digits from most significant down;
-        # lexsort is stable, so equal values keep their label order.
-        k = operands.shape[1]
-        flat = operands.reshape(n * k, width).astype(np.int64)
-        value_keys = [flat[:, i] for i in range(width)]
-        present = lengths.reshape(-1) > 0
-        rows = np.repeat(np.arange(n), k)
-        order = np.lexsort(value_keys + [~present, rows]).reshape(n, k) % k
-        return order, (lengths > 0).sum(axis=1), negative
-    a, b = operands[:, 0].astype(np.int64), operands[:, 1].astype(np.int64)
-    if task == "add":
-        answer = _normalise(np.pad(a + b, ((0, 0), (0, 1))), base)
-    elif task == "mul":
-        acc = np.zeros((n, 2 * width), dtype=np.int64)
-        for i in range(width):
-            acc[:, i : i + width] += a[:, i : i + 1] * b
-            if i % 8 == 7:  # keep column sums small for large bases
-                acc = _normalise(acc, base)
-        answer = _normalise(acc, base)
-    elif task == "sub":
-        negative = _compare(a, b) < 0
-        big, small = np.where(negative[:, None], b, a), np.where(negative[:, None], a, b)
-        diff = big - small
-        for i in range(width - 1):
-            borrow = diff[:, i] < 0
-            diff[:, i] += borrow * base
-            diff[:, i + 1] -= borrow
-        answer = diff
-    else:
-        raise FormatError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
-    answer = answer.astype(np.int8)
-    return answer, _digit_count(answer), negative
+    return get_task(task).solve(operands, lengths, base)
 
 
 def with_answers(problems: Problems) -> Problems:
@@ -306,7 +251,7 @@ def problem_hash(problems: Problems) -> np.ndarray:
         for i in range(width - 1, -1, -1):
             v = (v * base + problems.operands[:, :, i].astype(np.uint64)) % p
         fingerprints.append(v)
-    h = np.full(n, TASKS.index(problems.task) + 1, dtype=np.uint64)
+    h = np.full(n, get_task(problems.task).hash_id, dtype=np.uint64)
     for j in range(k):
         present = (problems.lengths[:, j] > 0).astype(np.uint64)
         word = (fingerprints[0][:, j] << np.uint64(32)) | (fingerprints[1][:, j] << np.uint64(1)) | present
@@ -356,6 +301,12 @@ def sample(spec: ProblemSpec, n: int, rng: np.random.Generator, split: str | Non
     return with_answers(merged)
 
 
+def held_out_problems(spec: ProblemSpec, n: int, seed: int = 1234,
+                      test_fraction: float = DEFAULT_TEST_FRACTION) -> Problems:
+    """n problems (with answers) from the test split, which training never draws, seeded by `seed`."""
+    return sample(spec, n, np.random.default_rng(seed), split="test", test_fraction=test_fraction)
+
+
 def example_problem(fmt: NumberFormat, max_digits: int) -> str:
     """A fixed problem in `fmt` with operands of `max_digits` digits (for model cards and the Space)."""
     n, base = max(1, max_digits), fmt.base
@@ -365,17 +316,9 @@ def example_problem(fmt: NumberFormat, max_digits: int) -> str:
     else:  # two n-digit numbers in the model's base, written in decimal as users type them
         low, high = base ** (n - 1) if n > 1 else 0, base**n - 1
         a, b = low + (high - low) // 3, max(low, high - high // 7)
-    if fmt.task == "sort":
-        values = [b, a, (a + b) // 2][: min(3, fmt.max_items)]
-        return ",".join(f"{label}:{v}" for label, v in zip("abc", values))
-    op = {"add": "+", "sub": "-", "mul": "*"}[fmt.task]
-    return f"{b}{op}{a}" if fmt.task == "sub" else f"{a}{op}{b}"
+    return fmt.task_rules.example(a, b, fmt.max_items)
 
 
 def reference_answer(problem: str, fmt: NumberFormat) -> str:
     """The exact answer to a typed problem, as the data labels it (to check a model's answer, never to make one)."""
-    values = [int(v) for v in parse_problem(problem, fmt)]
-    if fmt.task == "sort":  # labels in ascending order of value; ties keep label order, as the data does
-        return "".join(SORT_LABELS[i] for i in sorted(range(len(values)), key=values.__getitem__))
-    a, b = values
-    return str({"add": a + b, "sub": a - b, "mul": a * b}[fmt.task])
+    return fmt.task_rules.reference([int(v) for v in parse_problem(problem, fmt)])

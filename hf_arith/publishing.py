@@ -33,14 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .bundled import bundled_models, bundled_path
-from .errors import HfArithError
+from .errors import HfArithError, one_line
 from .limits import model_limits
 from .loading import (
     DTYPE_CHECK_FILE,
     CheckpointError,
     _quiet_transformers,
     load_checkpoint,
-    one_line,
     read_dtype_check,
     resolve_checkpoint,
     weights_fingerprint,

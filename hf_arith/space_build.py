@@ -25,8 +25,8 @@ from pathlib import Path
 
 from . import __version__
 from .bundled import bundled_models
-from .errors import HfArithError
-from .loading import CheckpointError, check_repo_id, one_line
+from .errors import HfArithError, one_line
+from .loading import CheckpointError, check_repo_id
 
 APP_TEMPLATE = Path(__file__).resolve().parent / "space_app" / "app.py"  # a link to spaces/arith-playground/
 PLOTS_MODULE = Path(__file__).resolve().parent / "plots.py"

@@ -57,7 +57,7 @@ def has_padding(spec: ProblemSpec, fmt: NumberFormat) -> bool:
     shortest = with_answers(Problems(spec.task, spec.base, np.zeros((1, k, 1), dtype=np.int8),
                                      np.ones((1, k), dtype=np.int64)))
     ids, _, _ = render(shortest, fmt, with_answer=True)
-    return ids.shape[1] != worst_case_length(spec, fmt) or spec.task == "sort"
+    return ids.shape[1] != worst_case_length(spec, fmt) or spec.task_rules.item_list
 
 
 def pack_rows(ids: np.ndarray, lengths: np.ndarray, answer: np.ndarray, sizes: np.ndarray, pad_id: int):

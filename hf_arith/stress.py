@@ -20,20 +20,13 @@ from __future__ import annotations
 import numpy as np
 
 from .decoding import default_batch_size
-from .formatting import OPERATORS, SORT_ITEMS, SORT_LABELS, digits_to_int, parse_problems
+from .formatting import SORT_ITEMS, digits_to_int, parse_problems
 from .limits import model_limits
 from .metrics import arith_scores, is_silent_wrong
 from .problems import ProblemSpec, sample, with_answers
 from .solving import LOW_CONFIDENCE, solve
 
 SHOW_FAILURES = 5  # failing examples kept per set
-
-# Wrong answers bundled models gave on in-range problems (found by random and repeated-digit sweeps).
-REPORTED_FAILURES = {
-    "add": ["899014625+993120376", "55555555+5555555555", "445554445+5455544545", "99161+893926"],
-    "mul": ["29299*29229", "927*88471", "89652*4880", "66661*66111"],
-}
-
 
 def _random_values(base: int, length: int, n: int, rng: np.random.Generator) -> list[int]:
     """n numbers of exactly `length` digits in `base` (Python ints: exact at any length)."""
@@ -46,46 +39,52 @@ def _random_values(base: int, length: int, n: int, rng: np.random.Generator) -> 
 def stress_sets(fmt, max_digits: int, n: int = 100, seed: int = 0) -> dict[str, list[str]]:
     """Plain problem texts per stress set for this format; only the sets that apply to its task."""
     rng = np.random.default_rng(seed)
-    base, task = fmt.base, fmt.task
+    base, task = fmt.base, fmt.task_rules
     lengths = range(1, max_digits + 1)
-    if task == "sort":
-        items = min(fmt.max_items, SORT_ITEMS)
-        spec = ProblemSpec(task="sort", base=base, min_digits=max_digits, max_digits=max_digits,
-                           min_items=items, max_items=items)
-        # Equal items must keep their label order: k copies of one number, for every length and item count.
-        values = [v for k in lengths for v in (*_random_values(base, k, 1, rng), base**k - 1)]
-        mixed = ProblemSpec(task="sort", base=base, min_digits=1, max_digits=max_digits, min_items=2, max_items=items)
-        return {
-            "zero_operands": [",".join(f"{SORT_LABELS[i]}:0" for i in range(k)) for k in range(2, fmt.max_items + 1)],
-            "max_length": sample(spec, n, rng, split=None).to_text(),
-            "ties": [",".join(f"{SORT_LABELS[i]}:{v}" for i in range(k)) for v in values
-                     for k in range(2, fmt.max_items + 1)],
-            "repeated_digits": sample(mixed, n, rng, split=None, kind="repeated").to_text(),
-        }
-    op = OPERATORS[task]
+    if task.item_list:
+        return _list_sets(fmt, max_digits, n, rng)
+
+    def text(x, y):
+        return task.problem_text([str(x), str(y)])
+
     top = [base**k - 1 for k in lengths]  # 99..9 in the model's base, k digits
     sets = {}
-    if task in ("add", "mul"):
+    if task.commutative:
         a = [v for k in lengths for v in _random_values(base, k, max(1, n // max_digits), rng)]
         b = [v for k in reversed(lengths) for v in _random_values(base, k, max(1, n // max_digits), rng)]
-        sets["commutativity"] = [f"{x}{op}{y}" for x, y in zip(a, b)]
-    if task == "add":
-        sets["carry_chains"] = [f"{v}+1" for v in top] + [f"1+{v}" for v in top]
-    elif task == "sub":
-        sets["carry_chains"] = [f"{v + 1}-1" for v in top[:-1]] + [f"{v}-{v}" for v in top]
-    elif task == "mul":
-        sets["carry_chains"] = [f"{v}*{base - 1}" for v in top] + [f"{base - 1}*{v}" for v in top]
+        sets["commutativity"] = [text(x, y) for x, y in zip(a, b)]
+    chains = task.chain_problems(top, base)
+    if chains:
+        sets["carry_chains"] = [text(x, y) for x, y in chains]
     some = [v for k in lengths for v in _random_values(base, k, 1, rng)]
-    sets["zero_operands"] = [f"0{op}0"] + [f"0{op}{v}" for v in some] + [f"{v}{op}0" for v in some]
+    sets["zero_operands"] = [text(0, 0)] + [text(0, v) for v in some] + [text(v, 0) for v in some]
     wide_a, wide_b = (_random_values(base, max_digits, n, rng) for _ in range(2))
-    sets["max_length"] = [f"{x}{op}{y}" for x, y in zip(wide_a, wide_b)]
-    spec = ProblemSpec(task=task, base=base, min_digits=1, max_digits=max_digits)
+    sets["max_length"] = [text(x, y) for x, y in zip(wide_a, wide_b)]
+    spec = ProblemSpec(task=task.name, base=base, min_digits=1, max_digits=max_digits)
     sets["repeated_digits"] = sample(spec, n, rng, split=None, kind="repeated").to_text()
-    if base == 10 and task in REPORTED_FAILURES:
-        reported = [t for t in REPORTED_FAILURES[task] if max(map(len, t.split(op))) <= max_digits]
+    if base == 10:
+        reported = [t for t in task.reported_failures if max(map(len, t.split(task.operator))) <= max_digits]
         if reported:
             sets["reported_failures"] = reported
     return sets
+
+
+def _list_sets(fmt, max_digits: int, n: int, rng: np.random.Generator) -> dict[str, list[str]]:
+    """The stress sets of a task whose problems are lists of items (sorting)."""
+    base, task = fmt.base, fmt.task_rules
+    lengths = range(1, max_digits + 1)
+    items = min(fmt.max_items, SORT_ITEMS)
+    spec = ProblemSpec(task=task.name, base=base, min_digits=max_digits, max_digits=max_digits,
+                       min_items=items, max_items=items)
+    # Equal items must keep their label order: k copies of one number, for every length and item count.
+    values = [v for k in lengths for v in (*_random_values(base, k, 1, rng), base**k - 1)]
+    mixed = ProblemSpec(task=task.name, base=base, min_digits=1, max_digits=max_digits, min_items=2, max_items=items)
+    return {
+        "zero_operands": [task.problem_text(["0"] * k) for k in range(2, fmt.max_items + 1)],
+        "max_length": sample(spec, n, rng, split=None).to_text(),
+        "ties": [task.problem_text([str(v)] * k) for v in values for k in range(2, fmt.max_items + 1)],
+        "repeated_digits": sample(mixed, n, rng, split=None, kind="repeated").to_text(),
+    }
 
 
 def references(texts: list[str], fmt) -> list[str]:
@@ -121,7 +120,7 @@ def stress_test(model, tokenizer, max_digits: int, n: int = 100, seed: int = 0, 
     fmt = tokenizer.arith_format
     sets = dict(sets if sets is not None else stress_sets(fmt, max_digits, n, seed))
     if "commutativity" in sets:
-        sets["commutativity (swapped)"] = [_swap(t, OPERATORS[fmt.task]) for t in sets["commutativity"]]
+        sets["commutativity (swapped)"] = [_swap(t, fmt.task_rules.operator) for t in sets["commutativity"]]
     # One solve call for all sets: one batched run instead of several small ones, its problems
     # checked against the model's limits first.
     everything = [t for texts in sets.values() for t in texts]
@@ -147,4 +146,4 @@ def stress_test(model, tokenizer, max_digits: int, n: int = 100, seed: int = 0, 
     return reports
 
 
-__all__ = ["REPORTED_FAILURES", "references", "score_set", "stress_sets", "stress_test"]
+__all__ = ["references", "score_set", "stress_sets", "stress_test"]

@@ -14,7 +14,17 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers.tokenization_utils_base import BatchEncoding, PaddingStrategy, TruncationStrategy
 from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
-from .formatting import EOS_TOKEN, PAD_TOKEN, FormatError, NumberFormat, Problems, decode_answer, parse_problems, render
+from .formatting import (
+    EOS_TOKEN,
+    PAD_TOKEN,
+    FormatError,
+    NumberFormat,
+    Problems,
+    decode_answer,
+    parse_problems,
+    render,
+    write_task_code,
+)
 
 
 def build_backend(fmt: NumberFormat) -> Tokenizer:
@@ -58,6 +68,13 @@ class ArithTokenizer(TokenizersBackend):
         for key in ("vocab", "is_local", "local_files_only"):
             self.init_kwargs.pop(key, None)
         self._vocab_list = fmt.vocab()
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """As transformers saves a tokenizer; with remote code, the module of its task goes along
+        (`write_task_code`), so the folder loads where this package is not installed."""
+        files = super().save_pretrained(save_directory, *args, **kwargs)
+        write_task_code(save_directory, self.arith_format.task)
+        return files
 
     # -- the format --------------------------------------------------------------------
     def format_problems(self, problems: list[str]) -> list[str]:

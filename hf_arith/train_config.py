@@ -30,8 +30,9 @@ from typing import ClassVar
 import yaml
 
 from .errors import HfArithError
-from .formatting import TASK_NAMES, NumberFormat
-from .problems import HARD_KINDS, KIND_TASKS, SAMPLE_BY
+from .formatting import NumberFormat, get_task, task_names
+from .problems import HARD_KINDS, SAMPLE_BY
+from .tasks import tasks_with_kind
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -394,20 +395,20 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     if fmt.operand_width and recipe.data.max_digits > fmt.operand_width:
         raise RecipeError(f"data.max_digits {recipe.data.max_digits} exceeds format.operand_width {fmt.operand_width}")
     d = recipe.data
-    try:  # the problems the run draws (training.problem_spec)
+    try:  # the problems the run draws (training.recipe_spec)
         ProblemSpec(task=fmt.task, base=fmt.base, min_digits=d.min_digits, max_digits=d.max_digits,
                     min_items=d.min_items, max_items=d.max_items, sample_by=d.sample_by)
     except ValueError as err:
         raise RecipeError(f"data: {err}") from None
-    hard_tasks = KIND_TASKS.get(d.hard_kind)
-    if d.hard_fraction and hard_tasks and fmt.task not in hard_tasks:
-        raise RecipeError(f"data.hard_kind {d.hard_kind!r} applies to {' and '.join(TASK_NAMES[t] for t in hard_tasks)}, "
-                          f"not {TASK_NAMES[fmt.task]}")
-    if fmt.task == "sort" and d.max_items > fmt.max_items:
+    task = fmt.task_rules
+    if d.hard_fraction and d.hard_kind in HARD_KINDS and d.hard_kind not in task.hard_kinds:
+        owners = " and ".join(t.title for t in tasks_with_kind(d.hard_kind))
+        raise RecipeError(f"data.hard_kind {d.hard_kind!r} applies to {owners}, not {task.title}")
+    if task.item_list and d.max_items > fmt.max_items:
         raise RecipeError(f"data.max_items {d.max_items} exceeds format.max_items {fmt.max_items} (the items a prompt holds)")
     if recipe.eval.verify and not is_tiny_adder_format(fmt):
         raise RecipeError(f"eval.verify: the tiny-adder protocol needs 10-digit decimal addition, but this recipe "
-                          f"trains {TASK_NAMES[fmt.task]} in base {fmt.base}; set eval.verify=false")
+                          f"trains {task.title} in base {fmt.base}; set eval.verify=false")
     try:
         config_cls, _ = family_classes(recipe.family)
     except ValueError as err:
@@ -418,8 +419,10 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     if unknown:
         raise RecipeError(f"unknown key(s) {unknown} in model for the {recipe.family!r} family; known: "
                           f"{', '.join(sorted(known))}")
-    if recipe.model.get("digit_logits_only") and (fmt.end_token or not fmt.answer_width or fmt.task not in ("add", "mul")):
-        raise RecipeError("model.digit_logits_only needs answers of digits only: addition or multiplication with a "
+    if recipe.model.get("digit_logits_only") and (fmt.end_token or not fmt.answer_width
+                                                  or not fmt.task_rules.digit_answers):
+        owners = " or ".join(get_task(t).title for t in task_names() if get_task(t).digit_answers)
+        raise RecipeError(f"model.digit_logits_only needs answers of digits only: {owners} with a "
                           "fixed format.answer_width and format.end_token false")
     check_trainer_section(recipe.trainer)
     return fmt

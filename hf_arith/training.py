@@ -26,7 +26,6 @@ import shutil
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 
@@ -40,10 +39,10 @@ from .grokfast import GrokfastCallback
 from .hardware import available_cpu_cores, machine_info
 from .held_out_lr import HeldoutLearningRateDrop
 from .index_separation import abacus_separation_penalty, has_abacus_table
-from .limits import FINGERPRINT_KEY
+from .limits import FINGERPRINT_KEY, problem_spec
 from .metrics import compute_metrics, preprocess_logits_for_metrics
 from .mining import MINED_FILE, load_pool, mine_problems, save_pool
-from .problems import ProblemSpec, sample
+from .problems import ProblemSpec, held_out_problems
 from .saving import save_checkpoint
 from .seed_screen import SCREEN_FILE, SCREEN_FOLDER, StopAtStep, read_screen, screen, screened_recipe
 from .streaming import CurriculumState, ProblemStream, encode_examples, stack_examples, worst_case_length
@@ -52,10 +51,10 @@ from .train_config import Recipe, RecipeError, check_recipe, evaluates_during_tr
 from .warm_start import describe_warm_start, earlier_stages, freeze_all_but, warm_start
 
 
-def problem_spec(recipe: Recipe, fmt: NumberFormat) -> ProblemSpec:
+def recipe_spec(recipe: Recipe, fmt: NumberFormat) -> ProblemSpec:
+    """The problems a recipe's data section draws (its digit range, list sizes and sampling)."""
     d = recipe.data
-    return ProblemSpec(task=fmt.task, base=fmt.base, min_digits=d.min_digits, max_digits=d.max_digits,
-                       min_items=d.min_items, max_items=d.max_items, sample_by=d.sample_by)
+    return problem_spec(fmt, d.min_digits, d.max_digits, (d.min_items, d.max_items), d.sample_by)
 
 
 def build_tokenizer(fmt: NumberFormat, context: int) -> ArithTokenizer:
@@ -139,7 +138,7 @@ def check_model(recipe: Recipe, fmt: NumberFormat, checkpoint: str | None = None
 
     from .limits import MAX_CONTEXT, ModelLimits
 
-    spec = problem_spec(recipe, fmt)
+    spec = recipe_spec(recipe, fmt)
     context = worst_case_length(spec, fmt)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # build_model's own warnings come when the run builds it
@@ -480,13 +479,12 @@ def _managed_arguments(recipe: Recipe, output_dir: str, compile_model: bool) -> 
 
 
 # -- evaluation during training -----------------------------------------------------------------
-DURING_TRAINING_SEED = 1234  # the seed of the final held-out report (evaluation.heldout_problems)
+DURING_TRAINING_SEED = 1234  # the seed of the final held-out report (problems.held_out_problems)
 
 
-def held_out_problems(recipe: Recipe, fmt: NumberFormat, n: int, seed: int) -> Problems:
+def recipe_held_out(recipe: Recipe, fmt: NumberFormat, n: int, seed: int) -> Problems:
     """n problems of the test split over the recipe's whole digit range (not the curriculum's phase)."""
-    return sample(problem_spec(recipe, fmt), n, np.random.default_rng(seed), split="test",
-                  test_fraction=recipe.data.test_fraction)
+    return held_out_problems(recipe_spec(recipe, fmt), n, seed, recipe.data.test_fraction)
 
 
 def during_training_problems(recipe: Recipe, fmt: NumberFormat) -> Problems:
@@ -494,7 +492,7 @@ def during_training_problems(recipe: Recipe, fmt: NumberFormat) -> Problems:
     the test split, over the recipe's whole digit range (not the curriculum's current phase)."""
     n = recipe.eval.during_training_samples
     try:
-        return held_out_problems(recipe, fmt, n, DURING_TRAINING_SEED)
+        return recipe_held_out(recipe, fmt, n, DURING_TRAINING_SEED)
     except FormatError as err:
         raise RecipeError(f"evaluation during training (eval.during_training_samples={n}): {err}") from None
 
@@ -613,7 +611,7 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
                 raise RecipeError(f"--resume: {output_dir} has no {MINED_FILE}, the pool of data.mine_problems this run "
                                   f"trains on (it is mined from the starting model before the first step)")
             try:
-                mined = load_pool(output_dir, problem_spec(recipe, fmt))
+                mined = load_pool(output_dir, recipe_spec(recipe, fmt))
             except ValueError as err:
                 raise RecipeError(f"--resume: {err}") from None
     elif not overwrite:
@@ -697,7 +695,7 @@ def adaptive_decay_callbacks(recipe: Recipe, stream: ProblemStream, checkpoint) 
     o = recipe.optim
     if not o.wd_drop_exact:
         return []
-    held_out = HeldoutExamples(held_out_problems(recipe, stream.fmt, o.wd_eval_samples, ADAPTIVE_DECAY_SEED), stream)
+    held_out = HeldoutExamples(recipe_held_out(recipe, stream.fmt, o.wd_eval_samples, ADAPTIVE_DECAY_SEED), stream)
     examples = (torch.as_tensor(held_out.input_ids), torch.as_tensor(held_out.labels),
                 torch.as_tensor(held_out.attention_mask) if held_out.with_mask else None)
     return [AdaptiveWeightDecayCallback(examples, o.weight_decay, o.wd_eval_steps, o.wd_drop_exact,
@@ -741,7 +739,7 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
     if run.overwrite and is_main_process():
         clear_output(output_dir)
     torch.set_num_threads(recipe.optim.threads)
-    spec = problem_spec(recipe, fmt)
+    spec = recipe_spec(recipe, fmt)
     context = worst_case_length(spec, fmt)
     tokenizer = build_tokenizer(fmt, context)
     model = build_model(recipe, tokenizer, context)

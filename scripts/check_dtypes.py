@@ -25,7 +25,6 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import hf_arith
-from hf_arith.evaluation import heldout_problems
 from hf_arith.hardware import machine_info
 from hf_arith.limits import model_limits, problem_spec
 from hf_arith.loading import (
@@ -38,6 +37,7 @@ from hf_arith.loading import (
     resolve_checkpoint,
 )
 from hf_arith.metrics import arith_scores
+from hf_arith.problems import held_out_problems
 
 DEFAULT_SAMPLES = 2000
 EVAL_FILE = "eval_results.json"
@@ -66,7 +66,8 @@ def check_model(name: str, samples: int | None = None) -> tuple[Path, dict]:
     model, tokenizer = load_checkpoint(name)
     problems = heldout_set(folder, model, tokenizer, samples)
     spec = problem_spec(tokenizer.arith_format, problems["min_digits"], problems["max_digits"])
-    texts, answers, lengths = heldout_problems(spec, problems["n"], problems["seed"])
+    held = held_out_problems(spec, problems["n"], problems["seed"])
+    texts, answers, lengths = held.to_text(), held.answer_text(), held.lengths
     results = {}
     reference = None
     for dtype_name, dtype in DTYPES.items():

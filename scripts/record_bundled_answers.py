@@ -15,10 +15,9 @@ from pathlib import Path
 import torch
 
 import hf_arith
-from hf_arith.evaluation import heldout_problems
-from hf_arith.formatting import OPERATORS
 from hf_arith.limits import model_limits, problem_spec
 from hf_arith.loading import load_checkpoint
+from hf_arith.problems import held_out_problems
 from hf_arith.stress import stress_sets
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "bundled_answers.json"
@@ -31,15 +30,15 @@ def problem_set(model, tokenizer) -> list[str]:
     limit = model_limits(model, tokenizer).max_digits  # running sums take more of the context than answers
     top = fmt.operand_width or min(10, limit)
     spec = problem_spec(fmt, 1, top)
-    texts = heldout_problems(spec, 120, seed=7)[0]
-    if fmt.task == "sort":
-        texts += heldout_problems(problem_spec(fmt, 7, 10), 60, seed=8)[0]
+    texts = held_out_problems(spec, 120, seed=7).to_text()
+    if fmt.task_rules.item_list:
+        texts += held_out_problems(problem_spec(fmt, 7, 10), 60, seed=8).to_text()
         sets = stress_sets(fmt, 6, n=4, seed=9)
         return texts + sets["zero_operands"][:4] + sets["max_length"]
-    op = OPERATORS[fmt.task]
+    op = fmt.task_rules.operator
     if not fmt.operand_width:
         far = min(30, limit)
-        texts += heldout_problems(problem_spec(fmt, top + 1, far), 60, seed=8)[0]
+        texts += held_out_problems(problem_spec(fmt, top + 1, far), 60, seed=8).to_text()
         texts += [f"{'9' * far}{op}1", f"1{op}{'9' * far}", f"{'9' * min(25, far)}{op}{'9' * min(25, far)}"]
     texts += [f"0{op}0", f"{'9' * top}{op}{'9' * top}", f"{'9' * top}{op}1", f"{'5' * top}{op}{'5' * top}"]
     return texts

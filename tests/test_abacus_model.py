@@ -443,10 +443,10 @@ def test_remote_code_loads_without_hf_arith(tmp_path):
 def share_of_weights_changed(recipe, trained) -> float:
     """The share of the trained model's weight tensors that differ from the seeded init of its recipe."""
     from hf_arith.streaming import worst_case_length
-    from hf_arith.training import build_model, build_tokenizer, check_recipe, problem_spec
+    from hf_arith.training import build_model, build_tokenizer, check_recipe, recipe_spec
 
     fmt = check_recipe(recipe)
-    context = worst_case_length(problem_spec(recipe, fmt), fmt)
+    context = worst_case_length(recipe_spec(recipe, fmt), fmt)
     init = dict(build_model(recipe, build_tokenizer(fmt, context), context).named_parameters())
     changed = [not torch.equal(init[name], p) for name, p in trained.named_parameters()]
     return sum(changed) / len(changed)

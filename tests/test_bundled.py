@@ -9,10 +9,9 @@ import pytest
 
 import hf_arith
 from hf_arith.bundled import bundled_models
-from hf_arith.evaluation import heldout_problems
 from hf_arith.limits import model_limits
 from hf_arith.loading import load_checkpoint
-from hf_arith.problems import ProblemSpec
+from hf_arith.problems import ProblemSpec, held_out_problems
 
 PACKAGE = Path(hf_arith.__file__).parent
 
@@ -53,8 +52,8 @@ def test_bundled_checkpoint_solves_held_out_problems(name):
     fmt = tok.arith_format
     trained = model_limits(model, tok, Path(hf_arith.bundled_path(name))).training_range
     top = min(10, trained[1])  # the tiny-adder lengths, or fewer where the model was trained on fewer
-    texts, answers, _ = heldout_problems(ProblemSpec(task=fmt.task, base=10, min_digits=1, max_digits=top), 300,
-                                         seed=99)
+    held = held_out_problems(ProblemSpec(task=fmt.task, base=10, min_digits=1, max_digits=top), 300, seed=99)
+    texts, answers = held.to_text(), held.answer_text()
     predictions = hf_arith.solve(model, tok, texts)
     accuracy = sum(p == a for p, a in zip(predictions, answers)) / len(answers)
     assert accuracy >= 0.99, f"{name}: {accuracy:.3f} on 300 held-out problems"
@@ -90,7 +89,8 @@ def test_bundled_multi_token_model_answers_with_fewer_forward_passes(name):
 
     model, tok = load_checkpoint(name)
     k = model.config.num_future_tokens
-    texts, answers, _ = heldout_problems(ProblemSpec(task="add", base=10, min_digits=1, max_digits=10), 300, seed=98)
+    held = held_out_problems(ProblemSpec(task="add", base=10, min_digits=1, max_digits=10), 300, seed=98)
+    texts, answers = held.to_text(), held.answer_text()
     enc = tok(texts, padding=True, return_tensors="pt")
     budget = answer_budget(tok, texts)
     passes, outputs = {}, {}

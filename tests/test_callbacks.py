@@ -15,7 +15,7 @@ from hf_arith.callbacks import EmbeddingTrajectoryCallback, pca_2d
 from hf_arith.plots import TRAJECTORY_SIZE
 from hf_arith.streaming import ProblemStream, stack_examples, worst_case_length
 from hf_arith.train_config import load_recipe
-from hf_arith.training import build_model, build_tokenizer, check_recipe, problem_spec
+from hf_arith.training import build_model, build_tokenizer, check_recipe, recipe_spec
 
 
 def test_pca_of_points_on_a_line():
@@ -37,7 +37,7 @@ def test_records_during_a_real_training_run(tmp_path):
     recipe = load_recipe("minimal-add10", ["optim.steps=6", "optim.batch_size=8", "optim.compile=false",
                                            "optim.logging_steps=2"])
     fmt = check_recipe(recipe)
-    spec = problem_spec(recipe, fmt)
+    spec = recipe_spec(recipe, fmt)
     tok = build_tokenizer(fmt, worst_case_length(spec, fmt))
     model = build_model(recipe, tok, worst_case_length(spec, fmt))
     callback = EmbeddingTrajectoryCallback(tok, every=4)

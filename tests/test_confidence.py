@@ -15,9 +15,10 @@ import hf_arith
 from hf_arith import Answer, ArithmeticPipeline, solve
 from hf_arith.cli import main
 from hf_arith.decoding import greedy_decode
+from hf_arith.formatting import get_task
 from hf_arith.metrics import confidence_scores
 from hf_arith.solving import LOW_CONFIDENCE
-from hf_arith.stress import REPORTED_FAILURES, stress_sets
+from hf_arith.stress import stress_sets
 from tests.cli_contract import fails
 
 # Known wrong answers of the bundled models, given with low confidence, both beyond the 1-10 training
@@ -97,7 +98,7 @@ def test_the_in_range_wrong_answers_the_issue_reported_are_right_now():
     # wrote repeated-digit sums wrong, until their hard-case stages (presets *-hardcases).
     for name in ("abacus-gpt2-add", "abacus-gpt2-add-k2"):
         model, tokenizer = hf_arith.load(name)
-        for problem in REPORTED_FAILURES["add"]:
+        for problem in list(get_task("add").reported_failures):
             for k in (1, 2) if name.endswith("k2") else (1,):
                 assert solve(model, tokenizer, problem, tokens_per_step=k) == str(eval(problem)), (name, problem, k)
 
@@ -134,7 +135,7 @@ def test_stress_sets_hold_repeated_digits_and_reported_failures():
     for problem in sets["repeated_digits"]:
         for operand in problem.split("+"):
             assert len(set(operand)) <= 2 and (operand == "0" or operand[0] != "0")
-    assert sets["reported_failures"] == REPORTED_FAILURES["add"]
+    assert sets["reported_failures"] == list(get_task("add").reported_failures)
     # Too short a model: only the reported cases that fit are kept.
     assert "reported_failures" not in stress_sets(tokenizer.arith_format, 5, n=10)
 

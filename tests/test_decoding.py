@@ -116,12 +116,11 @@ def test_confirmed_multi_token_decoding_writes_what_one_token_per_pass_writes():
     guesses wrong, and the first head's pass sends those rows back to one token per pass. Within
     them, every way of decoding writes the true sums."""
     from hf_arith import bundled_path, solve
-    from hf_arith.evaluation import heldout_problems
     from hf_arith.limits import training_range
-    from hf_arith.problems import ProblemSpec
+    from hf_arith.problems import ProblemSpec, held_out_problems
 
     model, tok = load_checkpoint("abacus-gpt2-add-k2")
-    texts = heldout_problems(ProblemSpec(min_digits=1, max_digits=16), 200, seed=11)[0]
+    texts = held_out_problems(ProblemSpec(min_digits=1, max_digits=16), 200, seed=11).to_text()
     sums = [str(int(a) + int(b)) for a, b in (t.split("+") for t in texts)]  # the oracle
     trained = training_range(tok.arith_format, bundled_path("abacus-gpt2-add-k2"))[1]
     inside = [i for i, t in enumerate(texts) if max(len(x) for x in t.split("+")) <= trained]

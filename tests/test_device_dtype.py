@@ -17,10 +17,10 @@ from cli_contract import fails
 
 import hf_arith
 from hf_arith.cli import main
-from hf_arith.evaluation import heldout_problems
 from hf_arith.limits import problem_spec
 from hf_arith.loading import DTYPE_CHECK_FILE, DTYPES, CheckpointError, DtypeWarning, load_checkpoint, read_dtype_check
 from hf_arith.model_card import dtype_rows
+from hf_arith.problems import held_out_problems
 
 PROBLEM, ANSWER = "1234567890+9876543210", "11111111100"
 BUNDLED = hf_arith.bundled_models()
@@ -64,7 +64,7 @@ def test_minimal_add10_record_is_true_for_bfloat16():
     model32, tok = load_checkpoint("minimal-add10")
     problems = data["problems"]
     spec = problem_spec(tok.arith_format, problems["min_digits"], problems["max_digits"])
-    texts, _, _ = heldout_problems(spec, problems["n"], problems["seed"])
+    texts = held_out_problems(spec, problems["n"], problems["seed"]).to_text()
     from transformers import AutoModelForCausalLM
 
     model16 = AutoModelForCausalLM.from_pretrained(hf_arith.bundled_path("minimal-add10"), dtype=torch.bfloat16)

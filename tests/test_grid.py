@@ -39,7 +39,7 @@ from hf_arith.problems import reference_answer, split_of, with_answers
 from hf_arith.saving import save_checkpoint
 from hf_arith.streaming import worst_case_length
 from hf_arith.train_config import list_presets, load_recipe
-from hf_arith.training import build_model, build_tokenizer, check_recipe, problem_spec
+from hf_arith.training import build_model, build_tokenizer, check_recipe, recipe_spec
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def random_model(preset: str, seed: int = 0):
     differ between positions and rows: the default small init predicts almost uniformly."""
     recipe = load_recipe(preset, [])
     fmt = check_recipe(recipe)
-    context = worst_case_length(problem_spec(recipe, fmt), fmt)
+    context = worst_case_length(recipe_spec(recipe, fmt), fmt)
     tok = build_tokenizer(fmt, context)
     model = build_model(recipe, tok, context).eval()
     generator = torch.Generator().manual_seed(seed)

@@ -51,11 +51,11 @@ def test_the_tiny_preset_builds_the_58_parameter_design_and_exports_it(tmp_path)
     from hf_arith.adderboard import write_submission
     from hf_arith.streaming import worst_case_length
     from hf_arith.train_config import check_recipe, load_recipe
-    from hf_arith.training import build_model, build_tokenizer, problem_spec
+    from hf_arith.training import build_model, build_tokenizer, recipe_spec
 
     recipe = load_recipe("minimal-add10-tiny")
     fmt = check_recipe(recipe)
-    context = worst_case_length(problem_spec(recipe, fmt), fmt)
+    context = worst_case_length(recipe_spec(recipe, fmt), fmt)
     tokenizer = build_tokenizer(fmt, context)
     model = build_model(recipe, tokenizer, context)
     assert model.num_parameters() == 58

@@ -207,11 +207,11 @@ def preset_and_model(name: str):
     """A preset's recipe and the untrained model it builds."""
     from hf_arith.streaming import worst_case_length
     from hf_arith.train_config import check_recipe, load_recipe
-    from hf_arith.training import build_model, build_tokenizer, problem_spec
+    from hf_arith.training import build_model, build_tokenizer, recipe_spec
 
     recipe = load_recipe(name)
     fmt = check_recipe(recipe)
-    context = worst_case_length(problem_spec(recipe, fmt), fmt)
+    context = worst_case_length(recipe_spec(recipe, fmt), fmt)
     return recipe, build_model(recipe, build_tokenizer(fmt, context), context)
 
 

@@ -25,11 +25,11 @@ from remote_code import BLOCK_HF_ARITH
 import hf_arith
 from hf_arith.bundled import BUNDLED_DIR
 from hf_arith.cli import main
-from hf_arith.evaluation import heldout_problems, verify_tiny_adder
+from hf_arith.evaluation import verify_tiny_adder
 from hf_arith.limits import training_range
 from hf_arith.loading import load_checkpoint
 from hf_arith.model_card import EVAL_FILE, GRID_FILE, HEATMAP_FILE, SUMMARY_FILE, training_details
-from hf_arith.problems import ProblemSpec
+from hf_arith.problems import ProblemSpec, held_out_problems
 from hf_arith.publishing import (
     PNG_MAGIC,
     PublishError,
@@ -321,7 +321,8 @@ def hub_user(built, tmp_path_factory):
         top = min(report["max_digits"], trained[1]) if trained else report["max_digits"]
         spec = ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=top,
                            **({"min_items": 2, "max_items": min(5, fmt.max_items)} if fmt.task == "sort" else {}))
-        problems, answers, _ = heldout_problems(spec, 64, seed=99)
+        held = held_out_problems(spec, 64, seed=99)
+        problems, answers = held.to_text(), held.answer_text()
         card = (folder / "README.md").read_text()
         blocks = card.split("## How to use")[1].split("## ")[0].split("```python")
         snippet, pipeline_snippet = (b.split("```")[0].replace(f'"someone/{name}"', repr(str(folder))) for b in blocks[1:3])
@@ -397,7 +398,7 @@ def untrained(tmp_path_factory):
     from hf_arith.saving import save_checkpoint
     from hf_arith.streaming import worst_case_length
     from hf_arith.train_config import load_recipe
-    from hf_arith.training import build_model, build_tokenizer, check_recipe, problem_spec
+    from hf_arith.training import build_model, build_tokenizer, check_recipe, recipe_spec
 
     root = tmp_path_factory.mktemp("untrained")
     out = {}
@@ -405,7 +406,7 @@ def untrained(tmp_path_factory):
         recipe = load_recipe(preset, ["model.hidden_size=16", "model.intermediate_size=32",
                                       "model.num_hidden_layers=1", "model.num_attention_heads=2"])
         fmt = check_recipe(recipe)
-        spec = problem_spec(recipe, fmt)
+        spec = recipe_spec(recipe, fmt)
         context = worst_case_length(spec, fmt)
         tokenizer = build_tokenizer(fmt, context)
         checkpoint = save_checkpoint(build_model(recipe, tokenizer, context), tokenizer, root / preset)
@@ -441,7 +442,7 @@ def test_every_family_publishes_and_loads_without_hf_arith(untrained, tmp_path):
         assert (folder / HEATMAP_FILE).read_bytes()[:8] == PNG_MAGIC
         spec = ProblemSpec(task=fmt.task, base=fmt.base, min_digits=1, max_digits=report["max_digits"],
                            **({"min_items": 2, "max_items": min(4, fmt.max_items)} if fmt.task == "sort" else {}))
-        problems, _, _ = heldout_problems(spec, 8, seed=5)
+        problems = held_out_problems(spec, 8, seed=5).to_text()
         loops = [None] + ([1, 3] if hasattr(model.config, "num_recurrences") else [])
         enc = tokenizer(problems, padding=True, return_tensors="pt")
         budget = answer_budget(tokenizer, problems)

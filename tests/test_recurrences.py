@@ -12,11 +12,10 @@ import pytest
 import torch
 
 from hf_arith.cli import main
-from hf_arith.evaluation import heldout_problems
 from hf_arith.grid import length_grid
 from hf_arith.limits import answer_budget
 from hf_arith.loading import load_checkpoint
-from hf_arith.problems import ProblemSpec
+from hf_arith.problems import ProblemSpec, held_out_problems
 from hf_arith.solving import solve
 
 LOOPED = "looped-add"
@@ -82,7 +81,8 @@ def test_eval_loops_scores_each_loop_count_as_the_model_answers(looped, tmp_path
     assert main(argv) == 0, capsys.readouterr().err
     curve = json.loads((out / "loops.json").read_text())
     # Without --grid the curve is scored on the held-out sample of the same options.
-    texts, answers, _ = heldout_problems(ProblemSpec(min_digits=20, max_digits=24), 40, seed=3)
+    held = held_out_problems(ProblemSpec(min_digits=20, max_digits=24), 40, seed=3)
+    texts, answers = held.to_text(), held.answer_text()
     expected = [sum(p == a for p, a in zip(direct_answers(model, tok, texts, n), answers)) / len(answers)
                 for n in (1, 4, 8)]
     assert len(set(expected)) == 3  # each loop count scores differently on these problems

@@ -163,7 +163,7 @@ def test_each_entry_point_checks_the_recipe_and_finds_the_checkpoint_once(tmp_pa
     # The config and recipe are compared with the run's before it starts: the preset's own.
     recipe = load_recipe("minimal-add10")
     fmt = training.check_recipe(recipe)
-    context = training.worst_case_length(training.problem_spec(recipe, fmt), fmt)
+    context = training.worst_case_length(training.recipe_spec(recipe, fmt), fmt)
     training.build_model(recipe, training.build_tokenizer(fmt, context), context).config.save_pretrained(checkpoint)
     (checkpoint / training.RECIPE_FILE).write_text(json.dumps(dataclasses.asdict(recipe)))
     calls.clear()

@@ -25,7 +25,7 @@ from hf_arith.training import (
     HeldoutExamples,
     build_tokenizer,
     prepare_run,
-    problem_spec,
+    recipe_spec,
     train,
     training_arguments,
     warm_start_source,
@@ -64,7 +64,7 @@ def test_eval_strategy_steps_logs_exact_match_per_length_on_test_split_problems(
 def test_the_eval_set_is_rendered_like_the_training_batches(tmp_path):
     recipe = load_recipe("minimal-add10", [*TINY, *EVAL, "eval.during_training_samples=16"])
     run = prepare_run(recipe, tmp_path)
-    spec = problem_spec(recipe, run.fmt)
+    spec = recipe_spec(recipe, run.fmt)
     stream = ProblemStream(spec, run.fmt)
     eval_set = HeldoutExamples(run.eval_problems, stream)
     tokenizer = build_tokenizer(run.fmt, worst_case_length(spec, run.fmt))

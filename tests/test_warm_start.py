@@ -14,14 +14,14 @@ from safetensors.torch import load_file
 from hf_arith.bundled import bundled_path
 from hf_arith.streaming import worst_case_length
 from hf_arith.train_config import RecipeError, load_recipe
-from hf_arith.training import build_model, build_tokenizer, check_recipe, problem_spec, train
+from hf_arith.training import build_model, build_tokenizer, check_recipe, recipe_spec, train
 from hf_arith.warm_start import WarmStartError, warm_start
 
 
 def model_of(preset: str, overrides=()):
     recipe = load_recipe(preset, list(overrides))
     fmt = check_recipe(recipe)
-    context = worst_case_length(problem_spec(recipe, fmt), fmt)
+    context = worst_case_length(recipe_spec(recipe, fmt), fmt)
     return build_model(recipe, build_tokenizer(fmt, context), context), fmt
 
 

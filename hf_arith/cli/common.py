@@ -16,8 +16,9 @@ import warnings
 from pathlib import Path
 
 from ..errors import CLIError, one_line
-from ..formatting import TASK_NAMES, FormatError, quote
+from ..formatting import FormatError, quote
 from ..hardware import THREADS_PER_CORE, max_threads
+from ..text import pct as text_pct
 from ..train_config import MAX_EVAL_SAMPLES
 
 PROG = "hf-arith"
@@ -196,11 +197,11 @@ def load(args):
 
 # -- printing and files --------------------------------------------------------------------------
 def pct(x: float) -> str:
-    return f"{100 * x:.2f}%"
+    return text_pct(x, spaced=False)
 
 
 def describe_format(fmt) -> str:
-    text = f"{TASK_NAMES.get(fmt.task, fmt.task)}, base {fmt.base}"
+    text = f"{fmt.task_rules.title}, base {fmt.base}"
     if fmt.operand_width:
         text += f", {fmt.operand_width}-digit operands"
     return text

@@ -140,14 +140,14 @@ def cmd_eval(args) -> int:
     if args.loops:
         limits.check_loops(args.loops, what="--loops")
     if args.grid:  # a sorting model's grid rows are --items, when given (else every list size it writes)
-        limits.check_grid(args.grid, args.items if fmt.task == "sort" else None)
+        limits.check_grid(args.grid, args.items if fmt.task_rules.item_list else None)
     if args.items:
         limits.check_items(args.items, max_digits)
     spec = problem_spec(fmt, min_digits, max_digits, args.items)
     report = None
     if heldout:
         report = evaluate_model(model, tokenizer, spec, n=args.samples, seed=args.seed)
-        lists = f"lists of {spec.min_items}-{spec.max_items} items, " if fmt.task == "sort" else ""
+        lists = f"lists of {spec.min_items}-{spec.max_items} items, " if fmt.task_rules.item_list else ""
         print(f"{args.model}: {describe_format(fmt)}; {lists}operands of {min_digits}-{max_digits} digits, "
               f"seed {args.seed}")
         print_report(report)
@@ -156,7 +156,7 @@ def cmd_eval(args) -> int:
         # What the report was made on, so that `push --eval-json` can refuse it for another model.
         data = {"model": str(args.model), "task": fmt.task, "base": fmt.base, "min_digits": min_digits,
                 "max_digits": max_digits, "seed": args.seed,
-                **({"items": [spec.min_items, spec.max_items]} if fmt.task == "sort" else {}),
+                **({"items": [spec.min_items, spec.max_items]} if fmt.task_rules.item_list else {}),
                 "number_format_fingerprint": fmt.fingerprint(),
                 "weights_fingerprint": weights_fingerprint(checkpoint_folder(model)), **report,
                 "by_max_operand_length": {str(k): v for k, v in report.get("by_max_operand_length", {}).items()},
@@ -195,9 +195,10 @@ def _eval_record(args, min_digits: int, max_digits: int) -> dict:
 def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_dir: Path) -> None:
     """--grid, --loops and --stress: JSON and PNG files in out_dir, plus summary.json for the model card
     (with the held-out scores when they were measured)."""
-    from ..evaluation import heldout_problems, loops_curve
+    from ..evaluation import loops_curve
     from ..grid import length_grid
     from ..plots import plot_grid, plot_loops, save_figure  # matplotlib only when pictures are drawn
+    from ..problems import held_out_problems
     from ..stress import stress_test
 
     fmt = tokenizer.arith_format
@@ -209,7 +210,7 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
     written = []
     grid_set = None
     if args.grid:
-        sort = fmt.task == "sort"
+        sort = fmt.task_rules.item_list
         result = length_grid(model, tokenizer, args.grid, args.samples_per_cell, seed=args.seed, train_range=train,
                              progress=sys.stderr.isatty(), keep_problems=True, items=args.items if sort else None,
                              train_items=limits.training_items)
@@ -226,8 +227,8 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
         _print_grid(result)
     if args.loops:
         if grid_set is None:
-            texts, answers, _ = heldout_problems(spec, args.samples, args.seed)
-            grid_set = (texts, answers, None)
+            held = held_out_problems(spec, args.samples, args.seed)
+            grid_set = (held.to_text(), held.answer_text(), None)
         curve = loops_curve(model, tokenizer, grid_set[0], grid_set[1], args.loops, inside=grid_set[2])
         curve["problems"] = f"the --grid {args.grid[0]}:{args.grid[1]} problems" if args.grid else "held-out sample"
         written += [write_json(out_dir / "loops.json", curve), save_figure(plot_loops(curve), out_dir / "loops.png")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..formatting import OPERATORS, SORT_LABELS, FormatError
+from ..formatting import SORT_LABELS, FormatError
 from .common import (
     DEFAULT_MODEL,
     LOW_CONFIDENCE,
@@ -47,9 +47,9 @@ def add_parsers(sub, parents) -> None:
 def problem_syntax(fmt) -> str:
     """How a problem for this number format is typed: two numbers joined by the task's operator, or for
     sorting labelled numbers."""
-    if fmt.task == "sort":
+    if fmt.task_rules.item_list:
         return f"{SORT_LABELS[0]}:N,{SORT_LABELS[1]}:N,... (2 to {fmt.max_items} labelled numbers)"
-    return f"A{OPERATORS[fmt.task]}B"
+    return f"A{fmt.task_rules.operator}B"
 
 
 def accepted_ranges(limits) -> str:
@@ -60,7 +60,7 @@ def accepted_ranges(limits) -> str:
     trained = limits.training_range
     if trained:
         text += f", trained on {trained[0]}-{trained[1]}"
-    if fmt.task == "sort" and limits.training_items:
+    if fmt.task_rules.item_list and limits.training_items:
         text += f" in lists of {limits.training_items[0]}-{limits.training_items[1]}"
     return text
 

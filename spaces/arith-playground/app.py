@@ -82,7 +82,6 @@ LONG_SUM = "3141592653589793238462643+2718281828459045235360287"  # 25 digits of
 HUNDRED_DIGITS = 100  # operand length of the long example for models that take it (sample_problem writes it)
 ABACUS_PAPER = "https://arxiv.org/abs/2405.17399"  # McLeish et al. 2024, abacus embeddings and looped models
 MULTI_TOKEN_PAPER = "https://arxiv.org/abs/2404.19737"  # Gloeckle et al. 2024, multi-token prediction
-TASK_NAMES = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "sort": "sorting"}
 END_TOKENS = ("<eos>", "<pad>")
 
 # One thread: these models are tiny, so each step is per-op overhead that more threads only slow down.
@@ -199,11 +198,10 @@ def open_pipeline(name: str):
 
 def worst_problem(fmt, formatting, digits: int) -> str:
     """The longest problem with operands of `digits` digits: every digit the base's largest."""
-    number = str(fmt.base**digits - 1)
-    if fmt.task == "sort":  # as many items as hf_arith's limits assume (SORT_ITEMS); longer lists are refused as typed
-        items = min(getattr(formatting, "SORT_ITEMS", fmt.max_items), fmt.max_items)
-        return ",".join(f"{label}:{number}" for label in formatting.SORT_LABELS[:items])
-    return f"{number}{formatting.OPERATORS[fmt.task]}{number}"
+    number, task = str(fmt.base**digits - 1), fmt.task_rules
+    if task.item_list:  # as many items as hf_arith's limits assume (SORT_ITEMS); longer lists are refused as typed
+        return task.problem_text([number] * min(formatting.SORT_ITEMS, fmt.max_items))
+    return task.problem_text([number, number])
 
 
 def accepted_digits(pipe, fmt, formatting) -> int:
@@ -297,17 +295,13 @@ def sample_problem(entry: Entry, digits: int) -> str:
     else:  # two n-digit numbers in the model's base, written in decimal as visitors type them
         low, high = fmt.base ** (n - 1) if n > 1 else 0, fmt.base**n - 1
         a, b = low + (high - low) // 3, max(low, high - high // 7)
-    if fmt.task == "sort":
-        values = [b, a, (a + b) // 2][: min(3, fmt.max_items)]
-        return ",".join(f"{label}:{v}" for label, v in zip("abc", values))
-    op = entry.formatting.OPERATORS[fmt.task]
-    return f"{b}{op}{a}" if fmt.task == "sub" else f"{a}{op}{b}"
+    return fmt.task_rules.example(a, b, fmt.max_items)
 
 
 def operator_help(fmt) -> str:
-    if fmt.task == "sort":
+    if fmt.task_rules.item_list:
         return "labelled items such as a:31,b:7,c:120"
-    return {"add": "'+'", "sub": "'-'", "mul": "'*'"}[fmt.task] + " between two numbers"
+    return f"'{fmt.task_rules.operator}' between two numbers"
 
 
 def digits_of(entry: Entry, decimal: str) -> int:
@@ -372,16 +366,12 @@ def run(entry: Entry, problem: str, loops: int | None) -> dict:
 
 def exact_answer(entry: Entry, problem: str) -> str:
     """The exact answer, from Python integers (to judge the model's answer, never to make one)."""
-    values = [int(v) for v in entry.formatting.parse_problem(problem, entry.fmt)]
-    if entry.fmt.task == "sort":  # labels in ascending order of value; ties keep label order
-        return "".join(entry.formatting.SORT_LABELS[i] for i in sorted(range(len(values)), key=values.__getitem__))
-    a, b = values
-    return str({"add": a + b, "sub": a - b, "mul": a * b}[entry.fmt.task])
+    return entry.fmt.task_rules.reference([int(v) for v in entry.formatting.parse_problem(problem, entry.fmt)])
 
 
 def in_model_digits(entry: Entry, decimal: str) -> str:
     """An answer written in the model's base (normal order), to compare digit by digit."""
-    if entry.fmt.task == "sort" or entry.fmt.base == 10:
+    if entry.fmt.task_rules.item_list or entry.fmt.base == 10:
         return decimal
     sign, value = ("-", decimal[1:]) if decimal.startswith("-") else ("", decimal)
     digits = entry.formatting.int_to_digits(int(value), entry.fmt.base)
@@ -400,12 +390,13 @@ def answer_cells(entry: Entry, tokens: list[dict], truth: str) -> tuple[list[dic
             break
         written.append((t["token"], t["probability"]))
     fmt = entry.fmt
-    if fmt.task != "sort" and fmt.reverse_answer:  # written lowest digit first: turn it around
-        sign = written[:1] if fmt.task == "sub" and written[:1] and written[0][0] == "-" else []
+    listed = fmt.task_rules.item_list
+    if not listed and fmt.reverse_answer:  # written lowest digit first: turn it around
+        sign = written[:1] if written[:1] and written[0][0] == "-" else []
         written = sign + written[len(sign):][::-1]
     exact = in_model_digits(entry, truth)
     width = max(len(written), len(exact))
-    if fmt.task == "sort":
+    if listed:
         mine, theirs = written + [None] * (width - len(written)), list(exact.ljust(width))
     else:
         mine, theirs = [None] * (width - len(written)) + written, list(exact.rjust(width))
@@ -456,7 +447,7 @@ def verdict_html(entry: Entry, problem: str, out: dict, truth: str, loops: int |
         kind, head, text = "malformed", "No answer", f"The model gave no answer: {why}. The exact answer is {truth}."
     else:
         kind, head = "wrong", "Wrong"
-        text = (f"{len(wrong)} of {len(cells)} digits differ (red). The exact answer is {truth}." if entry.fmt.task != "sort"
+        text = (f"{len(wrong)} of {len(cells)} digits differ (red). The exact answer is {truth}." if not entry.fmt.task_rules.item_list
                 else f"The exact answer is {truth}.")
     notes = []
     probabilities = [c["p"] for c in [*cells, *([end] if end else [])] if c["p"] is not None]
@@ -494,19 +485,20 @@ def solve_problem(model_name: str, problem: str, recurrences=None):
 def format_note(entry: Entry) -> str:
     """The model's number format in words, with the example the tokenizer itself writes."""
     fmt, example = entry.fmt, sample_problem(entry, 3)
+    digits = not fmt.task_rules.item_list  # the answer is a number, not a list of labels
     prompt = entry.tokenizer.format_problem(example)
     order = []
     if fmt.reverse_operands:
         order.append("reads each number lowest digit first")
-    if fmt.reverse_answer and fmt.task != "sort":
+    if fmt.reverse_answer and digits:
         order.append("writes its answer lowest digit first")
     if fmt.operand_width:
         order.append(f"pads every number with zeros to {fmt.operand_width} digits")
     how = (", ".join(order[:-1]) + " and " + order[-1]) if len(order) > 1 else (order[0] if order else "reads "
                                                                                  "and writes numbers as typed")
     answer = exact_answer(entry, example)
-    shown = answer.zfill(fmt.answer_width) if fmt.answer_width and fmt.task != "sort" else answer
-    shown = shown[::-1] if fmt.reverse_answer and fmt.task != "sort" else shown
+    shown = answer.zfill(fmt.answer_width) if fmt.answer_width and digits else answer
+    shown = shown[::-1] if fmt.reverse_answer and digits else shown
     end = " then `<eos>`" if fmt.end_token else ""
     return (f"This model {how}: it sees `{example}` as `{prompt}` and writes {answer} as `{shown}`{end}. "
             "The answer box and the digit strip show the normal order.")
@@ -686,7 +678,7 @@ def _overview(entry: Entry):
     fmt, folder = entry.fmt, entry.folder
     report = read_json(folder, "eval_results.json")
     lines = [f"### {entry.name}", describe(entry, named=False), "",
-             f"- **task**: {TASK_NAMES.get(fmt.task, fmt.task)} in base {fmt.base}, numbers of up to "
+             f"- **task**: {fmt.task_rules.title} in base {fmt.base}, numbers of up to "
              f"{entry.max_digits} digits",
              f"- **architecture**: `{type(entry.model).__name__}`, {entry.model.num_parameters():,} parameters",
              f"- **number format**: {format_note(entry)}"]
