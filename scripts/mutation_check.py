@@ -50,8 +50,8 @@ class Mutation:
 
 MUTATIONS = [
     Mutation("heldout-split", "held-out evaluation draws from the training split",
-             "hf_arith/evaluation.py", 'split="test", test_fraction=test_fraction)',
-             'split="train", test_fraction=test_fraction)', ("tests/test_heldout.py",)),
+             "hf_arith/problems.py", 'np.random.default_rng(seed), split="test", test_fraction=test_fraction)',
+             'np.random.default_rng(seed), split="train", test_fraction=test_fraction)', ("tests/test_heldout.py",)),
     Mutation("solve-drops-model-kwargs", "solve never passes model_kwargs (num_recurrences) to the model",
              "hf_arith/solving.py", "tokens_per_step=tokens_per_step, model_kwargs=model_kwargs,",
              "tokens_per_step=tokens_per_step, model_kwargs=None,", ("tests/test_recurrences.py",)),
@@ -110,8 +110,11 @@ MUTATIONS = [
              "test = np.flatnonzero(~split_of(pool, test_fraction)) if heldout",
              ("tests/test_heldout.py", "tests/test_grid.py")),
     Mutation("tokenizer-operand-digit-order", "the tokenizer writes operands in the other digit order",
-             "hf_arith/formatting.py", "fmt.operand_width, fmt.reverse_operands))",
-             "fmt.operand_width, not fmt.reverse_operands))", ("tests/test_tokenizer.py", "tests/test_formatting.py")),
+             "hf_arith/tasks/base.py",
+             "lengths[:, 0], fmt.operand_width, fmt.reverse_operands),\n                const_segment(vocab[self.operator], ones),\n"
+             "                digit_segment(problems.operands[:, 1], problems.lengths[:, 1], fmt.operand_width, fmt.reverse_operands)]",
+             "lengths[:, 0], fmt.operand_width, not fmt.reverse_operands),\n                const_segment(vocab[self.operator], ones),\n"
+             "                digit_segment(problems.operands[:, 1], problems.lengths[:, 1], fmt.operand_width, not fmt.reverse_operands)]", ("tests/test_tokenizer.py", "tests/test_formatting.py")),
     Mutation("confidence-highest-token", "an answer's confidence is its most certain token, not its least",
              "hf_arith/solving.py", "masked_fill(beyond, 1.0).min(1).values", "masked_fill(beyond, 1.0).max(1).values",
              ("tests/test_confidence.py",)),
