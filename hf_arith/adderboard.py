@@ -12,12 +12,9 @@ bit and its answers to the protocol's edge cases must equal `hf_arith.solve`'s.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import os
 import re
 import string
-import tempfile
 import types
 from pathlib import Path
 
@@ -28,6 +25,7 @@ from .evaluation import TINY_ADDER_EDGE_CASES, TINY_ADDER_MAX, is_tiny_adder_for
 from .formatting import EOS_TOKEN, OPERATORS, PAD_TOKEN, PROMPT_END, TASK_NAMES, FormatError
 from .loading import checkpoint_label
 from .models import MinimalConfig
+from .records import write_atomic
 
 MODEL_TYPE = MinimalConfig.model_type
 # The MinimalConfig options the exported forward pass implements, and the values it takes.
@@ -787,17 +785,7 @@ def write_submission(model, tokenizer, path, *, name: str | None = None, author:
         check_submission(load_submission(source), model, tokenizer)
     finally:
         model.train(was_training)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as f:
-            f.write(source)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    return path
+    return write_atomic(path, source)
 
 
 __all__ = ["PASS_ACCURACY", "VERIFY_HINT", "ProtocolFailure", "architecture", "check_exportable", "check_protocol",

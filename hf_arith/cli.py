@@ -58,6 +58,7 @@ from .loading import (
     one_line,
     weights_fingerprint,
 )
+from .records import write_atomic, write_json
 from .solving import LOW_CONFIDENCE, solve
 from .stress import stress_test
 from .train_config import MAX_EVAL_SAMPLES, RecipeError, list_presets
@@ -202,6 +203,9 @@ def cmd_train(args) -> int:
         raise CLIError(f"--output-dir {output_dir}: exists and is not a folder")
     # Every recipe and launch mistake (and a --resume with nothing to resume) is reported now, not after training.
     run = prepare_run(recipe, output_dir, resume=args.resume, overwrite=args.overwrite)
+    if run.finished is not None:  # --resume of a run that has ended: one line, exit 0, nothing changed
+        run_training(run)
+        return 0
     fmt = run.fmt
     main_process = is_main_process()  # under torchrun / accelerate launch, rank 0 does the talking
     if run.checkpoint is not None:
@@ -322,7 +326,7 @@ def cmd_eval(args) -> int:
                 "weights_fingerprint": weights_fingerprint(checkpoint_folder(model)), **report,
                 "by_max_operand_length": {str(k): v for k, v in report.get("by_max_operand_length", {}).items()},
                 **_eval_record(args, min_digits, max_digits)}
-        Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
+        write_json(args.json, data)
         print(f"Report written to {args.json}")
     if extras:
         _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_dir)
@@ -391,11 +395,6 @@ def _writable_dir(text: str, option: str) -> Path:
     return path
 
 
-def _write_json(path: Path, data) -> Path:
-    path.write_text(json.dumps(data, indent=2) + "\n")
-    return path
-
-
 def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_dir: Path) -> None:
     """--grid, --loops and --stress: JSON and PNG files in out_dir, plus summary.json for the model card."""
     from .plots import plot_grid, plot_loops, save_figure  # matplotlib only when pictures are drawn
@@ -416,9 +415,8 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
         grid_set = ([p["problem"] for p in problems], [p["answer"] for p in problems],
                     [_in_training_range(p, train, result.get("train_items")) for p in problems])
         result["model"] = str(args.model)
-        written.append(_write_json(out_dir / "grid.json", result))
-        with (out_dir / "grid_problems.jsonl").open("w") as f:
-            f.writelines(json.dumps(p) + "\n" for p in problems)
+        written.append(write_json(out_dir / "grid.json", result))
+        write_atomic(out_dir / "grid_problems.jsonl", "".join(json.dumps(p) + "\n" for p in problems))
         written += [out_dir / "grid_problems.jsonl", save_figure(plot_grid(result), out_dir / "grid.png")]
         summary["grid"] = {"lengths": result["lengths"], **({"items": result["items"]} if "items" in result else {}),
                            **result["summary"]}
@@ -429,14 +427,14 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
             grid_set = (texts, answers, None)
         curve = loops_curve(model, tokenizer, grid_set[0], grid_set[1], args.loops, inside=grid_set[2])
         curve["problems"] = f"the --grid {args.grid[0]}:{args.grid[1]} problems" if args.grid else "held-out sample"
-        written += [_write_json(out_dir / "loops.json", curve), save_figure(plot_loops(curve), out_dir / "loops.png")]
+        written += [write_json(out_dir / "loops.json", curve), save_figure(plot_loops(curve), out_dir / "loops.png")]
         summary["loops"] = curve
         print("recurrences   exact match")
         for n, acc in zip(curve["loops"], curve["exact_match"]):
             print(f"  {n:>9}   {_pct(acc):>11}")
     if args.stress:
         stress = stress_test(model, tokenizer, max_digits, seed=args.seed)
-        written.append(_write_json(out_dir / "stress.json", stress))
+        written.append(write_json(out_dir / "stress.json", stress))
         summary["stress"] = {name: r["exact_match"] for name, r in stress.items()}
         if "commutativity" in stress:
             summary["stress"]["commutativity_agreement"] = stress["commutativity"]["agreement"]
@@ -444,7 +442,7 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
         for name, r in stress.items():
             extra = f"   (a+b = b+a: {_pct(r['agreement'])})" if "agreement" in r else ""
             print(f"  {name:<20}{_pct(r['exact_match']):>11}   {r['n']:>8}   {r['silent_wrong']:>8}{extra}")
-    written.append(_write_json(out_dir / "summary.json", summary))
+    written.append(write_json(out_dir / "summary.json", summary))
     print(f"Wrote {', '.join(p.name for p in written)} to {out_dir}")
 
 
@@ -545,7 +543,7 @@ def cmd_summary(args) -> int:
     print(f"{args.model}: {type(model).__name__}, {describe_format(fmt)}")
     print(format_summary(summary))
     if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
+        write_json(args.json, summary)
         print(f"Summary written to {args.json}")
     return 0
 

@@ -10,7 +10,6 @@ the code below it trusts what it is given.
 from __future__ import annotations
 
 import inspect
-import json
 import numbers
 from dataclasses import dataclass
 from functools import cached_property
@@ -31,6 +30,7 @@ from .formatting import (
 )
 from .models import MAX_RECURRENCES
 from .problems import ProblemSpec
+from .records import read_summary
 
 # The config key (and tokenizer_config key) holding NumberFormat.fingerprint() of the format a model was trained on.
 FINGERPRINT_KEY = "number_format_fingerprint"
@@ -54,29 +54,23 @@ def problem_spec(fmt: NumberFormat, min_digits: int, max_digits: int,
 
 def training_range(fmt: NumberFormat, folder: str | Path | None = None) -> tuple[int, int] | None:
     """The operand lengths a checkpoint was trained on, where it can be known: `train_digits`
-    ([min, max]) in its training_summary.json, else a fixed-width format's 1..width."""
-    summary = Path(folder) / "training_summary.json" if folder is not None else None
-    if summary is not None and summary.is_file():
-        try:
-            digits = json.loads(summary.read_text(encoding="utf-8")).get("train_digits")
-        except (OSError, ValueError, AttributeError):
-            digits = None
-        if isinstance(digits, list) and len(digits) == 2 and all(isinstance(d, int) for d in digits):
-            return digits[0], digits[1]
+    ([min, max]) in its training_summary.json, else a fixed-width format's 1..width. A corrupt
+    summary is a RecordError (ValueError) naming the file (`records.read_summary`)."""
+    summary = read_summary(folder) if folder is not None else None
+    digits = (summary or {}).get("train_digits")
+    if digits is not None:
+        return digits[0], digits[1]
     return (1, fmt.operand_width) if fmt.operand_width else None
 
 
 def training_items(fmt: NumberFormat, folder: str | Path | None = None) -> tuple[int, int] | None:
     """The list sizes a sorting checkpoint was trained on (its recipe's data.min_items and
     data.max_items in training_summary.json), where known; None for other tasks."""
-    summary = Path(folder) / "training_summary.json" if folder is not None else None
-    if fmt.task != "sort" or summary is None or not summary.is_file():
+    if fmt.task != "sort" or folder is None:
         return None
-    try:
-        data = json.loads(summary.read_text(encoding="utf-8"))["recipe"]["data"]
-        low, high = data["min_items"], data["max_items"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    recipe = (read_summary(folder) or {}).get("recipe")
+    data = recipe.get("data") if isinstance(recipe, dict) else None
+    low, high = (data.get("min_items"), data.get("max_items")) if isinstance(data, dict) else (None, None)
     return (low, high) if isinstance(low, int) and isinstance(high, int) else None
 
 

@@ -29,6 +29,7 @@ from .bundled import bundled_models, bundled_path
 from .families import FAMILIES
 from .formatting import FormatError, NumberFormat
 from .limits import FINGERPRINT_KEY, check_pair
+from .records import RecordError, read_summary
 
 # The dtypes a model may be loaded in; float32 is the reference every dtype check compares with.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -392,6 +393,10 @@ def load_checkpoint(name_or_path: str | Path, revision: str | None = None, trust
     path = resolve_checkpoint(name_or_path, revision=revision, trust_remote_code=trust_remote_code)
     label = str(name_or_path)
     check_dtype_for(path, dtype_name, label)
+    try:  # the trained range, read by every warning beyond it: a corrupt record is refused, not skipped
+        read_summary(path)
+    except RecordError as err:
+        raise CheckpointError(f"{label}: {one_line(err)}") from None
     # hf_arith's own families always use the installed, registered classes: transformers prefers them
     # for the model, but with trust_remote_code it would take the tokenizer from the saved copy.
     own = _read_json(path / "config.json").get("model_type") in known_model_types()

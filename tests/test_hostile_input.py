@@ -457,3 +457,173 @@ def test_a_huge_grid_or_digit_range_is_refused_without_building_it(capsys):
 def test_error_lines_are_capped_in_length(capsys):
     message = fails(capsys, "train", "--set", "model." + "x" * 5000 + "=1", "--output-dir", "/nonexistent/never")
     assert len(message) <= 700 and "more characters" in message
+
+
+# == Issue 57: runs that cannot be lost ==================================================================
+# Runs the CLI with the training step blocked at BLOCK_AT (after its checkpoint there), so a test can
+# act while it holds the output folder, then kill it.
+BLOCKING = r'''
+import os, sys, time
+import hf_arith.training as training
+from hf_arith.cli import main
+
+block_at, marker = int(os.environ["BLOCK_AT"]), os.environ["MARKER"]
+original = training.ArithTrainer.training_step
+
+def training_step(self, model, inputs, num_items_in_batch=None):
+    if self.state.global_step == block_at:
+        open(marker, "w").close()
+        while True:
+            time.sleep(1)
+    return original(self, model, inputs, num_items_in_batch)
+
+training.ArithTrainer.training_step = training_step
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def _blocked_run(tmp_path, out, block_at: int = 2):
+    import subprocess
+    import sys
+    import time
+
+    script, marker = tmp_path / "blocking.py", tmp_path / "blocked"
+    script.write_text(BLOCKING)
+    proc = subprocess.Popen([sys.executable, str(script), *_run_args(out)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**__import__("os").environ, "BLOCK_AT": str(block_at), "MARKER": str(marker)})
+    deadline = time.monotonic() + 120
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists(), proc.stderr.read()[-2000:] if proc.poll() is not None else "timed out"
+    return proc
+
+
+def test_resume_of_a_finished_run_does_nothing_and_says_so_in_one_line(run_dir, tmp_path, capsys):
+    out = _copy_run(run_dir, tmp_path)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert main([*_run_args(out), "--resume"]) == 0
+    stdout, stderr = capsys.readouterr()
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and "finished run (4 steps" in lines[0] and "nothing to resume" in lines[0], stderr
+    assert "Trained" not in stdout
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_two_concurrent_runs_into_one_folder_the_second_refuses_and_a_killed_run_resumes(tmp_path, capsys):
+    import signal
+
+    out = tmp_path / "run"
+    proc = _blocked_run(tmp_path, out, block_at=2)  # checkpoint-2 written, holding the folder's lock
+    try:
+        for extra in ([], ["--resume"], ["--overwrite"]):
+            message = fails(capsys, *_run_args(out), *extra)
+            assert f"output folder {out} is in use: process {proc.pid} on " in message, message
+        assert last_checkpoint(out).endswith("checkpoint-2") and not (out / "final").exists()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert (out / ".hf-arith.lock").is_file()  # the killed run's lock file stays behind
+    assert main([*_run_args(out), "--resume"]) == 0
+    stdout, stderr = capsys.readouterr()
+    assert f"Resuming from {out / 'checkpoint-2'}" in stdout
+    assert f"took over the lock of an earlier run that is no longer running (process {proc.pid} on" in stderr
+    assert json.loads((out / "final" / "training_summary.json").read_text())["steps"] == 4
+    assert not (out / ".hf-arith.lock").exists()  # released when the run ended
+
+
+def test_a_stale_lock_of_a_dead_process_is_taken_over():
+    import subprocess
+    import sys
+
+    from hf_arith.run_lock import LOCK_FILE, lock_output
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    with pytest.raises(ProcessLookupError):
+        __import__("os").kill(pid, 0)
+    folder = Path(__import__("tempfile").mkdtemp())
+    (folder / LOCK_FILE).write_text(json.dumps({"pid": pid, "host": "h"}))
+    lock = lock_output(folder)
+    assert lock.taken_over == {"pid": pid, "host": "h"}
+    assert json.loads((folder / LOCK_FILE).read_text())["pid"] == __import__("os").getpid()
+    with pytest.raises(RecipeError, match=f"is in use: process {__import__('os').getpid()} on "):
+        lock_output(folder)  # a second lock, even from the same process, is refused while this one is held
+    lock.release()
+    assert not (folder / LOCK_FILE).exists()
+    lock_output(folder).release()
+
+
+def test_a_full_disk_while_writing_final_leaves_no_partial_final_and_resume_writes_it(run_dir, tmp_path, capsys,
+                                                                                      monkeypatch):
+    import errno
+
+    from safetensors.torch import load_file
+
+    import hf_arith.training as training
+
+    out = tmp_path / "run"
+    saved = training.save_checkpoint
+
+    def full_disk(model, tokenizer, folder):
+        saved(model, tokenizer, folder)  # most of the folder is written, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(training, "save_checkpoint", full_disk)
+    assert main(_run_args(out)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.endswith("\n") and err.count("hf-arith: error:") == 1
+    message = err.splitlines()[-1].removeprefix("hf-arith: error: ")  # after the progress bar of training
+    assert message == (f"cannot write {out / 'final'}: No space left on device; no partial final/ was left "
+                       "(checkpoint-4 is complete: free space, then the same train command with --resume writes "
+                       "final/ from it)")
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-2", "checkpoint-4"]
+    monkeypatch.setattr(training, "save_checkpoint", saved)
+    assert main([*_run_args(out), "--resume"]) == 0, capsys.readouterr().err  # the advice works
+    summary = json.loads((out / "final" / "training_summary.json").read_text())
+    assert summary["steps"] == 4 and summary["train_loss_steps"] == [1, 4]
+    assert not (out / "checkpoint-5").exists()  # no step trained beyond the run's 4
+    final, checkpoint = load_file(out / "final" / "model.safetensors"), load_file(out / "checkpoint-4" / "model.safetensors")
+    assert final.keys() == checkpoint.keys()
+    for name, tensor in final.items():
+        assert torch.equal(tensor, checkpoint[name]), name
+
+
+def test_a_kill_during_the_first_save_says_in_one_line_what_works(run_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    shutil.copytree(run_dir / "checkpoint-2", out / "checkpoint-2")
+    (out / "checkpoint-2" / "optimizer.pt").unlink()  # killed while the first checkpoint was being written
+    message = fails(capsys, *_run_args(out), "--resume")
+    assert "no complete checkpoint-* folder" in message and "train again with --overwrite" in message
+    assert "--overwrite" in fails(capsys, *_run_args(out))  # a plain train refuses the folder, and says so
+    assert main([*_run_args(out), "--overwrite"]) == 0, capsys.readouterr().err  # the advice works
+    assert (out / "final" / "model.safetensors").is_file()
+
+
+def test_eval_json_is_written_atomically_through_the_shared_helper(tmp_path, capsys, monkeypatch):
+    import hf_arith.records as records
+
+    target = tmp_path / "report.json"
+    target.write_text('{"old": true}\n')
+
+    def crash(src, dst):
+        raise OSError("killed mid-write")
+
+    monkeypatch.setattr(records.os, "replace", crash)
+    fails(capsys, "eval", "minimal-add10", "--samples", "5", "--json", target)
+    assert target.read_text() == '{"old": true}\n'  # the old report whole, never a cut one
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]  # and no temporary file left
+    monkeypatch.undo()
+    assert main(["eval", "minimal-add10", "--samples", "5", "--json", str(target)]) == 0
+    assert json.loads(target.read_text())["n"] == 5
+
+
+def test_the_package_writes_json_only_through_the_shared_helper():
+    import re
+
+    package = Path(hf_arith.__file__).parent
+    offenders = [f"{p.relative_to(package)}:{n}" for p in package.rglob("*.py") if p.name != "records.py"
+                 for n, line in enumerate(p.read_text().splitlines(), 1)
+                 if re.search(r"json\.dump\(|write_text\(json\.dumps|\.write\(json\.dumps", line)]
+    assert offenders == []
