@@ -85,9 +85,16 @@ class _Parser(argparse.ArgumentParser):
         raise CLIError(f"{message} (see '{self.prog} --help')")
 
 
+def _ascii_int(text: str) -> int:
+    """int(text) for ASCII decimal digits only: int() also reads other scripts' digits ('٣' is 3)."""
+    if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", text):
+        raise ValueError(text)
+    return int(text)
+
+
 def _positive_int(text: str) -> int:
     try:
-        value = int(text)
+        value = _ascii_int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {quote(text)}") from None
     if value < 1:
@@ -97,7 +104,7 @@ def _positive_int(text: str) -> int:
 
 def _int(text: str) -> int:
     try:
-        return int(text)
+        return _ascii_int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {quote(text)}") from None
 
@@ -106,7 +113,7 @@ def _int_in(low: int, high: int, why: str = ""):
     """An argparse type: an integer from `low` to `high` (argparse names the option in its message)."""
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = _ascii_int(text)
         except ValueError:
             value = None
         if value is None or not low <= value <= high:

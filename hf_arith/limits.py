@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 
 from .formatting import (
-    PROMPT_END,
     SORT_ITEMS,
     TASK_NAMES,
     FormatError,
@@ -31,9 +30,8 @@ from .formatting import (
 from .models import MAX_RECURRENCES
 from .problems import ProblemSpec
 from .records import read_summary
+from .tokenization_arith import FINGERPRINT_KEY
 
-# The config key (and tokenizer_config key) holding NumberFormat.fingerprint() of the format a model was trained on.
-FINGERPRINT_KEY = "number_format_fingerprint"
 # The longest context (and abacus range) hf_arith works out limits for: the longest operand is found by
 # rendering worst-case problems, which takes memory in proportion (a million positions: about a megabyte).
 MAX_CONTEXT = 1_000_000
@@ -347,31 +345,12 @@ class BeyondTrainingWarning(UserWarning):
 
 
 def check_pair(config, tokenizer) -> None:
-    """Refuse a tokenizer that does not belong to the model whose config this is, in one line.
-
-    The config's `number_format_fingerprint` (written by `saving.save_checkpoint` and by training)
-    must be the tokenizer's format's fingerprint. Checkpoints saved before it existed are checked on
-    what every config has: the vocabulary holds the tokenizer's tokens, digit tokens are the base's
-    digits, and the end, padding and answer-start (`=`) token ids are the tokenizer's.
-    """
-    if not hasattr(tokenizer, "arith_format"):
+    """Refuse a tokenizer that does not belong to the model whose config this is, in one line: the
+    tokenizer's own check (`ArithTokenizer.check_model`: the fingerprint, else the format the model's
+    folder records, then the token ids), the one every path runs."""
+    if not hasattr(tokenizer, "arith_format") or not hasattr(tokenizer, "check_model"):
         raise FormatError(f"{type(tokenizer).__name__} is not an hf_arith tokenizer (no number format)")
-    fmt = tokenizer.arith_format
-    saved, own = getattr(config, FINGERPRINT_KEY, None), fmt.fingerprint()
-    if saved is not None and saved != own:
-        raise FormatError(f"the tokenizer writes problems in another number format than this model was trained on "
-                          f"(tokenizer {own}, config.{FINGERPRINT_KEY} {saved}); load the tokenizer saved with the model")
-    vocab = getattr(config, "vocab_size", None)
-    if isinstance(vocab, int) and hasattr(tokenizer, "__len__") and len(tokenizer) > vocab:
-        raise FormatError(f"the tokenizer has {len(tokenizer)} tokens but the model only {vocab}; they do not belong together")
-    expected = {"num_digit_tokens": fmt.base, "answer_start_token_id": fmt.token_id(PROMPT_END),
-                "eos_token_id": getattr(tokenizer, "eos_token_id", None),
-                "pad_token_id": getattr(tokenizer, "pad_token_id", None)}
-    for key, value in expected.items():
-        have = getattr(config, key, None)
-        if isinstance(have, int) and isinstance(value, int) and have != value:
-            raise FormatError(f"the tokenizer does not belong to this model: config.{key} is {have}, but the tokenizer's "
-                              f"number format gives {value}; load the tokenizer saved with the model")
+    tokenizer.check_model(config)
 
 
 def model_limits(model, tokenizer, folder: str | Path | None = None) -> ModelLimits:

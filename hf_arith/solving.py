@@ -29,7 +29,7 @@ def _problem_list(problems) -> list:
     """`problems` as a list: one problem (a string) or an iterable of them; anything else is one line."""
     if isinstance(problems, str):
         return [problems]
-    if isinstance(problems, (bytes, bytearray, dict)):
+    if isinstance(problems, (bytes, bytearray, dict, set, frozenset)):  # a set has no order to answer in
         raise FormatError(f"problems must be a problem (a string) or a list of problems, got {type(problems).__name__}")
     try:
         return list(problems)
@@ -61,6 +61,11 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     skips the checks and the warning: for callers that have checked the problems already
     (`length_grid`, `loops_curve`, `stress_test`).
     """
+    if not callable(getattr(model, "parameters", None)) or getattr(model, "config", None) is None:
+        raise TypeError(f"model must be a transformers model (for example from hf_arith.load), got {type(model).__name__}")
+    if not hasattr(tokenizer, "arith_format"):
+        raise TypeError(f"tokenizer must be the model's hf_arith tokenizer (for example from hf_arith.load), "
+                        f"got {type(tokenizer).__name__}")
     single = isinstance(problems, str)
     problems = _problem_list(problems)
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))

@@ -4,6 +4,7 @@ a right answer, or a warning; one test per case. Checkpoints are trained for a f
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -627,3 +628,139 @@ def test_the_package_writes_json_only_through_the_shared_helper():
                  for n, line in enumerate(p.read_text().splitlines(), 1)
                  if re.search(r"json\.dump\(|write_text\(json\.dumps|\.write\(json\.dumps", line)]
     assert offenders == []
+
+
+# == Issue 57: one check of model and tokenizer on every path ============================================
+SUB = hf_arith.bundled_path("abacus-gpt2-sub")
+
+
+def _sub_with_the_add_tokenizer(tmp_path) -> Path:
+    """abacus-gpt2-sub's weights with abacus-gpt2-add's tokenizer files (the same token ids), and no
+    fingerprint anywhere: only the format its training summary records says it subtracts."""
+    folder = Path(shutil.copytree(SUB, tmp_path / "sub-add"))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(Path(ABACUS) / name, folder / name)
+    for name in ("config.json", "tokenizer_config.json"):
+        data = json.loads((folder / name).read_text())
+        data.pop(FINGERPRINT_KEY, None)
+        (folder / name).write_text(json.dumps(data))
+    return folder
+
+
+def test_the_pipeline_refuses_the_sub_model_with_the_add_tokenizer():
+    from transformers import pipeline
+
+    model, _ = load_checkpoint("abacus-gpt2-sub")
+    _, add_tokenizer = load_checkpoint("abacus-gpt2-add")
+    with pytest.raises(FormatError, match=f"another number format .*config.{FINGERPRINT_KEY}"):
+        pipeline("arithmetic", model=model, tokenizer=add_tokenizer)
+    with pytest.raises(FormatError, match="another number format"):
+        hf_arith.ArithmeticPipeline(model=model, tokenizer=add_tokenizer)
+    with pytest.raises(FormatError, match="another number format"):
+        hf_arith.solve(model, add_tokenizer, "5+3")
+
+
+def test_a_folder_without_fingerprint_with_another_tasks_tokenizer_is_refused(tmp_path, capsys):
+    from transformers import pipeline
+
+    folder = _sub_with_the_add_tokenizer(tmp_path)
+    expected = ("the tokenizer writes addition '+', base 10, digits reversed, but this model was trained on "
+                "subtraction '-', base 10, digits reversed (training_summary.json's recipe format)")
+    with pytest.raises(CheckpointError, match=re.escape(expected)):
+        load_checkpoint(folder)
+    assert expected in fails(capsys, "solve", "5-3", "--model", folder)
+    with pytest.raises(FormatError, match=re.escape(expected)):
+        pipeline("arithmetic", model=str(folder))
+    # The transformers Auto classes load the pair unchecked; solve still checks it.
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    with pytest.raises(FormatError, match=re.escape(expected)):
+        hf_arith.solve(model, tokenizer, "5+3")
+
+
+def test_a_folder_without_fingerprint_is_checked_against_its_own_tokenizer_config(tmp_path):
+    from transformers import pipeline
+
+    folder = Path(shutil.copytree(SUB, tmp_path / "sub"))
+    (folder / "training_summary.json").unlink()
+    for name in ("config.json", "tokenizer_config.json"):
+        data = json.loads((folder / name).read_text())
+        data.pop(FINGERPRINT_KEY, None)
+        (folder / name).write_text(json.dumps(data))
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    add_tokenizer = AutoTokenizer.from_pretrained(ABACUS)
+    with pytest.raises(FormatError, match=r"trained on subtraction .*\(the model folder's tokenizer_config.json\)"):
+        pipeline("arithmetic", model=model, tokenizer=add_tokenizer)
+    assert pipeline("arithmetic", model=model, tokenizer=AutoTokenizer.from_pretrained(folder))("5-3")["answer"] == "2"
+
+
+# == Issue 57: Python API types ==========================================================================
+@pytest.mark.parametrize("args, error, expected", [
+    ((None, "tok", "1+1"), TypeError, "model must be a transformers model .* got NoneType"),
+    (("model", None, "1+1"), TypeError, "tokenizer must be the model's hf_arith tokenizer .* got NoneType"),
+    (("model", "tok", {"1+1", "2+2"}), FormatError, "problems must be .* got set$"),
+])
+def test_solve_names_the_argument_of_the_wrong_type(abacus, args, error, expected):
+    pair = {"model": abacus[0], "tok": abacus[1]}
+    with pytest.raises(error, match=expected):
+        hf_arith.solve(*[pair.get(a, a) if isinstance(a, str) else a for a in args])
+
+
+def test_an_empty_list_to_the_pipeline_is_one_clear_error(abacus):
+    pipe = hf_arith.ArithmeticPipeline(model=abacus[0], tokenizer=abacus[1])
+    with pytest.raises(ValueError, match="^inputs: an empty list of problems"):
+        pipe([])
+    with pytest.raises(TypeError, match="^inputs must be a problem .* got set$"):
+        pipe({"1+1"})
+
+
+@pytest.mark.parametrize("batch_size, error", [(0, ValueError), (-1, ValueError), ("x", TypeError), (2.0, TypeError)])
+def test_the_pipeline_refuses_a_batch_size_that_is_not_a_positive_integer(abacus, batch_size, error):
+    from transformers import pipeline
+
+    pipe = hf_arith.ArithmeticPipeline(model=abacus[0], tokenizer=abacus[1])
+    with pytest.raises(error, match="^batch_size must be a positive integer, got"):
+        pipe(["1+1", "2+2"], batch_size=batch_size)
+    with pytest.raises(error, match="^batch_size must be a positive integer, got"):
+        pipeline("arithmetic", model=abacus[0], tokenizer=abacus[1], batch_size=batch_size)
+
+
+@pytest.mark.parametrize("samples", ["٣", "３", "1٣"])
+def test_eval_samples_in_other_scripts_digits_are_refused(capsys, samples):
+    assert "expected an integer from 1 to" in fails(capsys, "eval", "minimal-add10", "--samples", samples)
+
+
+def test_a_corrupt_training_summary_is_an_error_naming_the_file(tmp_path, capsys):
+    folder = Path(shutil.copytree(ABACUS, tmp_path / "m"))
+    summary = folder / "training_summary.json"
+    record = json.loads(summary.read_text())
+    for damage in ("{not json", json.dumps({**record, "train_digits": [1, -1]}), "[1, 2]"):
+        summary.write_text(damage)
+        with pytest.raises(CheckpointError, match=f"^{re.escape(str(folder))}: {re.escape(str(summary))}: corrupt file"):
+            load_checkpoint(folder)
+        message = fails(capsys, "solve", "1+1", "--model", folder)
+        assert str(summary) in message and "corrupt file" in message and "-1 digits" not in message
+
+
+# == Issue 57: the pipeline decodes as solve does ========================================================
+def test_the_pipeline_and_solve_give_identical_answers_on_a_batch_at_comparable_speed(abacus):
+    import time
+
+    model, tokenizer = abacus
+    rng = np.random.default_rng(57)
+    problems = [f"{rng.integers(0, 10**rng.integers(1, 13))}+{rng.integers(0, 10**rng.integers(1, 13))}"
+                for _ in range(128)]  # 1-12 digits, beyond the trained 10 too
+    pipe = hf_arith.ArithmeticPipeline(model=model, tokenizer=tokenizer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BeyondTrainingWarning)
+        solve_times, pipe_times = [], []
+        for _ in range(3):
+            start = time.perf_counter()
+            solved = hf_arith.solve(model, tokenizer, problems, batch_size=64)
+            solve_times.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            piped = [out["answer"] for out in pipe(problems, batch_size=64)]
+            pipe_times.append(time.perf_counter() - start)
+    assert piped == solved
+    right = [a == str(sum(map(int, p.split("+")))) for p, a in zip(problems, solved)]
+    assert sum(right) >= 0.9 * len(problems)  # answers, not a shared failure (which would also be identical)
+    assert min(pipe_times) <= 1.5 * min(solve_times), (pipe_times, solve_times)
