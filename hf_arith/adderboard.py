@@ -655,6 +655,9 @@ def _features(config) -> dict[str, bool]:
     }
 
 
+MAX_NAME_CHARS = 200  # the submission's name and author, written into its source and metadata
+
+
 def submission_source(model, tokenizer, *, name: str | None = None, author: str | None = None,
                       filename: str = "submission.py") -> tuple[str, dict]:
     """The submission file's text and its metadata (checks the model first: `check_exportable`)."""
@@ -666,6 +669,12 @@ def submission_source(model, tokenizer, *, name: str | None = None, author: str 
     unique = sum(p.numel() for p in params.values())
     if unique != model.num_parameters():
         raise RuntimeError(f"exported {unique} parameters but the model counts {model.num_parameters()}")
+    for option, text in (("name", name), ("author", author)):
+        if text is not None and (not isinstance(text, str) or not text.strip() or not text.isprintable()
+                                 or len(text) > MAX_NAME_CHARS):
+            shown = repr(text)[:60] if isinstance(text, str) else type(text).__name__
+            raise ValueError(f"{option} must be printable text of 1 to {MAX_NAME_CHARS} characters (no control "
+                             f"characters such as NUL or newlines), got {shown}")
     checkpoint = checkpoint_label(getattr(model, "name_or_path", "") or "model")
     title = name or f"hf_arith {checkpoint}"
     metadata = {

@@ -39,7 +39,7 @@ from .evaluation import evaluate_model, verify_tiny_adder
 from .families import family_classes
 from .formatting import FormatError, NumberFormat, Problems
 from .grokfast import GrokfastCallback
-from .hardware import available_cpu_cores, machine_info
+from .hardware import available_cpu_cores, machine_info, memory_bytes
 from .held_out_lr import HeldoutLearningRateDrop
 from .index_separation import abacus_separation_penalty, has_abacus_table
 from .limits import FINGERPRINT_KEY
@@ -119,19 +119,6 @@ def build_model(recipe: Recipe, tokenizer: ArithTokenizer, context: int):
 
 
 BYTES_PER_PARAMETER = 16  # float32 weights, gradients and Adam's two moments
-
-
-def memory_bytes() -> int | None:
-    """Memory a run's weights and optimizer state may use: the GPU's when there is one, else the machine's."""
-    if torch.cuda.is_available():
-        try:
-            return torch.cuda.get_device_properties(0).total_memory
-        except (AssertionError, RuntimeError):  # a CUDA build it cannot query
-            return None
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return None
 
 
 def check_model(recipe: Recipe, fmt: NumberFormat, checkpoint: str | None = None) -> None:

@@ -764,3 +764,66 @@ def test_the_pipeline_and_solve_give_identical_answers_on_a_batch_at_comparable_
     right = [a == str(sum(map(int, p.split("+")))) for p, a in zip(problems, solved)]
     assert sum(right) >= 0.9 * len(problems)  # answers, not a shared failure (which would also be identical)
     assert min(pipe_times) <= 1.5 * min(solve_times), (pipe_times, solve_times)
+
+
+# == Issue 57: bounds before work ========================================================================
+def _abacus_with_config(tmp_path, **changes) -> Path:
+    folder = Path(shutil.copytree(ABACUS, tmp_path / "edited"))
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **changes}))
+    return folder
+
+
+@pytest.mark.parametrize("argv", [["solve", "1+1", "--model", "{m}"], ["eval", "{m}", "--samples", "5"], ["summary", "{m}"],
+                                  ["attention", "{m}", "1+1", "--output", "{o}/a.png"], ["verify", "{m}"],
+                                  ["adderboard", "{m}", "--output", "{o}/s.py"]])
+def test_a_config_abacus_range_of_ten_million_is_refused_before_loading(tmp_path, capsys, argv):
+    import time
+
+    folder = _abacus_with_config(tmp_path, abacus_max_digits=10**7)
+    start = time.monotonic()
+    message = fails(capsys, *[a.format(m=folder, o=tmp_path) for a in argv])
+    assert time.monotonic() - start < 20  # building the 10-million-row table took minutes
+    assert "config.json's abacus_max_digits is 10,000,000, beyond the 1,000,000 hf_arith works with" in message
+
+
+def test_a_config_that_does_not_match_its_weights_is_refused_before_loading(tmp_path):
+    folder = _abacus_with_config(tmp_path, abacus_max_digits=500_000)
+    with pytest.raises(CheckpointError, match=r"config.json does not match the weights: it makes "
+                                              r"transformer.abacus.weight of shape \(500001, 64\), but model.safetensors "
+                                              r"holds \(41, 64\)"):
+        load_checkpoint(folder)
+
+
+def test_attention_refuses_a_problem_beyond_the_tokens_it_draws(capsys, tmp_path):
+    from hf_arith.attention_maps import MAX_ATTENTION_TOKENS
+
+    problem = "9" * 50 + "+" + "9" * 50  # within the window model's range (it adds 100-digit numbers)
+    message = fails(capsys, "attention", "abacus-gpt2-add-window-10", problem, "--output", tmp_path / "a.png")
+    assert message.endswith(f": 102 prompt + up to 52 answer tokens; attention maps are drawn for at most "
+                            f"{MAX_ATTENTION_TOKENS} tokens, so give a shorter problem")
+    assert not (tmp_path / "a.png").exists()
+
+
+def test_export_refuses_multiplication_too_long_to_finish(tmp_path, capsys):
+    import time
+
+    start = time.monotonic()
+    message = fails(capsys, "data", "export", tmp_path / "d", "--task", "mul", "--min-digits", "1000", "--max-digits", "1000")
+    assert time.monotonic() - start < 10
+    assert message.startswith("max_digits 1,000 with 16,384 rows") and "more than the 5,000,000,000" in message
+    assert not (tmp_path / "d").exists()
+
+
+def test_export_refuses_splits_larger_than_their_distinct_problems(tmp_path, capsys):
+    from hf_arith.dataset_builder import distinct_in_splits, make_spec
+
+    available = distinct_in_splits(make_spec("add", min_digits=1, max_digits=1), 0.1)
+    assert sum(available.values()) == 100 and 0 < available["test"] < 30  # counted, not assumed
+    message = fails(capsys, "data", "export", tmp_path / "d", "--train-size", "100000", "--test-size", "100000",
+                    "--max-digits", "1")
+    assert message == (f"train_size 100,000 is more than the {available['train']} distinct train problems with operands "
+                       "of 1-1 digits (test_fraction 0.1); lower train_size or widen the digit range")
+    argv = ["data", "export", str(tmp_path / "ok"), "--train-size", str(available["train"]), "--test-size",
+            str(available["test"]), "--max-digits", "1"]
+    assert main(argv) == 0, capsys.readouterr().err  # every distinct problem fits
