@@ -565,12 +565,12 @@ def cmd_solve(args) -> int:
                         return_confidence=True)
     limits = model_limits(model, tokenizer, checkpoint_folder(model))
     # Operand lengths in the model's base, leading zeros not counted (solve has parsed these problems).
-    beyond = limits.beyond_training(parse_problems(list(args.problems), tokenizer.arith_format))
+    beyond = limits.beyond_training_notes(parse_problems(list(args.problems), tokenizer.arith_format))
     for problem, (answer, confidence), flagged in zip(args.problems, answers, beyond, strict=True):
         shown = problem.strip().replace(" ", "")
         # A number longer than any the model was trained on is answered, but flagged: beyond its
         # training lengths the model's own length grid, not this answer, says how far to trust it.
-        notes = [f"operands beyond the {limits.training_range[1]} digits this model was trained on"] if flagged else []
+        notes = [flagged] if flagged else []
         # An unsure token is where a wrong answer usually shows: the lowest token probability is marked.
         if answer is not None and confidence < args.min_confidence:
             notes.append(f"low confidence: {100 * confidence:.1f} %, below {100 * args.min_confidence:g} %")

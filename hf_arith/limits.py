@@ -35,6 +35,9 @@ from .tokenization_arith import FINGERPRINT_KEY
 # The longest context (and abacus range) hf_arith works out limits for: the longest operand is found by
 # rendering worst-case problems, which takes memory in proportion (a million positions: about a megabyte).
 MAX_CONTEXT = 1_000_000
+# The most confidence an answer beyond the trained range reports (`ModelLimits.calibrated`): below the 0.9
+# under which answers are flagged (solving.LOW_CONFIDENCE), so every answer beyond the range is flagged.
+BEYOND_TRAINING_CONFIDENCE = 0.5
 # Operands assumed for a model that states neither a context nor an abacus range (none does today).
 UNBOUNDED_MAX_DIGITS = 10
 
@@ -196,13 +199,57 @@ class ModelLimits:
         """The list sizes a sorting checkpoint was trained on, where known (see `training_items`)."""
         return training_items(self.fmt, self.folder)
 
+    def _longer_and_more(self, parsed: Problems) -> tuple[np.ndarray, np.ndarray]:
+        """Per problem: an operand longer than the trained lengths; a sorting list with more items than the
+        trained list sizes (known ranges only). Lengths are the parsed operands' digits (leading zeros do
+        not count); a sorting list's absent items have length 0."""
+        none = np.zeros(len(parsed), dtype=bool)
+        trained, items = self.training_range, self.training_items
+        longer = parsed.lengths.max(axis=1) > trained[1] if trained is not None else none
+        more = (parsed.lengths > 0).sum(axis=1) > items[1] if items is not None and self.fmt.task == "sort" else none
+        return longer, more
+
     def beyond_training(self, parsed: Problems) -> np.ndarray:
-        """Per problem: True where an operand is longer than the trained range (known ranges only).
-        Lengths are the parsed operands' digits, so leading zeros do not count."""
-        trained = self.training_range
-        if trained is None:
-            return np.zeros(len(parsed), dtype=bool)
-        return parsed.lengths.max(axis=1) > trained[1]
+        """Per problem: True where it lies beyond the trained range in any dimension: an operand longer than
+        the trained lengths, or for sorting a list longer than the trained list sizes (known ranges only)."""
+        longer, more = self._longer_and_more(parsed)
+        return longer | more
+
+    def beyond_training_notes(self, parsed: Problems) -> list[str | None]:
+        """Per problem: how it lies beyond the trained range, in words (None: inside it, or range unknown)."""
+        longer, more = self._longer_and_more(parsed)
+        notes = []
+        for is_longer, is_more in zip(longer.tolist(), more.tolist()):
+            parts = ([f"operands beyond the {self.training_range[1]} digits"] if is_longer else []) + \
+                ([f"a list beyond the {self.training_items[1]} items"] if is_more else [])
+            notes.append(f"{' and '.join(parts)} this model was trained on" if parts else None)
+        return notes
+
+    def beyond_training_warning(self, texts: list[str], parsed: Problems) -> str | None:
+        """The one warning for a call whose problems lie beyond the trained range (None: none does), naming
+        every dimension they exceed (operand lengths, and list sizes for sorting)."""
+        longer, more = self._longer_and_more(parsed)
+        beyond = longer | more
+        if not beyond.any():
+            return None
+        dims = []
+        if longer.any():
+            low, high = self.training_range
+            dims.append(f"operands longer than the {low}-{high} digits")
+        if more.any():
+            low, high = self.training_items
+            dims.append(f"lists longer than the {low}-{high} items")
+        return (f"{int(beyond.sum())} of {len(texts)} problem(s) have {' or '.join(dims)} this model was trained on "
+                f"(first: {quote(texts[int(np.argmax(beyond))])}); their answers are less reliable (its length grid "
+                f"says how far to trust them), and their confidence is capped at {BEYOND_TRAINING_CONFIDENCE:g}")
+
+    def calibrated(self, confidences: list[float], parsed: Problems) -> list[float]:
+        """The confidences of answers to `parsed`, those beyond the trained range (`beyond_training`) capped at
+        BEYOND_TRAINING_CONFIDENCE: the model's token probabilities there were measured wrong at >= 0.9
+        (for example abacus-gpt2-add-k2's 999999999999999+4 -> 1050000000000004 at 0.95), and no accuracy
+        was measured for them, so no such answer reports the confidence of a checked one."""
+        beyond = self.beyond_training(parsed).tolist()
+        return [min(c, BEYOND_TRAINING_CONFIDENCE) if b else c for c, b in zip(confidences, beyond)]
 
     def longest_problem(self) -> str:
         """The worst-case problem at `max_digits`, as plain text."""
@@ -373,6 +420,6 @@ def model_limits(model, tokenizer, folder: str | Path | None = None) -> ModelLim
 
 
 __all__ = [
-    "FINGERPRINT_KEY", "BeyondTrainingWarning", "ModelLimits", "answer_budget", "check_model_kwargs", "check_pair",
+    "BEYOND_TRAINING_CONFIDENCE", "FINGERPRINT_KEY", "BeyondTrainingWarning", "ModelLimits", "answer_budget", "check_model_kwargs", "check_pair",
     "max_tokens_per_step", "model_limits", "problem_spec", "training_items", "training_range",
 ]

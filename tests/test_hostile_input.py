@@ -381,7 +381,9 @@ def test_the_cli_note_counts_digits_without_leading_zeros(capsys):
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert lines[0].startswith("09999999999+1 = ") and "beyond" not in lines[0]  # 10 digits, trained on 1-10
-    assert lines[1].endswith("(operands beyond the 10 digits this model was trained on)")
+    # Beyond the trained range the confidence is capped (limits.calibrated), so the answer is flagged too.
+    assert lines[1].endswith("?  (operands beyond the 10 digits this model was trained on; low confidence: 50.0 %, "
+                             "below 90 %)")
     assert "Warning" not in err
 
 
@@ -827,3 +829,63 @@ def test_export_refuses_splits_larger_than_their_distinct_problems(tmp_path, cap
     argv = ["data", "export", str(tmp_path / "ok"), "--train-size", str(available["train"]), "--test-size",
             str(available["test"]), "--max-digits", "1"]
     assert main(argv) == 0, capsys.readouterr().err  # every distinct problem fits
+
+
+# == Issue 57: confidence beyond the trained range =======================================================
+def test_no_wrong_answer_beyond_the_trained_range_reports_confidence_of_a_checked_one():
+    from hf_arith.limits import BEYOND_TRAINING_CONFIDENCE
+    from hf_arith.solving import LOW_CONFIDENCE
+
+    assert BEYOND_TRAINING_CONFIDENCE < LOW_CONFIDENCE
+    model, tokenizer = load_checkpoint("abacus-gpt2-add-k2")  # trained on 1-10 digits
+    rng = np.random.default_rng(57)
+    problems = [f"{rng.integers(10**(n - 1), 10**n)}+{rng.integers(0, 10**rng.integers(1, n + 1))}"
+                for n in rng.integers(11, 16, size=300)]  # one to five digits past the range
+    problems.append("999999999999999+4")  # answered 1050000000000004 at 0.95 before the cap
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        answers = hf_arith.solve(model, tokenizer, problems, return_confidence=True)
+    beyond = [w for w in caught if issubclass(w.category, BeyondTrainingWarning)]
+    assert len(beyond) == 1 and f"capped at {BEYOND_TRAINING_CONFIDENCE:g}" in str(beyond[0].message)
+    raw = hf_arith.solve(model, tokenizer, problems, return_confidence=True, checked=True)  # uncalibrated
+    truth = [str(sum(map(int, p.split("+")))) for p in problems]
+    wrong = [i for i, (a, t) in enumerate(zip(answers, truth)) if a.answer != t]
+    assert [a.answer for a in answers] == [a.answer for a in raw]  # the cap changes confidences only
+    assert any(raw[i].confidence >= LOW_CONFIDENCE for i in wrong)  # what the cap is for
+    assert wrong and all(answers[i].confidence <= BEYOND_TRAINING_CONFIDENCE for i in wrong)
+    inside = hf_arith.solve(model, tokenizer, ["1234567890+987654321"], return_confidence=True)[0]
+    assert inside.confidence > LOW_CONFIDENCE  # answers inside the range keep theirs
+
+
+def test_sorting_lists_longer_than_trained_are_warned_about_and_capped(capsys):
+    from hf_arith.limits import BEYOND_TRAINING_CONFIDENCE
+
+    model, tokenizer = load_checkpoint("abacus-gpt2-sort")  # lists of 2-5 items
+    lists = ["a:12,b:7,c:30,d:1,e:9,f:4", "a:5,b:3,c:8,d:1,e:2,f:9,g:6,h:4", "a:31,b:7,c:120"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        answers = hf_arith.solve(model, tokenizer, lists, return_confidence=True)
+    [warning] = [w for w in caught if issubclass(w.category, BeyondTrainingWarning)]
+    assert str(warning.message).startswith("2 of 3 problem(s) have lists longer than the 2-5 items this model was "
+                                           "trained on (first: 'a:12,b:7,c:30,d:1,e:9,f:4')")
+    assert [a.confidence <= BEYOND_TRAINING_CONFIDENCE for a in answers] == [True, True, False]
+    assert main(["solve", *lists, "--model", "abacus-gpt2-sort"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert ["(a list beyond the 5 items this model was trained on" in line for line in lines] == [True, True, False]
+
+
+# == Issue 57: recipes and names ==========================================================================
+def test_an_empty_recipe_is_refused(tmp_path, capsys):
+    recipe = tmp_path / "empty.yaml"
+    for text in ("", "# nothing yet\n", "{}\n"):
+        recipe.write_text(text)
+        message = fails(capsys, "train", recipe, "--output-dir", tmp_path / "o")
+        assert message.startswith(f"{recipe}: an empty recipe (no sections)")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("option, value", [("--name", "a\x00b"), ("--name", "two\nlines"), ("--author", "\x1b[31m")])
+def test_adderboard_refuses_control_characters_in_names(tmp_path, capsys, option, value):
+    message = fails(capsys, "adderboard", "minimal-add10", option, value, "--output", tmp_path / "s.py")
+    assert message.startswith(f"{option[2:]} must be printable text")
+    assert not (tmp_path / "s.py").exists()
