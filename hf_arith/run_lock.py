@@ -6,7 +6,8 @@ however it ends (SIGKILL included), so a killed run never leaves a lock that blo
 no pid has to be guessed alive or dead (pids are reused, and a pid from another host means nothing
 here). The pid and host in the file only say who holds it, for the refusal, and name a killed run
 whose lock was taken over. flock works on local file systems and on NFS (Linux emulates it with
-POSIX locks there); on a system without `fcntl` (Windows) runs are not locked.
+POSIX locks there); on a system without `fcntl` (Windows) runs are not locked. The lock guards against
+other processes: a run prepared again in the process that holds it takes it over.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ except ImportError:  # Windows
     fcntl = None
 
 LOCK_FILE = ".hf-arith.lock"
+# The locks this process holds, by folder: a second run prepared in the same process (a `prepare_run`
+# kept for inspection, then `train`) takes the lock over instead of refusing itself.
+_HELD: dict[str, RunLock] = {}
 
 
 class FolderLockedError(RecipeError):
@@ -54,6 +58,8 @@ class RunLock:
     def release(self) -> None:
         if self._fd is None:
             return
+        if _HELD.get(str(self.folder.resolve())) is self:
+            del _HELD[str(self.folder.resolve())]
         with contextlib.suppress(OSError):
             self.path.unlink()  # before unlocking: a waiting opener re-checks that it locked the named file
         os.close(self._fd)  # closing the descriptor drops the flock
@@ -65,12 +71,19 @@ class RunLock:
 
 def lock_output(folder: str | os.PathLike) -> RunLock:
     """Lock `folder` (created if missing) for one training run, or raise FolderLockedError naming the
-    process that holds it. A lock file left by a run that was killed is taken over (`RunLock.taken_over`)."""
+    process that holds it. A lock file left by a run that was killed is taken over (`RunLock.taken_over`);
+    a lock this process holds already passes to the new run (the earlier `RunLock` no longer holds it)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_FILE
     if fcntl is None:
         return RunLock(folder, None, None)
+    key = str(folder.resolve())
+    held = _HELD.get(key)
+    if held is not None and held._fd is not None:
+        lock, held._fd = RunLock(folder, held._fd, None), None
+        _HELD[key] = lock
+        return lock
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -94,7 +107,10 @@ def lock_output(folder: str | os.PathLike) -> RunLock:
     os.ftruncate(fd, 0)
     os.lseek(fd, 0, os.SEEK_SET)
     os.write(fd, (json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n").encode())
-    return RunLock(folder, fd, previous)
+    if previous is not None and previous.get("pid") == os.getpid() and previous.get("host") == socket.gethostname():
+        previous = None  # this process's own earlier run, released
+    lock = _HELD[key] = RunLock(folder, fd, previous)
+    return lock
 
 
 __all__ = ["LOCK_FILE", "FolderLockedError", "RunLock", "lock_output"]

@@ -153,9 +153,8 @@ def test_each_entry_point_checks_the_recipe_and_finds_the_checkpoint_once(tmp_pa
     for name in ("check_recipe", "check_launch", "last_checkpoint"):
         monkeypatch.setattr(training, name, counted(name, getattr(training, name)))
     trained = []
-    # A prepared run holds its output folder's lock until run_training ends; the stand-in lets it go too.
-    monkeypatch.setattr(training, "run_training", lambda run, evaluate=True: run.lock.release() or trained.append(run)
-                        or {"steps": 3, "unique_params": 1, "output": str(tmp_path / "final")})
+    monkeypatch.setattr(training, "run_training", lambda run, evaluate=True: trained.append(run) or {
+        "steps": 3, "unique_params": 1, "output": str(tmp_path / "final")})
     checkpoint = tmp_path / "checkpoint-3"
     checkpoint.mkdir()
     (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 3}))
