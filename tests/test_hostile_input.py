@@ -891,3 +891,25 @@ def test_adderboard_refuses_control_characters_in_names(tmp_path, capsys, option
     message = fails(capsys, "adderboard", "minimal-add10", option, value, "--output", tmp_path / "s.py")
     assert message.startswith(f"{option[2:]} must be printable text")
     assert not (tmp_path / "s.py").exists()
+
+
+@pytest.mark.parametrize("name, problem, truth", [("abacus-gpt2-add-k2", "999999999999999+4", "1000000000000003"),
+                                                  ("abacus-gpt2-mul", "5233908*4", "20935632")])
+def test_the_reported_confident_wrong_answers_beyond_the_range_are_capped(name, problem, truth):
+    from hf_arith.limits import BEYOND_TRAINING_CONFIDENCE
+
+    model, tokenizer = load_checkpoint(name)
+    with pytest.warns(BeyondTrainingWarning):
+        [answer] = hf_arith.solve(model, tokenizer, [problem], return_confidence=True)
+    [raw] = hf_arith.solve(model, tokenizer, [problem], return_confidence=True, checked=True)
+    assert answer.answer == raw.answer != truth and raw.confidence >= 0.9  # wrong, and sure of it
+    assert answer.confidence == BEYOND_TRAINING_CONFIDENCE
+
+
+def test_attention_on_a_multiplication_past_its_range_finishes(tmp_path, capsys):
+    import time
+
+    start = time.monotonic()
+    assert main(["attention", "abacus-gpt2-mul", "123456*1", "--output", str(tmp_path / "a.png")]) == 0
+    assert time.monotonic() - start < 100 and (tmp_path / "a.png").stat().st_size > 0
+    assert "Attention maps (4 layer(s) x 4 head(s))" in capsys.readouterr().out
