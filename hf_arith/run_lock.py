@@ -66,7 +66,10 @@ class RunLock:
         self._fd = None
 
     def __del__(self):
-        self.release()
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - at interpreter exit module globals may be gone; the kernel drops the flock
+            pass
 
 
 def lock_output(folder: str | os.PathLike) -> RunLock:
