@@ -23,6 +23,7 @@ import torch
 from transformers import TrainerCallback
 
 from .models.modeling_common import IGNORE_INDEX
+from .records import write_json
 
 DECAY_FILE = "adaptive_weight_decay.json"
 
@@ -122,7 +123,7 @@ class AdaptiveWeightDecayCallback(TrainerCallback):
         record = {"base": self.base, "every": self.every, "drop_exact": self.drop_exact,
                   "final_exact": self.final_exact, "min_token_accuracy": self.min_token_accuracy,
                   "factor": self.factor, "history": self.history}
-        (folder / DECAY_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        write_json(folder / DECAY_FILE, record, indent=1)
 
 
 __all__ = ["AdaptiveWeightDecayCallback", "DECAY_FILE", "decay_scale", "read_history", "teacher_forced_scores"]

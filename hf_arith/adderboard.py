@@ -12,12 +12,9 @@ bit and its answers to the protocol's edge cases must equal `hf_arith.solve`'s.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import os
 import re
 import string
-import tempfile
 import types
 from pathlib import Path
 
@@ -29,6 +26,7 @@ from .evaluation import TINY_ADDER_EDGE_CASES, TINY_ADDER_MAX, is_tiny_adder_for
 from .formatting import EOS_TOKEN, PAD_TOKEN, PROMPT_END, FormatError, get_task
 from .loading import checkpoint_label
 from .models import MinimalConfig
+from .records import write_atomic
 
 MODEL_TYPE = MinimalConfig.model_type
 # The MinimalConfig options the exported forward pass implements, and the values it takes.
@@ -660,6 +658,9 @@ def _features(config) -> dict[str, bool]:
     }
 
 
+MAX_NAME_CHARS = 200  # the submission's name and author, written into its source and metadata
+
+
 def submission_source(model, tokenizer, *, name: str | None = None, author: str | None = None,
                       filename: str = "submission.py") -> tuple[str, dict]:
     """The submission file's text and its metadata (checks the model first: `check_exportable`)."""
@@ -671,6 +672,12 @@ def submission_source(model, tokenizer, *, name: str | None = None, author: str 
     unique = sum(p.numel() for p in params.values())
     if unique != model.num_parameters():
         raise RuntimeError(f"exported {unique} parameters but the model counts {model.num_parameters()}")
+    for option, text in (("name", name), ("author", author)):
+        if text is not None and (not isinstance(text, str) or not text.strip() or not text.isprintable()
+                                 or len(text) > MAX_NAME_CHARS):
+            shown = repr(text)[:60] if isinstance(text, str) else type(text).__name__
+            raise ValueError(f"{option} must be printable text of 1 to {MAX_NAME_CHARS} characters (no control "
+                             f"characters such as NUL or newlines), got {shown}")
     checkpoint = checkpoint_label(getattr(model, "name_or_path", "") or "model")
     title = name or f"hf_arith {checkpoint}"
     metadata = {
@@ -790,17 +797,7 @@ def write_submission(model, tokenizer, path, *, name: str | None = None, author:
         check_submission(load_submission(source), model, tokenizer)
     finally:
         model.train(was_training)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as f:
-            f.write(source)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    return path
+    return write_atomic(path, source)
 
 
 __all__ = ["PASS_ACCURACY", "VERIFY_HINT", "ProtocolFailure", "architecture", "check_exportable", "check_protocol",

@@ -15,7 +15,7 @@ import torch
 
 from .decoding import greedy_decode
 from .errors import HfArithError
-from .formatting import EOS_TOKEN, PAD_TOKEN
+from .formatting import EOS_TOKEN, PAD_TOKEN, FormatError, quote
 from .limits import answer_budget
 from .plots import attention_labels, plot_attention
 
@@ -35,11 +35,20 @@ def eager_attention(model):
             model.set_attn_implementation(before)
 
 
+# The most tokens (prompt and answer) a map is drawn for: each layer and head is a T x T picture with a
+# label per token, and drawing grows with T (matplotlib took seconds at 20 tokens on a busy 2-core machine).
+MAX_ATTENTION_TOKENS = 128
+
+
 def answer_ids(model, tokenizer, problem: str) -> tuple[list[int], list[int]]:
-    """(prompt ids, generated answer ids up to and including the end token) for one problem."""
+    """(prompt ids, generated answer ids up to and including the end token) for one problem, refused
+    (FormatError) before decoding when prompt and answer could exceed MAX_ATTENTION_TOKENS."""
     enc = tokenizer([problem], return_tensors="pt")  # a problem the format cannot write fails here
     prompt = enc["input_ids"]
     budget = answer_budget(tokenizer, [problem])
+    if prompt.shape[1] + budget > MAX_ATTENTION_TOKENS:
+        raise FormatError(f"{quote(problem)}: {prompt.shape[1]} prompt + up to {budget} answer tokens; attention maps "
+                          f"are drawn for at most {MAX_ATTENTION_TOKENS} tokens, so give a shorter problem")
     device = next(model.parameters()).device
     end = tokenizer.eos_token_id if tokenizer.arith_format.end_token else None
     new = greedy_decode(model, prompt.to(device), enc["attention_mask"].to(device), budget,
@@ -76,4 +85,4 @@ def map_labels(model, n_maps: int) -> list[str]:
     return attention_labels(n_maps, getattr(model.config, "num_hidden_layers", None))
 
 
-__all__ = ["answer_ids", "attention_maps", "eager_attention", "map_labels", "plot_attention"]
+__all__ = ["MAX_ATTENTION_TOKENS", "answer_ids", "attention_maps", "eager_attention", "map_labels", "plot_attention"]

@@ -23,6 +23,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 
+from .records import write_json
+
 BEST_WEIGHTS = "held_out_best.safetensors"
 BEST_FILE = "held_out_best.json"
 
@@ -84,7 +86,7 @@ class BestHeldoutCallback(TrainerCallback):
                 "keep_best": self.keep_best}
 
     def write(self, folder: Path, weights: bool = True) -> None:
-        (folder / BEST_FILE).write_text(json.dumps(self.record(), indent=1) + "\n", encoding="utf-8")
+        write_json(folder / BEST_FILE, self.record(), indent=1)
         if weights and self.weights is not None:
             save_file(self.weights, str(folder / BEST_WEIGHTS))
 

@@ -9,7 +9,6 @@ digits that line up in order, or on a circle, are the model finding its number l
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from transformers import TrainerCallback
 
 from .formatting import EOS_TOKEN, PAD_TOKEN
 from .plots import plot_embedding_trajectories, save_figure
+from .records import write_json
 
 
 def pca_2d(points: np.ndarray) -> tuple[np.ndarray, list[float]]:
@@ -98,7 +98,7 @@ class EmbeddingTrajectoryCallback(TrainerCallback):
         folder.mkdir(parents=True, exist_ok=True)
         record = self.record()
         data = folder / f"{self.NAME}.json"
-        data.write_text(json.dumps(record) + "\n")
+        write_json(data, record, indent=None)
         return data, save_figure(plot_embedding_trajectories(record), folder / f"{self.NAME}.png")
 
 

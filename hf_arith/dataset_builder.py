@@ -99,6 +99,59 @@ def _check_int(name: str, value, minimum: int | None = 0) -> None:
         raise HfArithError(f"{name} must be at least {minimum}, got {value}")
 
 
+# Digit operations an export may take: rows x operand digits, x operand digits again for multiplication (each
+# product is quadratic in its digits). 100-digit products write about 8,500 rows/s on one core, so this is
+# about 10 minutes of one core at any length.
+MAX_EXPORT_WORK = 5 * 10**9
+# Up to this many distinct problems, a split's share is counted exactly (each problem's split is a hash).
+EXACT_COUNT_LIMIT = 200_000
+
+
+def distinct_problems(spec: ProblemSpec) -> int:
+    """How many distinct problems `spec` draws from: operand values in its digit range (0 is a one-digit
+    number), two per problem, or min_items to max_items per sorting list."""
+    from .grid import count_of_length
+
+    values = sum(count_of_length(spec.base, n) for n in range(spec.min_digits, spec.max_digits + 1))
+    if spec.task_rules.item_list:
+        return sum(values**k for k in range(spec.min_items, spec.max_items + 1))
+    return values**2
+
+
+def distinct_in_splits(spec: ProblemSpec, test_fraction: float) -> dict[str, int]:
+    """Distinct problems of `spec` in each split: counted for two-operand ranges of up to EXACT_COUNT_LIMIT
+    problems, else the expected share (test_fraction of them are in the test split)."""
+    total = distinct_problems(spec)
+    if not spec.task_rules.item_list and total <= EXACT_COUNT_LIMIT:
+        values = [v for n in range(spec.min_digits, spec.max_digits + 1)
+                  for v in range(0 if n == 1 else spec.base ** (n - 1), spec.base**n)]
+        rows = [[a, b] for a in values for b in values]
+        test = int(problems.split_of(formatting.problems_from_ints(spec.task, rows, spec.base), test_fraction).sum())
+    else:
+        test = int(total * test_fraction)
+    return {"train": total - test, "test": test}
+
+
+def check_work(spec: ProblemSpec, train_size: int, test_size: int, test_fraction: float = DEFAULT_TEST_FRACTION) -> None:
+    """Refuse, before any problem is drawn, an export (or builder run) whose work has no bound: more digit
+    operations than MAX_EXPORT_WORK, or a split with more rows than its range has distinct problems
+    (drawing them would repeat problems, and a split a range barely reaches would never fill)."""
+    rows = sum(-(-size // CHUNK_SIZE) * CHUNK_SIZE for size in (train_size, test_size))  # whole chunks are drawn
+    rules = spec.task_rules
+    work = rows * spec.max_digits**rules.work_exponent * (spec.max_items if rules.item_list else 1)
+    if work > MAX_EXPORT_WORK:
+        what = "max_digits" if rules.work_exponent == 1 else f"max_digits^{rules.work_exponent}"
+        raise HfArithError(f"max_digits {spec.max_digits:,} with {rows:,} rows (split sizes drawn in chunks of {CHUNK_SIZE:,}) "
+                         f"takes about {work:,} digit operations (rows x {what}), more than the {MAX_EXPORT_WORK:,} an "
+                         "export may take; lower max_digits or the split sizes")
+    available = distinct_in_splits(spec, test_fraction)
+    for split, size in (("train", train_size), ("test", test_size)):
+        if size > available[split]:
+            raise HfArithError(f"{split}_size {size:,} is more than the {available[split]:,} distinct {split} problems with "
+                             f"operands of {spec.min_digits}-{spec.max_digits} digits (test_fraction {test_fraction}); lower "
+                             f"{split}_size or widen the digit range")
+
+
 def check_run_settings(train_size, test_size, seed, test_fraction) -> None:
     """One-line ValueErrors for split sizes (1 to MAX_SPLIT_SIZE), seed and test fraction."""
     for name, size in (("train_size", train_size), ("test_size", test_size)):
@@ -204,8 +257,9 @@ class ArithProblemsConfig(_ProblemSettings, datasets.BuilderConfig):
 
     def validate(self) -> None:
         """One-line ValueError for any bad setting (overrides bypass __post_init__, so the builder calls this too)."""
-        self.spec()
+        spec = self.spec()
         check_run_settings(self.train_size, self.test_size, self.seed, self.test_fraction)
+        check_work(spec, self.train_size, self.test_size, self.test_fraction)
 
 
 def _named_config(task: str) -> ArithProblemsConfig:

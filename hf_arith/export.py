@@ -25,7 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .dataset_builder import FEATURES, SPEC_KEYS, check_run_settings, iter_column_chunks, make_spec
+from .dataset_builder import FEATURES, SPEC_KEYS, check_run_settings, check_work, iter_column_chunks, make_spec
 from .errors import HfArithError
 
 TEMPLATE_NAME = "dataset_card.md"
@@ -67,6 +67,7 @@ def export_parquet(out_dir: str | os.PathLike, task: str = "add", train_size: in
     """
     spec = make_spec(task, **spec_kwargs)
     check_run_settings(train_size, test_size, seed, test_fraction)
+    check_work(spec, train_size, test_size, test_fraction)
     template = Path(card_template) if card_template is not None else template_path()
     if not template.is_file():
         raise HfArithError(f"card template {str(template)!r} is not a file")
@@ -197,9 +198,10 @@ def push_dataset(repo_id: str, *, output_dir: str | os.PathLike | None = None, p
     from .publishing import check_repo_id, hub_token, send_folder
 
     repo_id = check_repo_id(repo_id)
-    make_spec(export_kwargs.get("task", "add"), **{k: export_kwargs[k] for k in SPEC_KEYS if k in export_kwargs})
-    check_run_settings(export_kwargs.get("train_size", 10_000), export_kwargs.get("test_size", 1_000),
-                       export_kwargs.get("seed", 0), export_kwargs.get("test_fraction", 0.1))
+    spec = make_spec(export_kwargs.get("task", "add"), **{k: export_kwargs[k] for k in SPEC_KEYS if k in export_kwargs})
+    sizes = export_kwargs.get("train_size", 10_000), export_kwargs.get("test_size", 1_000)
+    check_run_settings(*sizes, export_kwargs.get("seed", 0), export_kwargs.get("test_fraction", 0.1))
+    check_work(spec, *sizes, export_kwargs.get("test_fraction", 0.1))
     token = hub_token()
     if output_dir is not None:
         folder = export_parquet(output_dir, repo_id=repo_id, **export_kwargs)

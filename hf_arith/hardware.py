@@ -20,6 +20,21 @@ def max_threads() -> int:
     return THREADS_PER_CORE * (os.cpu_count() or 1)
 
 
+def memory_bytes() -> int | None:
+    """Memory a run's weights and optimizer state may use: the GPU's when there is one, else the machine's."""
+    import torch  # here, not at the top: the CLI reads its arguments before torch loads
+
+    if torch.cuda.is_available():
+        try:
+            return torch.cuda.get_device_properties(0).total_memory
+        except (AssertionError, RuntimeError):  # a CUDA build it cannot query
+            return None
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def machine_info() -> dict:
     import torch
     import transformers

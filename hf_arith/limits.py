@@ -10,7 +10,6 @@ the code below it trusts what it is given.
 from __future__ import annotations
 
 import inspect
-import json
 import numbers
 from dataclasses import dataclass
 from functools import cached_property
@@ -19,7 +18,6 @@ from pathlib import Path
 import numpy as np
 
 from .formatting import (
-    PROMPT_END,
     SORT_ITEMS,
     FormatError,
     NumberFormat,
@@ -32,12 +30,15 @@ from .formatting import (
 )
 from .models import MAX_RECURRENCES
 from .problems import ProblemSpec
+from .records import read_summary
+from .tokenization_arith import FINGERPRINT_KEY
 
-# The config key (and tokenizer_config key) holding NumberFormat.fingerprint() of the format a model was trained on.
-FINGERPRINT_KEY = "number_format_fingerprint"
 # The longest context (and abacus range) hf_arith works out limits for: the longest operand is found by
 # rendering worst-case problems, which takes memory in proportion (a million positions: about a megabyte).
 MAX_CONTEXT = 1_000_000
+# The most confidence an answer beyond the trained range reports (`ModelLimits.calibrated`): below the 0.9
+# under which answers are flagged (solving.LOW_CONFIDENCE), so every answer beyond the range is flagged.
+BEYOND_TRAINING_CONFIDENCE = 0.5
 # Operands assumed for a model that states neither a context nor an abacus range (none does today).
 UNBOUNDED_MAX_DIGITS = 10
 
@@ -61,29 +62,23 @@ def _list_tasks() -> str:
 
 def training_range(fmt: NumberFormat, folder: str | Path | None = None) -> tuple[int, int] | None:
     """The operand lengths a checkpoint was trained on, where it can be known: `train_digits`
-    ([min, max]) in its training_summary.json, else a fixed-width format's 1..width."""
-    summary = Path(folder) / "training_summary.json" if folder is not None else None
-    if summary is not None and summary.is_file():
-        try:
-            digits = json.loads(summary.read_text(encoding="utf-8")).get("train_digits")
-        except (OSError, ValueError, AttributeError):
-            digits = None
-        if isinstance(digits, list) and len(digits) == 2 and all(isinstance(d, int) for d in digits):
-            return digits[0], digits[1]
+    ([min, max]) in its training_summary.json, else a fixed-width format's 1..width. A corrupt
+    summary is a RecordError (ValueError) naming the file (`records.read_summary`)."""
+    summary = read_summary(folder) if folder is not None else None
+    digits = (summary or {}).get("train_digits")
+    if digits is not None:
+        return digits[0], digits[1]
     return (1, fmt.operand_width) if fmt.operand_width else None
 
 
 def training_items(fmt: NumberFormat, folder: str | Path | None = None) -> tuple[int, int] | None:
     """The list sizes a sorting checkpoint was trained on (its recipe's data.min_items and
     data.max_items in training_summary.json), where known; None for other tasks."""
-    summary = Path(folder) / "training_summary.json" if folder is not None else None
-    if not fmt.task_rules.item_list or summary is None or not summary.is_file():
+    if not fmt.task_rules.item_list or folder is None:
         return None
-    try:
-        data = json.loads(summary.read_text(encoding="utf-8"))["recipe"]["data"]
-        low, high = data["min_items"], data["max_items"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    recipe = (read_summary(folder) or {}).get("recipe")
+    data = recipe.get("data") if isinstance(recipe, dict) else None
+    low, high = (data.get("min_items"), data.get("max_items")) if isinstance(data, dict) else (None, None)
     return (low, high) if isinstance(low, int) and isinstance(high, int) else None
 
 
@@ -211,13 +206,57 @@ class ModelLimits:
         """The list sizes a sorting checkpoint was trained on, where known (see `training_items`)."""
         return training_items(self.fmt, self.folder)
 
+    def _longer_and_more(self, parsed: Problems) -> tuple[np.ndarray, np.ndarray]:
+        """Per problem: an operand longer than the trained lengths; a sorting list with more items than the
+        trained list sizes (known ranges only). Lengths are the parsed operands' digits (leading zeros do
+        not count); a sorting list's absent items have length 0."""
+        none = np.zeros(len(parsed), dtype=bool)
+        trained, items = self.training_range, self.training_items
+        longer = parsed.lengths.max(axis=1) > trained[1] if trained is not None else none
+        more = (parsed.lengths > 0).sum(axis=1) > items[1] if items is not None and self.fmt.task_rules.item_list else none
+        return longer, more
+
     def beyond_training(self, parsed: Problems) -> np.ndarray:
-        """Per problem: True where an operand is longer than the trained range (known ranges only).
-        Lengths are the parsed operands' digits, so leading zeros do not count."""
-        trained = self.training_range
-        if trained is None:
-            return np.zeros(len(parsed), dtype=bool)
-        return parsed.lengths.max(axis=1) > trained[1]
+        """Per problem: True where it lies beyond the trained range in any dimension: an operand longer than
+        the trained lengths, or for sorting a list longer than the trained list sizes (known ranges only)."""
+        longer, more = self._longer_and_more(parsed)
+        return longer | more
+
+    def beyond_training_notes(self, parsed: Problems) -> list[str | None]:
+        """Per problem: how it lies beyond the trained range, in words (None: inside it, or range unknown)."""
+        longer, more = self._longer_and_more(parsed)
+        notes = []
+        for is_longer, is_more in zip(longer.tolist(), more.tolist()):
+            parts = ([f"operands beyond the {self.training_range[1]} digits"] if is_longer else []) + \
+                ([f"a list beyond the {self.training_items[1]} items"] if is_more else [])
+            notes.append(f"{' and '.join(parts)} this model was trained on" if parts else None)
+        return notes
+
+    def beyond_training_warning(self, texts: list[str], parsed: Problems) -> str | None:
+        """The one warning for a call whose problems lie beyond the trained range (None: none does), naming
+        every dimension they exceed (operand lengths, and list sizes for sorting)."""
+        longer, more = self._longer_and_more(parsed)
+        beyond = longer | more
+        if not beyond.any():
+            return None
+        dims = []
+        if longer.any():
+            low, high = self.training_range
+            dims.append(f"operands longer than the {low}-{high} digits")
+        if more.any():
+            low, high = self.training_items
+            dims.append(f"lists longer than the {low}-{high} items")
+        return (f"{int(beyond.sum())} of {len(texts)} problem(s) have {' or '.join(dims)} this model was trained on "
+                f"(first: {quote(texts[int(np.argmax(beyond))])}); their answers are less reliable (its length grid "
+                f"says how far to trust them), and their confidence is capped at {BEYOND_TRAINING_CONFIDENCE:g}")
+
+    def calibrated(self, confidences: list[float], parsed: Problems) -> list[float]:
+        """The confidences of answers to `parsed`, those beyond the trained range (`beyond_training`) capped at
+        BEYOND_TRAINING_CONFIDENCE: the model's token probabilities there were measured wrong at >= 0.9
+        (for example abacus-gpt2-add-k2's 999999999999999+4 -> 1050000000000004 at 0.95), and no accuracy
+        was measured for them, so no such answer reports the confidence of a checked one."""
+        beyond = self.beyond_training(parsed).tolist()
+        return [min(c, BEYOND_TRAINING_CONFIDENCE) if b else c for c, b in zip(confidences, beyond)]
 
     def longest_problem(self) -> str:
         """The worst-case problem at `max_digits`, as plain text."""
@@ -358,31 +397,12 @@ class BeyondTrainingWarning(UserWarning):
 
 
 def check_pair(config, tokenizer) -> None:
-    """Refuse a tokenizer that does not belong to the model whose config this is, in one line.
-
-    The config's `number_format_fingerprint` (written by `saving.save_checkpoint` and by training)
-    must be the tokenizer's format's fingerprint. Checkpoints saved before it existed are checked on
-    what every config has: the vocabulary holds the tokenizer's tokens, digit tokens are the base's
-    digits, and the end, padding and answer-start (`=`) token ids are the tokenizer's.
-    """
-    if not hasattr(tokenizer, "arith_format"):
+    """Refuse a tokenizer that does not belong to the model whose config this is, in one line: the
+    tokenizer's own check (`ArithTokenizer.check_model`: the fingerprint, else the format the model's
+    folder records, then the token ids), the one every path runs."""
+    if not hasattr(tokenizer, "arith_format") or not hasattr(tokenizer, "check_model"):
         raise FormatError(f"{type(tokenizer).__name__} is not an hf_arith tokenizer (no number format)")
-    fmt = tokenizer.arith_format
-    saved, own = getattr(config, FINGERPRINT_KEY, None), fmt.fingerprint()
-    if saved is not None and saved != own:
-        raise FormatError(f"the tokenizer writes problems in another number format than this model was trained on "
-                          f"(tokenizer {own}, config.{FINGERPRINT_KEY} {saved}); load the tokenizer saved with the model")
-    vocab = getattr(config, "vocab_size", None)
-    if isinstance(vocab, int) and hasattr(tokenizer, "__len__") and len(tokenizer) > vocab:
-        raise FormatError(f"the tokenizer has {len(tokenizer)} tokens but the model only {vocab}; they do not belong together")
-    expected = {"num_digit_tokens": fmt.base, "answer_start_token_id": fmt.token_id(PROMPT_END),
-                "eos_token_id": getattr(tokenizer, "eos_token_id", None),
-                "pad_token_id": getattr(tokenizer, "pad_token_id", None)}
-    for key, value in expected.items():
-        have = getattr(config, key, None)
-        if isinstance(have, int) and isinstance(value, int) and have != value:
-            raise FormatError(f"the tokenizer does not belong to this model: config.{key} is {have}, but the tokenizer's "
-                              f"number format gives {value}; load the tokenizer saved with the model")
+    tokenizer.check_model(config)
 
 
 def model_limits(model, tokenizer, folder: str | Path | None = None) -> ModelLimits:
@@ -405,6 +425,6 @@ def model_limits(model, tokenizer, folder: str | Path | None = None) -> ModelLim
 
 
 __all__ = [
-    "FINGERPRINT_KEY", "BeyondTrainingWarning", "ModelLimits", "answer_budget", "check_model_kwargs", "check_pair",
+    "BEYOND_TRAINING_CONFIDENCE", "FINGERPRINT_KEY", "BeyondTrainingWarning", "ModelLimits", "answer_budget", "check_model_kwargs", "check_pair",
     "max_tokens_per_step", "model_limits", "problem_spec", "training_items", "training_range",
 ]

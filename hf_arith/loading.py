@@ -30,6 +30,7 @@ from .errors import HfArithError, one_line
 from .families import FAMILIES
 from .formatting import FormatError, NumberFormat
 from .limits import FINGERPRINT_KEY, check_pair
+from .records import RecordError, read_summary
 from .text import pct
 
 # The dtypes a model may be loaded in; float32 is the reference every dtype check compares with.
@@ -361,6 +362,52 @@ def check_dtype_for(folder: Path, dtype: str | None, label: str) -> None:
         )
 
 
+def check_config_sizes(path: Path, label: str) -> None:
+    """The values of config.json that size the model, checked before any weight is allocated, each a one-line
+    CheckpointError naming the value and its limit: the context and abacus range (at most MAX_CONTEXT),
+    every tensor the config makes against the tensor of that name in the weights (a config edited to a
+    bigger table would allocate it, then find it mismatched), and the whole model against the memory here."""
+    from transformers import AutoConfig
+
+    from .hardware import memory_bytes
+    from .limits import MAX_CONTEXT
+
+    data = _read_json(path / "config.json")
+    for key in ("max_position_embeddings", "abacus_max_digits"):
+        value = data.get(key)
+        if isinstance(value, int) and value > MAX_CONTEXT:
+            raise CheckpointError(f"{label}: config.json's {key} is {value:,}, beyond the {MAX_CONTEXT:,} hf_arith "
+                                  "works with (and not what its weights hold)")
+    if data.get("model_type") not in known_model_types():
+        return  # another family's own code sizes its model
+    try:
+        with _quiet_transformers(), torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(path)))
+    except Exception:  # noqa: BLE001 - a config the loader itself will refuse, with its own message
+        return
+    shapes = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    try:
+        from safetensors import safe_open
+
+        for file in sorted(path.glob("*.safetensors")):
+            with safe_open(str(file), framework="pt") as f:
+                for name in f.keys():
+                    saved = tuple(f.get_slice(name).get_shape())
+                    if name in shapes and shapes[name] != saved:
+                        raise CheckpointError(
+                            f"{label}: config.json does not match the weights: it makes {name} of shape "
+                            f"{shapes[name]}, but {file.name} holds {saved}; the config was edited or belongs to "
+                            "another checkpoint")
+    except CheckpointError:
+        raise
+    except Exception:  # noqa: BLE001 - a damaged file: the loader reports it
+        pass
+    need, have = sum(t.numel() for t in model.parameters()) * 4, memory_bytes()
+    if have and need > have:
+        raise CheckpointError(f"{label}: config.json makes a model of {need / 2**30:,.1f} GiB of float32 weights, more "
+                              f"than the {have / 2**30:,.1f} GiB of memory here")
+
+
 # transformers' from_pretrained is not thread-safe here: two threads loading tied checkpoints at
 # once each reported the tied lm_head.weight as missing. Loads from threads (a Space's events) queue.
 _LOAD_LOCK = threading.Lock()
@@ -384,6 +431,11 @@ def load_checkpoint(name_or_path: str | Path, revision: str | None = None, trust
     path = resolve_checkpoint(name_or_path, revision=revision, trust_remote_code=trust_remote_code)
     label = str(name_or_path)
     check_dtype_for(path, dtype_name, label)
+    check_config_sizes(path, label)
+    try:  # the trained range, read by every warning beyond it: a corrupt record is refused, not skipped
+        read_summary(path)
+    except RecordError as err:
+        raise CheckpointError(f"{label}: {one_line(err)}") from None
     # hf_arith's own families always use the installed, registered classes: transformers prefers them
     # for the model, but with trust_remote_code it would take the tokenizer from the saved copy.
     own = _read_json(path / "config.json").get("model_type") in known_model_types()

@@ -56,7 +56,7 @@ from .model_card import (
     read_notes,
     read_summary,
 )
-from .records import LOOPS_FILE, LOOPS_PICTURE, read_loops
+from .records import LOOPS_FILE, LOOPS_PICTURE, read_loops, write_json
 from .saving import save_checkpoint
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -258,7 +258,7 @@ def _build_folder(request: PushRequest, out_dir: str | os.PathLike) -> Path:
     model, tokenizer, report = request.model, request.tokenizer, request.report
     with _quiet_transformers():  # no "Writing model shards" bar for a few-KB file
         save_checkpoint(model, tokenizer, out)  # safetensors + config + tokenizer + self-contained code
-    (out / EVAL_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_json(out / EVAL_FILE, report)
     summary, notes = read_summary(request.source), read_notes(request.source)
     if summary is not None:
         shutil.copyfile(request.source / SUMMARY_FILE, out / SUMMARY_FILE)
@@ -283,7 +283,7 @@ def _build_folder(request: PushRequest, out_dir: str | os.PathLike) -> Path:
         figure, grid = card_figure(model, tokenizer, report, request.source, label=request.label,
                                    repo_id=request.repo_id, grid_samples=request.grid_samples)
         if grid is not None:
-            (out / GRID_FILE).write_text(json.dumps(grid, indent=2) + "\n", encoding="utf-8")
+            write_json(out / GRID_FILE, grid)
         figure.savefig(picture, dpi=100)
     card = model_card(model, tokenizer, report, repo_id=request.repo_id, summary=summary, license=request.license,
                       dataset_id=request.dataset_id, heatmap=HEATMAP_FILE, grid=grid,

@@ -8,14 +8,45 @@ beside the summary, never inside it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 from pathlib import Path
 
 SUMMARY_FILE = "training_summary.json"
 NOTES_FILE = "notes.json"
 LOOPS_FILE = "loops.json"  # a looped model's accuracy-vs-recurrences curve (`hf-arith eval --loops`)
 LOOPS_PICTURE = "images/loops.png"
+
+
+def write_atomic(path: str | os.PathLike, text: str, mode: int = 0o644) -> Path:
+    """Write `text` to `path` so that readers see the old file or the whole new one, never a part:
+    a temporary file beside it, flushed to disk, then renamed over it (`os.replace`). Two writers:
+    the last rename wins, whole. Every result file the package writes goes through here."""
+    path = Path(path)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return path
+
+
+def write_json(path: str | os.PathLike, data, indent: int | None = 2) -> Path:
+    """`data` as JSON (one trailing newline) at `path`, written atomically (`write_atomic`)."""
+    return write_atomic(path, json.dumps(data, indent=indent) + "\n")
+
+
+class RecordError(ValueError):
+    """A record file that is there but cannot be read as one (a one-line message naming the file)."""
 
 
 def _read(folder: str | os.PathLike, name: str) -> dict | None:
@@ -26,9 +57,38 @@ def _read(folder: str | os.PathLike, name: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def _int_pair(value, low: int) -> bool:
+    return (isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                               for v in value) and low <= value[0] <= value[1])
+
+
 def read_summary(folder: str | os.PathLike) -> dict | None:
-    """The checkpoint's training_summary.json, or None when it has none (or an unreadable one)."""
-    return _read(folder, SUMMARY_FILE)
+    """The checkpoint's training_summary.json, or None when it has none. A summary that is there but
+    unreadable, not a JSON object, or with a trained range (`train_digits`, the recipe's item counts)
+    that is not a pair of lengths is a RecordError naming the file: the warnings beyond the trained
+    range depend on it, so it is never skipped silently."""
+    path = Path(folder) / SUMMARY_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}: corrupt file, not UTF-8 text") from None
+    except ValueError as err:
+        raise RecordError(f"{path}: corrupt file, not valid JSON ({' '.join(str(err).split())})") from None
+    except OSError as err:
+        raise RecordError(f"{path}: cannot read it ({err.strerror or err})") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: corrupt file, expected a JSON object, got {type(data).__name__}")
+    if "train_digits" in data and not _int_pair(data["train_digits"], 1):
+        raise RecordError(f"{path}: corrupt file, train_digits must be [min, max] with 1 <= min <= max, "
+                          f"got {str(data['train_digits'])[:40]}")
+    items = ((data.get("recipe") or {}).get("data") or {}) if isinstance(data.get("recipe"), dict) else {}
+    if isinstance(items, dict) and ("min_items" in items or "max_items" in items) \
+            and not _int_pair([items.get("min_items"), items.get("max_items")], 2):
+        raise RecordError(f"{path}: corrupt file, recipe.data min_items and max_items must be item counts with "
+                          f"2 <= min_items <= max_items, got {items.get('min_items')!r} and {items.get('max_items')!r}")
+    return data
 
 
 def read_notes(folder: str | os.PathLike) -> dict | None:
@@ -55,4 +115,5 @@ def training_stages(summary: dict | None, notes: dict | None) -> list[dict]:
     return []
 
 
-__all__ = ["NOTES_FILE", "SUMMARY_FILE", "read_notes", "read_summary", "training_stages"]
+__all__ = ["NOTES_FILE", "SUMMARY_FILE", "RecordError", "read_notes", "read_summary", "training_stages", "write_atomic",
+           "write_json"]

@@ -31,6 +31,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from .adaptive_decay import read_history
+from .records import write_json
 from .train_config import Recipe, RecipeError
 
 SCREEN_FILE = "screen.json"
@@ -69,7 +70,7 @@ def read_screen(output_dir: str | Path) -> dict | None:
 
 def _write_screen(output_dir: str | Path, record: dict) -> None:
     Path(output_dir).mkdir(parents=True, exist_ok=True)
-    (Path(output_dir) / SCREEN_FILE).write_text(json.dumps(record, indent=2))
+    write_json(Path(output_dir) / SCREEN_FILE, record)
 
 
 def screened_recipe(recipe: Recipe, output_dir: str | Path) -> Recipe:

@@ -9,11 +9,12 @@ import numpy as np
 import torch
 
 from .decoding import confirmed_greedy_decode, default_batch_size, greedy_decode
-from .formatting import FormatError, parse_problems, quote
+from .formatting import FormatError, parse_problems
 from .limits import BeyondTrainingWarning, answer_budget, check_model_kwargs, model_limits
 from .loading import checkpoint_folder
 
 # Below this confidence an answer is flagged (the CLI marks it; eval counts the wrong answers above it).
+# Answers beyond the trained range report at most limits.BEYOND_TRAINING_CONFIDENCE, below it.
 LOW_CONFIDENCE = 0.9
 
 
@@ -29,7 +30,7 @@ def _problem_list(problems) -> list:
     """`problems` as a list: one problem (a string) or an iterable of them; anything else is one line."""
     if isinstance(problems, str):
         return [problems]
-    if isinstance(problems, (bytes, bytearray, dict)):
+    if isinstance(problems, (bytes, bytearray, dict, set, frozenset)):  # a set has no order to answer in
         raise FormatError(f"problems must be a problem (a string) or a list of problems, got {type(problems).__name__}")
     try:
         return list(problems)
@@ -43,7 +44,9 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
           warn_beyond_training: bool = True, return_confidence: bool = False, confirm: bool = True):
     """Answer plain problems ('123+456') with greedy decoding; None where the output is malformed.
 
-    With `return_confidence=True` each answer is an `Answer(answer, confidence)`.
+    With `return_confidence=True` each answer is an `Answer(answer, confidence)`; an answer to a problem
+    beyond the checkpoint's trained range (longer operands, or for sorting longer lists) reports at most
+    `limits.BEYOND_TRAINING_CONFIDENCE` (0.5, below LOW_CONFIDENCE: `ModelLimits.calibrated`).
 
     The tokenizer writes each problem in the model's format and reads the answer back; the
     model generates every answer token. No arithmetic happens here. `tokens_per_step` > 1 uses
@@ -55,12 +58,17 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     `batch_size` (a positive integer) defaults to `default_batch_size(model)`.
 
     Every argument and problem is checked against the model's limits (`hf_arith.limits`) before the
-    first batch runs, each bad one a one-line FormatError (a ValueError). Operands longer than the
-    checkpoint was trained on are answered with one BeyondTrainingWarning per call (unless
+    first batch runs, each bad one a one-line FormatError (a ValueError). Problems beyond the range the
+    checkpoint was trained on (operand lengths, list sizes) are answered with one BeyondTrainingWarning per call (unless
     `warn_beyond_training=False`: evaluations that measure those lengths on purpose). `checked=True`
     skips the checks and the warning: for callers that have checked the problems already
     (`length_grid`, `loops_curve`, `stress_test`).
     """
+    if not callable(getattr(model, "parameters", None)) or getattr(model, "config", None) is None:
+        raise TypeError(f"model must be a transformers model (for example from hf_arith.load), got {type(model).__name__}")
+    if not hasattr(tokenizer, "arith_format"):
+        raise TypeError(f"tokenizer must be the model's hf_arith tokenizer (for example from hf_arith.load), "
+                        f"got {type(tokenizer).__name__}")
     single = isinstance(problems, str)
     problems = _problem_list(problems)
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
@@ -77,13 +85,9 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
         limits.check_tokens_per_step(tokens_per_step)
         model_kwargs = check_model_kwargs(model, model_kwargs, limits)
         parsed = limits.check_problems(problems, batch_size=batch_size)
-        beyond = limits.beyond_training(parsed) if warn_beyond_training else np.zeros(1, dtype=bool)
-        if beyond.any():
-            low, high = limits.training_range
-            warnings.warn(f"{int(beyond.sum())} of {len(problems)} problem(s) have operands longer than the {low}-{high} "
-                          f"digits this model was trained on (first: {quote(problems[int(np.argmax(beyond))])}); "
-                          "their answers are less reliable (its length grid says how far to trust them)",
-                          BeyondTrainingWarning, stacklevel=2)
+        message = limits.beyond_training_warning(problems, parsed) if warn_beyond_training else None
+        if message is not None:
+            warnings.warn(message, BeyondTrainingWarning, stacklevel=2)
     answers = []
     model_device = next(model.parameters()).device
     end = tokenizer.eos_token_id if limits.fmt.end_token else None
@@ -107,6 +111,8 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
         if return_confidence:
             lowest = probabilities.masked_fill(beyond, 1.0).min(1).values.tolist() if probabilities.shape[1] \
                 else [1.0] * len(chunk)
+            if not checked:  # beyond the trained range, capped below LOW_CONFIDENCE (limits.calibrated)
+                lowest = limits.calibrated(lowest, batch)
             answers.extend(map(Answer, tokenizer.decode_answers(new, batch), lowest))
         else:
             answers.extend(tokenizer.decode_answers(new, batch))

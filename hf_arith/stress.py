@@ -22,6 +22,7 @@ import numpy as np
 from .decoding import default_batch_size
 from .formatting import SORT_ITEMS, digits_to_int, parse_problems
 from .limits import model_limits
+from .loading import checkpoint_folder
 from .metrics import arith_scores, is_silent_wrong
 from .problems import ProblemSpec, sample, with_answers
 from .solving import LOW_CONFIDENCE, solve
@@ -125,10 +126,12 @@ def stress_test(model, tokenizer, max_digits: int, n: int = 100, seed: int = 0, 
     # checked against the model's limits first.
     everything = [t for texts in sets.values() for t in texts]
     batch_size = batch_size or default_batch_size(model)
-    parsed = model_limits(model, tokenizer).check_problems(everything, batch_size=batch_size)
+    limits = model_limits(model, tokenizer, checkpoint_folder(model))
+    parsed = limits.check_problems(everything, batch_size=batch_size)
     answered = solve(model, tokenizer, everything, batch_size=batch_size, model_kwargs=model_kwargs, checked=True,
                      return_confidence=True)
-    predicted, confidences = [a.answer for a in answered], [a.confidence for a in answered]
+    # Confidences as solve reports them: capped beyond the trained range (limits.calibrated).
+    predicted, confidences = [a.answer for a in answered], limits.calibrated([a.confidence for a in answered], parsed)
     expected = with_answers(parsed).answer_text()
     reports, start = {}, 0
     for name, texts in sets.items():

@@ -9,6 +9,9 @@ sibling `formatting` module.
 
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers.tokenization_utils_base import BatchEncoding, PaddingStrategy, TruncationStrategy
@@ -17,14 +20,58 @@ from transformers.tokenization_utils_tokenizers import TokenizersBackend
 from .formatting import (
     EOS_TOKEN,
     PAD_TOKEN,
+    PROMPT_END,
     FormatError,
     NumberFormat,
     Problems,
     decode_answer,
+    get_task,
     parse_problems,
     render,
     write_task_code,
 )
+
+# The config key (and tokenizer_config key) holding NumberFormat.fingerprint() of the format a model was trained on.
+FINGERPRINT_KEY = "number_format_fingerprint"
+# What a model whose config has no fingerprint is checked on, against the formats its folder records
+# (`recorded_formats`): the task (and so its operator), the base and the digit order.
+CHECKED_FORMAT_FIELDS = ("task", "base", "reverse_operands", "reverse_answer")
+
+
+def recorded_formats(folder) -> list[tuple[str, dict]]:
+    """The number formats a checkpoint folder records besides a fingerprint, as (where, format dict):
+    its training summary's recipe format, then its own tokenizer_config.json's. Unreadable files count
+    as no record (loading refuses them separately)."""
+    found = []
+    if not folder or not os.path.isdir(str(folder)):
+        return found
+    sources = (("training_summary.json", ("recipe", "format"), "training_summary.json's recipe format"),
+               ("tokenizer_config.json", ("number_format",), "the model folder's tokenizer_config.json"))
+    for name, keys, where in sources:
+        try:
+            with open(os.path.join(str(folder), name), encoding="utf-8") as f:
+                data = json.load(f)
+            for key in keys:
+                data = data[key]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(data, dict):
+            found.append((where, data))
+    return found
+
+
+def _describe(values: dict) -> str:
+    task = values.get("task")
+    order = {(True, True): "digits reversed", (False, False): "digits in reading order"}.get(
+        (values.get("reverse_operands"), values.get("reverse_answer")),
+        f"operands {'reversed' if values.get('reverse_operands') else 'in reading order'}, answer "
+        f"{'reversed' if values.get('reverse_answer') else 'in reading order'}")
+    try:
+        rules = get_task(task)
+        name, sign = rules.title, (f" '{rules.operator}'" if rules.operator else "")
+    except FormatError:  # a task this installation does not know
+        name, sign = str(task), ""
+    return f"{name}{sign}, base {values.get('base')}, {order}"
 
 
 def build_backend(fmt: NumberFormat) -> Tokenizer:
@@ -41,7 +88,7 @@ class ArithTokenizer(TokenizersBackend):
     padding_side = "left"  # prompts are left-padded so every row's answer starts at the same step
 
     def __init__(self, number_format: dict | NumberFormat | None = None, tokenizer_object=None, **kwargs):
-        kwargs.pop("number_format_fingerprint", None)  # always recomputed from the format (loading compares them)
+        kwargs.pop(FINGERPRINT_KEY, None)  # always recomputed from the format (loading compares them)
         if isinstance(number_format, NumberFormat):
             fmt = number_format
         elif number_format is None and kwargs.get("name_or_path"):
@@ -62,7 +109,7 @@ class ArithTokenizer(TokenizersBackend):
         self.arith_format = fmt  # not "number_format": save_pretrained would serialize the attribute
         self.init_kwargs["number_format"] = fmt.to_dict()
         # Saved beside the format; the model's config.json holds the same, and loading compares the two.
-        self.init_kwargs["number_format_fingerprint"] = fmt.fingerprint()
+        self.init_kwargs[FINGERPRINT_KEY] = fmt.fingerprint()
         # from_pretrained passes these along; saved back they would bloat tokenizer_config.json
         # (the vocabulary lives in tokenizer.json) and record where the files were read from.
         for key in ("vocab", "is_local", "local_files_only"):
@@ -75,6 +122,43 @@ class ArithTokenizer(TokenizersBackend):
         files = super().save_pretrained(save_directory, *args, **kwargs)
         write_task_code(save_directory, self.arith_format.task)
         return files
+
+    # -- the model it belongs to --------------------------------------------------------
+    def check_model(self, model_or_config) -> None:
+        """Refuse, in one line (FormatError), a model this tokenizer does not write problems for.
+
+        The one check of a model and its tokenizer, on every path (`hf_arith.load`, `solve`, the
+        `arithmetic` pipeline, the Space). The config's `number_format_fingerprint` (written by training
+        and `save_checkpoint`) must be this format's. A config without one is checked on the format its
+        folder records (`recorded_formats`: the task and so its operator, base and digit order), then on
+        what every config has: the vocabulary holds these tokens, digit tokens are the base's digits, and
+        the end, padding and answer-start (`=`) token ids are these."""
+        config = getattr(model_or_config, "config", model_or_config)
+        fmt = self.arith_format
+        saved, own = getattr(config, FINGERPRINT_KEY, None), fmt.fingerprint()
+        if saved is not None and saved != own:
+            raise FormatError(f"the tokenizer writes problems in another number format than this model was trained "
+                              f"on (tokenizer {own}, config.{FINGERPRINT_KEY} {saved}); load the tokenizer saved "
+                              "with the model")
+        if saved is None:
+            mine = fmt.to_dict()
+            defaults = NumberFormat().to_dict()
+            for where, recorded in recorded_formats(getattr(config, "_name_or_path", None)):
+                theirs = {k: recorded.get(k, defaults[k]) for k in CHECKED_FORMAT_FIELDS}
+                if any(theirs[k] != mine[k] for k in CHECKED_FORMAT_FIELDS):
+                    raise FormatError(f"the tokenizer writes {_describe(mine)}, but this model was trained on "
+                                      f"{_describe(theirs)} ({where}); load the tokenizer saved with the model")
+        vocab = getattr(config, "vocab_size", None)
+        if isinstance(vocab, int) and len(self) > vocab:
+            raise FormatError(f"the tokenizer has {len(self)} tokens but the model only {vocab}; they do not belong "
+                              "together")
+        expected = {"num_digit_tokens": fmt.base, "answer_start_token_id": fmt.token_id(PROMPT_END),
+                    "eos_token_id": self.eos_token_id, "pad_token_id": self.pad_token_id}
+        for key, value in expected.items():
+            have = getattr(config, key, None)
+            if isinstance(have, int) and isinstance(value, int) and have != value:
+                raise FormatError(f"the tokenizer does not belong to this model: config.{key} is {have}, but the "
+                                  f"tokenizer's number format gives {value}; load the tokenizer saved with the model")
 
     # -- the format --------------------------------------------------------------------
     def format_problems(self, problems: list[str]) -> list[str]:

@@ -695,6 +695,9 @@ def load_recipe(name_or_path: str | None = None, overrides: list[str] | None = N
         raise RecipeError(f"{path}: malformed YAML{where}: {getattr(err, 'problem', err)}") from None
     if data is not None and not isinstance(data, dict):
         raise RecipeError(f"{path}: a recipe must be a YAML mapping (section: key: value), got a {type(data).__name__}")
+    if not data:  # it would train every default (minimal-add10's recipe) without a word
+        raise RecipeError(f"{path}: an empty recipe (no sections); write its sections (family, format, model, data, "
+                          "optim, ...), or train the default recipe by name (hf-arith train minimal-add10)")
     # TrainingArguments names are read as recipe keys in the file, then on the command line, whose
     # overrides win over the file (a conflict is only one within the file or within the overrides).
     data, notes = _map_argument_names(data or {})

@@ -17,6 +17,7 @@ the global step) agree on all ranks by construction.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers.trainer_utils import TrainOutput
 
 from .adaptive_decay import AdaptiveWeightDecayCallback
 from .best_held_out import BestHeldoutCallback
@@ -36,13 +38,15 @@ from .evaluation import evaluate_model, verify_tiny_adder
 from .families import family_classes
 from .formatting import FormatError, NumberFormat, Problems
 from .grokfast import GrokfastCallback
-from .hardware import available_cpu_cores, machine_info
+from .hardware import available_cpu_cores, machine_info, memory_bytes
 from .held_out_lr import HeldoutLearningRateDrop
 from .index_separation import abacus_separation_penalty, has_abacus_table
 from .limits import FINGERPRINT_KEY, problem_spec
 from .metrics import compute_metrics, preprocess_logits_for_metrics
 from .mining import MINED_FILE, load_pool, mine_problems, save_pool
 from .problems import ProblemSpec, held_out_problems
+from .records import SUMMARY_FILE, read_summary, write_json
+from .run_lock import LOCK_FILE, RunLock, lock_output
 from .saving import save_checkpoint
 from .seed_screen import SCREEN_FILE, SCREEN_FOLDER, StopAtStep, read_screen, screen, screened_recipe
 from .streaming import CurriculumState, ProblemStream, encode_examples, stack_examples, worst_case_length
@@ -114,19 +118,6 @@ def build_model(recipe: Recipe, tokenizer: ArithTokenizer, context: int):
 
 
 BYTES_PER_PARAMETER = 16  # float32 weights, gradients and Adam's two moments
-
-
-def memory_bytes() -> int | None:
-    """Memory a run's weights and optimizer state may use: the GPU's when there is one, else the machine's."""
-    if torch.cuda.is_available():
-        try:
-            return torch.cuda.get_device_properties(0).total_memory
-        except (AssertionError, RuntimeError):  # a CUDA build it cannot query
-            return None
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return None
 
 
 def check_model(recipe: Recipe, fmt: NumberFormat, checkpoint: str | None = None) -> None:
@@ -222,7 +213,7 @@ class ArithTrainer(Trainer):
         record = self.loss_record()
         if record is not None and self.args.should_save:
             folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
-            (folder / LOSS_FILE).write_text(json.dumps(record) + "\n")
+            write_json(folder / LOSS_FILE, record, indent=None)
 
     def loss_record(self, session_mean: float | None = None) -> dict | None:
         """The training loss summed over the steps run so far: {first_step, last_step, loss_sum}. It spans
@@ -302,7 +293,7 @@ class RecipeRecorder(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if state.is_world_process_zero and folder.is_dir():
-            (folder / RECIPE_FILE).write_text(json.dumps(dataclasses.asdict(self.recipe), indent=2) + "\n")
+            write_json(folder / RECIPE_FILE, dataclasses.asdict(self.recipe))
 
 
 def _checkpoint_step(path: Path) -> int | None:
@@ -544,13 +535,15 @@ class TrainingRun:
     overwrite: bool = False  # clear the output folder's checkpoint-* and final/ before training
     mined: Problems | None = None  # a resumed run's saved pool of data.mine_problems (a new run mines its own)
     earlier_stage: Recipe | None = None  # init_from: preset:NAME whose final model is not there yet: trained first
+    lock: RunLock | None = None  # the output folder's lock (main process), held until the run ends
+    finished: str | None = None  # --resume of a run that has ended already: what to say instead of training
 
 
 def _output_entries(output_dir: str) -> list[str]:
     """What the output folder holds already (names; empty when it is missing or empty)."""
     folder = Path(output_dir)
     try:
-        return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+        return sorted(p.name for p in folder.iterdir() if p.name != LOCK_FILE) if folder.is_dir() else []
     except OSError:
         return []
 
@@ -592,7 +585,46 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
         raise RecipeError("--resume continues the run in the output folder and --overwrite replaces it; give one of them")
     fmt = check_recipe(recipe)
     check_launch(recipe)
-    checkpoint, mined = None, None
+    created = not Path(output_dir).exists()
+    try:
+        lock = lock_output(output_dir) if is_main_process() else None
+    except OSError as err:
+        raise RecipeError(f"output folder {output_dir}: cannot create or lock it ({err.strerror or err})") from None
+    try:
+        run = _prepare_locked(recipe, fmt, output_dir, resume, overwrite, earlier)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        if created:
+            with contextlib.suppress(OSError):
+                Path(output_dir).rmdir()  # only if still empty: nothing of a refused run stays
+        raise
+    if lock is not None and lock.taken_over and is_main_process():
+        holder = lock.taken_over
+        print(f"hf-arith: took over the lock of an earlier run that is no longer running (process "
+              f"{holder.get('pid', '?')} on {holder.get('host', '?')})", file=sys.stderr, flush=True)
+    run.lock = lock
+    return run
+
+
+def finished_run(output_dir: str, recipe: Recipe) -> str | None:
+    """What to say when --resume finds the run ended already (its final/ holds a model and a training
+    summary of at least optim.steps steps), else None. A corrupt summary is a RecipeError naming it."""
+    final = Path(output_dir) / "final"
+    if not (final / "model.safetensors").is_file() or not (final / SUMMARY_FILE).is_file():
+        return None
+    summary = read_summary(final)
+    steps = summary.get("steps")
+    if not isinstance(steps, int) or steps < recipe.optim.steps:
+        return None
+    return (f"hf-arith: {output_dir} holds a finished run ({steps} steps, model in {final}); nothing to resume, "
+            f"nothing changed (raise optim.steps to train further, or --overwrite to start again)")
+
+
+def _prepare_locked(recipe: Recipe, fmt: NumberFormat, output_dir: str, resume: bool, overwrite: bool,
+                    earlier: Recipe | None) -> TrainingRun:
+    """`prepare_run`'s checks of the output folder and the model, made while holding the folder's lock."""
+    checkpoint, mined, finished = None, None, None
     notes = list(recipe.notes)
     if resume:
         checkpoint = last_checkpoint(output_dir)
@@ -601,9 +633,18 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
         screening = recipe.optim.screen_steps and read_screen(output_dir) is not None
         if checkpoint is not None and screening:  # the screen's chosen init, trained on in the output folder
             recipe = screened_recipe(recipe, output_dir)
+        try:
+            finished = finished_run(output_dir, recipe)
+        except ValueError as err:
+            raise RecipeError(f"--resume: {err}") from None
+        if finished is not None and checkpoint is None:  # no checkpoint to check the recipe against
+            return TrainingRun(recipe, fmt, output_dir, finished=finished)
         if checkpoint is None and not screening:  # an unfinished screen goes on where it stopped
-            why = f" ({newer[0].name}: {checkpoint_problem(newer[0])})" if newer else ""
-            raise RecipeError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from{why} "
+            if newer:  # killed during its first save: nothing to keep, so --overwrite starts it again
+                raise RecipeError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from "
+                                  f"({newer[0].name}: {checkpoint_problem(newer[0])}); train again with --overwrite, "
+                                  f"which deletes the incomplete checkpoint(s)")
+            raise RecipeError(f"--resume: no complete checkpoint-* folder in {output_dir} to resume from "
                               f"(train without --resume first)")
         notes += [f"skipping {p.name}, incomplete: {checkpoint_problem(p)}" for p in newer]
         if recipe.data.mine_problems:
@@ -622,6 +663,8 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
                               f"--overwrite replaces it (its checkpoint-* and final/ are deleted first), or choose "
                               f"another --output-dir")
     check_model(recipe, fmt, checkpoint)
+    if finished is not None:  # the same recipe as the run's (checked above), which has ended: nothing to do
+        return TrainingRun(recipe, fmt, output_dir, checkpoint, finished=finished)
     eval_problems = during_training_problems(recipe, fmt) if evaluates_during_training(recipe.trainer) else None
     if is_main_process():
         for note in notes:
@@ -642,6 +685,32 @@ def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, e
     return run_training(prepare_run(recipe, output_dir, resume, overwrite), evaluate=evaluate)
 
 
+FINAL_PARTIAL = ".final.partial"  # final/ is written here, then renamed into place
+
+
+def publish_final(partial: Path, final: Path) -> None:
+    """Put the complete folder `partial` in place of `final` (renames: final/ is the old one, then the new
+    one, never a part of either)."""
+    old = final.with_name(".final.old")
+    if old.exists():
+        shutil.rmtree(old)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(partial, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def save_failed(err: BaseException, final: Path, output_dir: str) -> RecipeError:
+    """A final/ that could not be written (a full disk, ...), as the one line that says what still works."""
+    from .loading import one_line
+
+    last = last_checkpoint(output_dir)
+    keep = (f"{Path(last).name} is complete: free space, then the same train command with --resume writes "
+            f"final/ from it" if last else "no checkpoint is complete: free space and train again with --overwrite")
+    reason = err.strerror if isinstance(err, OSError) and err.strerror else one_line(err)
+    return RecipeError(f"cannot write {final}: {reason}; no partial final/ was left ({keep})")
+
+
 def screened_run(run: TrainingRun) -> TrainingRun:
     """optim.screen_steps: screen fresh inits (hf_arith.seed_screen) and return the run of the chosen one,
     continuing from its checkpoint at the screen's last step."""
@@ -660,7 +729,8 @@ def screened_run(run: TrainingRun) -> TrainingRun:
 def clear_output(output_dir: str) -> None:
     """--overwrite: delete the output folder's checkpoint-* folders and final/ (the run's own outputs),
     so that a later --resume cannot pick a checkpoint of the replaced run. Other files stay."""
-    for path in [*checkpoints(output_dir), Path(output_dir) / "final", Path(output_dir) / SCREEN_FOLDER]:
+    for path in [*checkpoints(output_dir), *(Path(output_dir) / name for name in ("final", FINAL_PARTIAL, ".final.old")),
+                 Path(output_dir) / SCREEN_FOLDER]:
         if path.is_dir():
             shutil.rmtree(path)
     (Path(output_dir) / SCREEN_FILE).unlink(missing_ok=True)
@@ -725,7 +795,22 @@ def held_out_lr_callbacks(recipe: Recipe, decay_callbacks: list) -> list:
 def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = None):
     """Train a prepared run (see `prepare_run`, which has checked it); returns the summary `train` does.
     With `stop_at` (a screened init, hf_arith.seed_screen): stop at that step with a checkpoint there and
-    return the Trainer's log history instead."""
+    return the Trainer's log history instead. A run that has ended already (`TrainingRun.finished`) is not
+    trained again: the note is printed and its saved summary returned. The folder's lock is released at the end."""
+    if stop_at is not None:
+        return _run_training(run, evaluate, stop_at)
+    try:
+        if run.finished is not None:
+            if is_main_process():
+                print(run.finished, file=sys.stderr, flush=True)
+            return read_summary(Path(run.output_dir) / "final")
+        return _run_training(run, evaluate, stop_at)
+    finally:
+        if run.lock is not None:
+            run.lock.release()
+
+
+def _run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = None):
     if stop_at is None and run.recipe.optim.screen_steps and run.checkpoint is None:
         run = screened_run(run)
     recipe, fmt, output_dir, checkpoint = run.recipe, run.fmt, run.output_dir, run.checkpoint
@@ -806,13 +891,21 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
         loss_before=read_loss_record(checkpoint) if checkpoint is not None else None,
         decay_all=recipe.optim.decay_all,
     )
-    result = trainer.train(resume_from_checkpoint=checkpoint)
-    if stop_at:
-        return trainer.state.log_history
-    # The Trainer's train_loss is the mean over this session's steps only; after a resume the run's mean
-    # also needs the loss of the steps before it, which the checkpoint's loss record holds. Without one
-    # (a checkpoint from an older version), the mean covers the steps this session ran, and says so.
-    record = trainer.loss_record(session_mean=result.training_loss)
+    trained = _checkpoint_step(Path(checkpoint)) if checkpoint is not None else None
+    if trained is not None and trained >= recipe.optim.steps and not stop_at:
+        # Every step was trained and checkpointed, and final/ was not written (a kill or a full disk while
+        # writing it): final/ comes from that checkpoint. The Trainer would train one step more.
+        trainer._load_from_checkpoint(checkpoint)
+        result = TrainOutput(trained, float("nan"), {})
+        record = read_loss_record(checkpoint)
+    else:
+        result = trainer.train(resume_from_checkpoint=checkpoint)
+        if stop_at:
+            return trainer.state.log_history
+        # The Trainer's train_loss is the mean over this session's steps only; after a resume the run's mean
+        # also needs the loss of the steps before it, which the checkpoint's loss record holds. Without one
+        # (a checkpoint from an older version), the mean covers the steps this session ran, and says so.
+        record = trainer.loss_record(session_mean=result.training_loss)
     if record is not None and record["last_step"] >= record["first_step"]:
         loss = record["loss_sum"] / (record["last_step"] - record["first_step"] + 1)
         loss_steps = [record["first_step"], record["last_step"]]
@@ -833,20 +926,32 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
         **({"held_out_best": best[0].record()} if best else {}),
         **({"held_out_lr_drop": lr_drop[0].record()} if lr_drop else {}),
     }
-    final_dir = Path(output_dir) / "final"
-    if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
-        # Sharded weights: every rank takes part in gathering them; rank 0 then evaluates the saved copy.
-        trainer.save_model(str(final_dir))
-        if not trainer.is_world_process_zero():
+    # final/ is written into a sibling folder and renamed into place once complete (weights, tokenizer,
+    # evaluation and summary): a kill or a full disk leaves the old final/ or none, never a partial one.
+    final_dir, partial = Path(output_dir) / "final", Path(output_dir) / FINAL_PARTIAL
+    try:
+        from safetensors import SafetensorError
+    except ImportError:  # older safetensors
+        SafetensorError = OSError  # noqa: N806
+    try:
+        if trainer.is_world_process_zero() and partial.exists():
+            shutil.rmtree(partial)  # left by a killed run (the folder is locked: no live run writes it)
+        if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
+            # Sharded weights: every rank takes part in gathering them; rank 0 then evaluates the saved copy.
+            trainer.save_model(str(partial))
+            if not trainer.is_world_process_zero():
+                return summary
+            model = type(model).from_pretrained(partial)
+            save_checkpoint(model, tokenizer, partial)
+        elif not trainer.is_world_process_zero():
             return summary
-        model = type(model).from_pretrained(final_dir)
-        save_checkpoint(model, tokenizer, final_dir)
-    elif not trainer.is_world_process_zero():
-        return summary
-    else:
-        # The final folder is a publishable checkpoint (safetensors only: unlike Trainer.save_model,
-        # no pickled training_args.bin; the checkpoint-* folders keep theirs for --resume).
-        save_checkpoint(model, tokenizer, final_dir)
+        else:
+            # The final folder is a publishable checkpoint (safetensors only: unlike Trainer.save_model,
+            # no pickled training_args.bin; the checkpoint-* folders keep theirs for --resume).
+            save_checkpoint(model, tokenizer, partial)
+    except (OSError, SafetensorError) as err:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise save_failed(err, final_dir, output_dir) from None
     summary["output"] = str(final_dir)
     if evaluate:
         model.eval()
@@ -855,5 +960,10 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
                                             test_fraction=recipe.data.test_fraction)
         if recipe.eval.verify:
             summary["verify"] = verify_tiny_adder(model, tokenizer)
-    (final_dir / "training_summary.json").write_text(json.dumps(summary, indent=2))
+    try:
+        write_json(partial / SUMMARY_FILE, summary)
+        publish_final(partial, final_dir)
+    except OSError as err:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise save_failed(err, final_dir, output_dir) from None
     return summary

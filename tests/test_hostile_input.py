@@ -4,6 +4,7 @@ a right answer, or a warning; one test per case. Checkpoints are trained for a f
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -380,7 +381,9 @@ def test_the_cli_note_counts_digits_without_leading_zeros(capsys):
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert lines[0].startswith("09999999999+1 = ") and "beyond" not in lines[0]  # 10 digits, trained on 1-10
-    assert lines[1].endswith("(operands beyond the 10 digits this model was trained on)")
+    # Beyond the trained range the confidence is capped (limits.calibrated), so the answer is flagged too.
+    assert lines[1].endswith("?  (operands beyond the 10 digits this model was trained on; low confidence: 50.0 %, "
+                             "below 90 %)")
     assert "Warning" not in err
 
 
@@ -457,3 +460,456 @@ def test_a_huge_grid_or_digit_range_is_refused_without_building_it(capsys):
 def test_error_lines_are_capped_in_length(capsys):
     message = fails(capsys, "train", "--set", "model." + "x" * 5000 + "=1", "--output-dir", "/nonexistent/never")
     assert len(message) <= 700 and "more characters" in message
+
+
+# == Issue 57: runs that cannot be lost ==================================================================
+# Runs the CLI with the training step blocked at BLOCK_AT (after its checkpoint there), so a test can
+# act while it holds the output folder, then kill it.
+BLOCKING = r'''
+import os, sys, time
+import hf_arith.training as training
+from hf_arith.cli import main
+
+block_at, marker = int(os.environ["BLOCK_AT"]), os.environ["MARKER"]
+original = training.ArithTrainer.training_step
+
+def training_step(self, model, inputs, num_items_in_batch=None):
+    if self.state.global_step == block_at:
+        open(marker, "w").close()
+        while True:
+            time.sleep(1)
+    return original(self, model, inputs, num_items_in_batch)
+
+training.ArithTrainer.training_step = training_step
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def _blocked_run(tmp_path, out, block_at: int = 2):
+    import subprocess
+    import sys
+    import time
+
+    script, marker = tmp_path / "blocking.py", tmp_path / "blocked"
+    script.write_text(BLOCKING)
+    proc = subprocess.Popen([sys.executable, str(script), *_run_args(out)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**__import__("os").environ, "BLOCK_AT": str(block_at), "MARKER": str(marker)})
+    deadline = time.monotonic() + 120
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists(), proc.stderr.read()[-2000:] if proc.poll() is not None else "timed out"
+    return proc
+
+
+def test_resume_of_a_finished_run_does_nothing_and_says_so_in_one_line(run_dir, tmp_path, capsys):
+    out = _copy_run(run_dir, tmp_path)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert main([*_run_args(out), "--resume"]) == 0
+    stdout, stderr = capsys.readouterr()
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and "finished run (4 steps" in lines[0] and "nothing to resume" in lines[0], stderr
+    assert "Trained" not in stdout
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_two_concurrent_runs_into_one_folder_the_second_refuses_and_a_killed_run_resumes(tmp_path, capsys):
+    import signal
+
+    out = tmp_path / "run"
+    proc = _blocked_run(tmp_path, out, block_at=2)  # checkpoint-2 written, holding the folder's lock
+    try:
+        for extra in ([], ["--resume"], ["--overwrite"]):
+            message = fails(capsys, *_run_args(out), *extra)
+            assert f"output folder {out} is in use: process {proc.pid} on " in message, message
+        assert last_checkpoint(out).endswith("checkpoint-2") and not (out / "final").exists()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert (out / ".hf-arith.lock").is_file()  # the killed run's lock file stays behind
+    assert main([*_run_args(out), "--resume"]) == 0
+    stdout, stderr = capsys.readouterr()
+    assert f"Resuming from {out / 'checkpoint-2'}" in stdout
+    assert f"took over the lock of an earlier run that is no longer running (process {proc.pid} on" in stderr
+    assert json.loads((out / "final" / "training_summary.json").read_text())["steps"] == 4
+    assert not (out / ".hf-arith.lock").exists()  # released when the run ended
+
+
+def test_a_stale_lock_of_a_dead_process_is_taken_over():
+    import subprocess
+    import sys
+
+    from hf_arith.run_lock import LOCK_FILE, lock_output
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    with pytest.raises(ProcessLookupError):
+        __import__("os").kill(pid, 0)
+    folder = Path(__import__("tempfile").mkdtemp())
+    (folder / LOCK_FILE).write_text(json.dumps({"pid": pid, "host": "h"}))
+    lock = lock_output(folder)
+    assert lock.taken_over == {"pid": pid, "host": "h"}
+    assert json.loads((folder / LOCK_FILE).read_text())["pid"] == __import__("os").getpid()
+    again = lock_output(folder)  # a second run prepared in this process takes the lock over
+    assert again.taken_over is None
+    lock.release()  # the first no longer holds it: releasing it changes nothing
+    assert (folder / LOCK_FILE).is_file()
+    again.release()
+    assert not (folder / LOCK_FILE).exists()
+    lock_output(folder).release()
+
+
+def test_a_full_disk_while_writing_final_leaves_no_partial_final_and_resume_writes_it(run_dir, tmp_path, capsys,
+                                                                                      monkeypatch):
+    import errno
+
+    from safetensors.torch import load_file
+
+    import hf_arith.training as training
+
+    out = tmp_path / "run"
+    saved = training.save_checkpoint
+
+    def full_disk(model, tokenizer, folder):
+        saved(model, tokenizer, folder)  # most of the folder is written, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(training, "save_checkpoint", full_disk)
+    assert main(_run_args(out)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.endswith("\n") and err.count("hf-arith: error:") == 1
+    message = err.splitlines()[-1].removeprefix("hf-arith: error: ")  # after the progress bar of training
+    assert message == (f"cannot write {out / 'final'}: No space left on device; no partial final/ was left "
+                       "(checkpoint-4 is complete: free space, then the same train command with --resume writes "
+                       "final/ from it)")
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-2", "checkpoint-4"]
+    monkeypatch.setattr(training, "save_checkpoint", saved)
+    assert main([*_run_args(out), "--resume"]) == 0, capsys.readouterr().err  # the advice works
+    summary = json.loads((out / "final" / "training_summary.json").read_text())
+    assert summary["steps"] == 4 and summary["train_loss_steps"] == [1, 4]
+    assert not (out / "checkpoint-5").exists()  # no step trained beyond the run's 4
+    final, checkpoint = load_file(out / "final" / "model.safetensors"), load_file(out / "checkpoint-4" / "model.safetensors")
+    assert final.keys() == checkpoint.keys()
+    for name, tensor in final.items():
+        assert torch.equal(tensor, checkpoint[name]), name
+
+
+def test_a_kill_during_the_first_save_says_in_one_line_what_works(run_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    shutil.copytree(run_dir / "checkpoint-2", out / "checkpoint-2")
+    (out / "checkpoint-2" / "optimizer.pt").unlink()  # killed while the first checkpoint was being written
+    message = fails(capsys, *_run_args(out), "--resume")
+    assert "no complete checkpoint-* folder" in message and "train again with --overwrite" in message
+    assert "--overwrite" in fails(capsys, *_run_args(out))  # a plain train refuses the folder, and says so
+    assert main([*_run_args(out), "--overwrite"]) == 0, capsys.readouterr().err  # the advice works
+    assert (out / "final" / "model.safetensors").is_file()
+
+
+def test_eval_json_is_written_atomically_through_the_shared_helper(tmp_path, capsys, monkeypatch):
+    import hf_arith.records as records
+
+    target = tmp_path / "report.json"
+    target.write_text('{"old": true}\n')
+
+    def crash(src, dst):
+        raise OSError("killed mid-write")
+
+    monkeypatch.setattr(records.os, "replace", crash)
+    fails(capsys, "eval", "minimal-add10", "--samples", "5", "--json", target)
+    assert target.read_text() == '{"old": true}\n'  # the old report whole, never a cut one
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]  # and no temporary file left
+    monkeypatch.undo()
+    assert main(["eval", "minimal-add10", "--samples", "5", "--json", str(target)]) == 0
+    assert json.loads(target.read_text())["n"] == 5
+
+
+def test_the_package_writes_json_only_through_the_shared_helper():
+    import re
+
+    package = Path(hf_arith.__file__).parent
+    offenders = [f"{p.relative_to(package)}:{n}" for p in package.rglob("*.py") if p.name != "records.py"
+                 for n, line in enumerate(p.read_text().splitlines(), 1)
+                 if re.search(r"json\.dump\(|write_text\(json\.dumps|\.write\(json\.dumps", line)]
+    assert offenders == []
+
+
+# == Issue 57: one check of model and tokenizer on every path ============================================
+SUB = hf_arith.bundled_path("abacus-gpt2-sub")
+
+
+def _sub_with_the_add_tokenizer(tmp_path) -> Path:
+    """abacus-gpt2-sub's weights with abacus-gpt2-add's tokenizer files (the same token ids), and no
+    fingerprint anywhere: only the format its training summary records says it subtracts."""
+    folder = Path(shutil.copytree(SUB, tmp_path / "sub-add"))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(Path(ABACUS) / name, folder / name)
+    for name in ("config.json", "tokenizer_config.json"):
+        data = json.loads((folder / name).read_text())
+        data.pop(FINGERPRINT_KEY, None)
+        (folder / name).write_text(json.dumps(data))
+    return folder
+
+
+def test_the_pipeline_refuses_the_sub_model_with_the_add_tokenizer():
+    from transformers import pipeline
+
+    model, _ = load_checkpoint("abacus-gpt2-sub")
+    _, add_tokenizer = load_checkpoint("abacus-gpt2-add")
+    with pytest.raises(FormatError, match=f"another number format .*config.{FINGERPRINT_KEY}"):
+        pipeline("arithmetic", model=model, tokenizer=add_tokenizer)
+    with pytest.raises(FormatError, match="another number format"):
+        hf_arith.ArithmeticPipeline(model=model, tokenizer=add_tokenizer)
+    with pytest.raises(FormatError, match="another number format"):
+        hf_arith.solve(model, add_tokenizer, "5+3")
+
+
+def test_a_folder_without_fingerprint_with_another_tasks_tokenizer_is_refused(tmp_path, capsys):
+    from transformers import pipeline
+
+    folder = _sub_with_the_add_tokenizer(tmp_path)
+    expected = ("the tokenizer writes addition '+', base 10, digits reversed, but this model was trained on "
+                "subtraction '-', base 10, digits reversed (training_summary.json's recipe format)")
+    with pytest.raises(CheckpointError, match=re.escape(expected)):
+        load_checkpoint(folder)
+    assert expected in fails(capsys, "solve", "5-3", "--model", folder)
+    with pytest.raises(FormatError, match=re.escape(expected)):
+        pipeline("arithmetic", model=str(folder))
+    # The transformers Auto classes load the pair unchecked; solve still checks it.
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    with pytest.raises(FormatError, match=re.escape(expected)):
+        hf_arith.solve(model, tokenizer, "5+3")
+
+
+def test_a_folder_without_fingerprint_is_checked_against_its_own_tokenizer_config(tmp_path):
+    from transformers import pipeline
+
+    folder = Path(shutil.copytree(SUB, tmp_path / "sub"))
+    (folder / "training_summary.json").unlink()
+    for name in ("config.json", "tokenizer_config.json"):
+        data = json.loads((folder / name).read_text())
+        data.pop(FINGERPRINT_KEY, None)
+        (folder / name).write_text(json.dumps(data))
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    add_tokenizer = AutoTokenizer.from_pretrained(ABACUS)
+    with pytest.raises(FormatError, match=r"trained on subtraction .*\(the model folder's tokenizer_config.json\)"):
+        pipeline("arithmetic", model=model, tokenizer=add_tokenizer)
+    assert pipeline("arithmetic", model=model, tokenizer=AutoTokenizer.from_pretrained(folder))("5-3")["answer"] == "2"
+
+
+# == Issue 57: Python API types ==========================================================================
+@pytest.mark.parametrize("args, error, expected", [
+    ((None, "tok", "1+1"), TypeError, "model must be a transformers model .* got NoneType"),
+    (("model", None, "1+1"), TypeError, "tokenizer must be the model's hf_arith tokenizer .* got NoneType"),
+    (("model", "tok", {"1+1", "2+2"}), FormatError, "problems must be .* got set$"),
+])
+def test_solve_names_the_argument_of_the_wrong_type(abacus, args, error, expected):
+    pair = {"model": abacus[0], "tok": abacus[1]}
+    with pytest.raises(error, match=expected):
+        hf_arith.solve(*[pair.get(a, a) if isinstance(a, str) else a for a in args])
+
+
+def test_an_empty_list_to_the_pipeline_is_one_clear_error(abacus):
+    pipe = hf_arith.ArithmeticPipeline(model=abacus[0], tokenizer=abacus[1])
+    with pytest.raises(ValueError, match="^inputs: an empty list of problems"):
+        pipe([])
+    with pytest.raises(TypeError, match="^inputs must be a problem .* got set$"):
+        pipe({"1+1"})
+
+
+@pytest.mark.parametrize("batch_size, error", [(0, ValueError), (-1, ValueError), ("x", TypeError), (2.0, TypeError)])
+def test_the_pipeline_refuses_a_batch_size_that_is_not_a_positive_integer(abacus, batch_size, error):
+    from transformers import pipeline
+
+    pipe = hf_arith.ArithmeticPipeline(model=abacus[0], tokenizer=abacus[1])
+    with pytest.raises(error, match="^batch_size must be a positive integer, got"):
+        pipe(["1+1", "2+2"], batch_size=batch_size)
+    with pytest.raises(error, match="^batch_size must be a positive integer, got"):
+        pipeline("arithmetic", model=abacus[0], tokenizer=abacus[1], batch_size=batch_size)
+
+
+@pytest.mark.parametrize("samples", ["٣", "３", "1٣"])
+def test_eval_samples_in_other_scripts_digits_are_refused(capsys, samples):
+    assert "expected an integer from 1 to" in fails(capsys, "eval", "minimal-add10", "--samples", samples)
+
+
+def test_a_corrupt_training_summary_is_an_error_naming_the_file(tmp_path, capsys):
+    folder = Path(shutil.copytree(ABACUS, tmp_path / "m"))
+    summary = folder / "training_summary.json"
+    record = json.loads(summary.read_text())
+    for damage in ("{not json", json.dumps({**record, "train_digits": [1, -1]}), "[1, 2]"):
+        summary.write_text(damage)
+        with pytest.raises(CheckpointError, match=f"^{re.escape(str(folder))}: {re.escape(str(summary))}: corrupt file"):
+            load_checkpoint(folder)
+        message = fails(capsys, "solve", "1+1", "--model", folder)
+        assert str(summary) in message and "corrupt file" in message and "-1 digits" not in message
+
+
+# == Issue 57: the pipeline decodes as solve does ========================================================
+def test_the_pipeline_and_solve_give_identical_answers_on_a_batch_at_comparable_speed(abacus):
+    import time
+
+    model, tokenizer = abacus
+    rng = np.random.default_rng(57)
+    problems = [f"{rng.integers(0, 10**rng.integers(1, 13))}+{rng.integers(0, 10**rng.integers(1, 13))}"
+                for _ in range(128)]  # 1-12 digits, beyond the trained 10 too
+    pipe = hf_arith.ArithmeticPipeline(model=model, tokenizer=tokenizer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BeyondTrainingWarning)
+        solve_times, pipe_times = [], []
+        for _ in range(3):
+            start = time.perf_counter()
+            solved = hf_arith.solve(model, tokenizer, problems, batch_size=64)
+            solve_times.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            piped = [out["answer"] for out in pipe(problems, batch_size=64)]
+            pipe_times.append(time.perf_counter() - start)
+    assert piped == solved
+    right = [a == str(sum(map(int, p.split("+")))) for p, a in zip(problems, solved)]
+    assert sum(right) >= 0.9 * len(problems)  # answers, not a shared failure (which would also be identical)
+    assert min(pipe_times) <= 1.5 * min(solve_times), (pipe_times, solve_times)
+
+
+# == Issue 57: bounds before work ========================================================================
+def _abacus_with_config(tmp_path, **changes) -> Path:
+    folder = Path(shutil.copytree(ABACUS, tmp_path / "edited"))
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **changes}))
+    return folder
+
+
+@pytest.mark.parametrize("argv", [["solve", "1+1", "--model", "{m}"], ["eval", "{m}", "--samples", "5"], ["summary", "{m}"],
+                                  ["attention", "{m}", "1+1", "--output", "{o}/a.png"], ["verify", "{m}"],
+                                  ["adderboard", "{m}", "--output", "{o}/s.py"]])
+def test_a_config_abacus_range_of_ten_million_is_refused_before_loading(tmp_path, capsys, argv):
+    import time
+
+    folder = _abacus_with_config(tmp_path, abacus_max_digits=10**7)
+    start = time.monotonic()
+    message = fails(capsys, *[a.format(m=folder, o=tmp_path) for a in argv])
+    assert time.monotonic() - start < 20  # building the 10-million-row table took minutes
+    assert "config.json's abacus_max_digits is 10,000,000, beyond the 1,000,000 hf_arith works with" in message
+
+
+def test_a_config_that_does_not_match_its_weights_is_refused_before_loading(tmp_path):
+    folder = _abacus_with_config(tmp_path, abacus_max_digits=500_000)
+    with pytest.raises(CheckpointError, match=r"config.json does not match the weights: it makes "
+                                              r"transformer.abacus.weight of shape \(500001, 64\), but model.safetensors "
+                                              r"holds \(41, 64\)"):
+        load_checkpoint(folder)
+
+
+def test_attention_refuses_a_problem_beyond_the_tokens_it_draws(capsys, tmp_path):
+    from hf_arith.attention_maps import MAX_ATTENTION_TOKENS
+
+    problem = "9" * 50 + "+" + "9" * 50  # within the window model's range (it adds 100-digit numbers)
+    message = fails(capsys, "attention", "abacus-gpt2-add-window-10", problem, "--output", tmp_path / "a.png")
+    assert message.endswith(f": 102 prompt + up to 52 answer tokens; attention maps are drawn for at most "
+                            f"{MAX_ATTENTION_TOKENS} tokens, so give a shorter problem")
+    assert not (tmp_path / "a.png").exists()
+
+
+def test_export_refuses_multiplication_too_long_to_finish(tmp_path, capsys):
+    import time
+
+    start = time.monotonic()
+    message = fails(capsys, "data", "export", tmp_path / "d", "--task", "mul", "--min-digits", "1000", "--max-digits", "1000")
+    assert time.monotonic() - start < 10
+    assert message.startswith("max_digits 1,000 with 16,384 rows") and "more than the 5,000,000,000" in message
+    assert not (tmp_path / "d").exists()
+
+
+def test_export_refuses_splits_larger_than_their_distinct_problems(tmp_path, capsys):
+    from hf_arith.dataset_builder import distinct_in_splits, make_spec
+
+    available = distinct_in_splits(make_spec("add", min_digits=1, max_digits=1), 0.1)
+    assert sum(available.values()) == 100 and 0 < available["test"] < 30  # counted, not assumed
+    message = fails(capsys, "data", "export", tmp_path / "d", "--train-size", "100000", "--test-size", "100000",
+                    "--max-digits", "1")
+    assert message == (f"train_size 100,000 is more than the {available['train']} distinct train problems with operands "
+                       "of 1-1 digits (test_fraction 0.1); lower train_size or widen the digit range")
+    argv = ["data", "export", str(tmp_path / "ok"), "--train-size", str(available["train"]), "--test-size",
+            str(available["test"]), "--max-digits", "1"]
+    assert main(argv) == 0, capsys.readouterr().err  # every distinct problem fits
+
+
+# == Issue 57: confidence beyond the trained range =======================================================
+def test_no_wrong_answer_beyond_the_trained_range_reports_confidence_of_a_checked_one():
+    from hf_arith.limits import BEYOND_TRAINING_CONFIDENCE
+    from hf_arith.solving import LOW_CONFIDENCE
+
+    assert BEYOND_TRAINING_CONFIDENCE < LOW_CONFIDENCE
+    model, tokenizer = load_checkpoint("abacus-gpt2-add-k2")  # trained on 1-10 digits
+    rng = np.random.default_rng(57)
+    problems = [f"{rng.integers(10**(n - 1), 10**n)}+{rng.integers(0, 10**rng.integers(1, n + 1))}"
+                for n in rng.integers(11, 16, size=300)]  # one to five digits past the range
+    problems.append("999999999999999+4")  # answered 1050000000000004 at 0.95 before the cap
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        answers = hf_arith.solve(model, tokenizer, problems, return_confidence=True)
+    beyond = [w for w in caught if issubclass(w.category, BeyondTrainingWarning)]
+    assert len(beyond) == 1 and f"capped at {BEYOND_TRAINING_CONFIDENCE:g}" in str(beyond[0].message)
+    raw = hf_arith.solve(model, tokenizer, problems, return_confidence=True, checked=True)  # uncalibrated
+    truth = [str(sum(map(int, p.split("+")))) for p in problems]
+    wrong = [i for i, (a, t) in enumerate(zip(answers, truth)) if a.answer != t]
+    assert [a.answer for a in answers] == [a.answer for a in raw]  # the cap changes confidences only
+    assert any(raw[i].confidence >= LOW_CONFIDENCE for i in wrong)  # what the cap is for
+    assert wrong and all(answers[i].confidence <= BEYOND_TRAINING_CONFIDENCE for i in wrong)
+    inside = hf_arith.solve(model, tokenizer, ["1234567890+987654321"], return_confidence=True)[0]
+    assert inside.confidence > LOW_CONFIDENCE  # answers inside the range keep theirs
+
+
+def test_sorting_lists_longer_than_trained_are_warned_about_and_capped(capsys):
+    from hf_arith.limits import BEYOND_TRAINING_CONFIDENCE
+
+    model, tokenizer = load_checkpoint("abacus-gpt2-sort")  # lists of 2-5 items
+    lists = ["a:12,b:7,c:30,d:1,e:9,f:4", "a:5,b:3,c:8,d:1,e:2,f:9,g:6,h:4", "a:31,b:7,c:120"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        answers = hf_arith.solve(model, tokenizer, lists, return_confidence=True)
+    [warning] = [w for w in caught if issubclass(w.category, BeyondTrainingWarning)]
+    assert str(warning.message).startswith("2 of 3 problem(s) have lists longer than the 2-5 items this model was "
+                                           "trained on (first: 'a:12,b:7,c:30,d:1,e:9,f:4')")
+    assert [a.confidence <= BEYOND_TRAINING_CONFIDENCE for a in answers] == [True, True, False]
+    assert main(["solve", *lists, "--model", "abacus-gpt2-sort"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert ["(a list beyond the 5 items this model was trained on" in line for line in lines] == [True, True, False]
+
+
+# == Issue 57: recipes and names ==========================================================================
+def test_an_empty_recipe_is_refused(tmp_path, capsys):
+    recipe = tmp_path / "empty.yaml"
+    for text in ("", "# nothing yet\n", "{}\n"):
+        recipe.write_text(text)
+        message = fails(capsys, "train", recipe, "--output-dir", tmp_path / "o")
+        assert message.startswith(f"{recipe}: an empty recipe (no sections)")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("option, value", [("--name", "a\x00b"), ("--name", "two\nlines"), ("--author", "\x1b[31m")])
+def test_adderboard_refuses_control_characters_in_names(tmp_path, capsys, option, value):
+    message = fails(capsys, "adderboard", "minimal-add10", option, value, "--output", tmp_path / "s.py")
+    assert message.startswith(f"{option[2:]} must be printable text")
+    assert not (tmp_path / "s.py").exists()
+
+
+@pytest.mark.parametrize("name, problem, truth", [("abacus-gpt2-add-k2", "999999999999999+4", "1000000000000003"),
+                                                  ("abacus-gpt2-mul", "5233908*4", "20935632")])
+def test_the_reported_confident_wrong_answers_beyond_the_range_are_capped(name, problem, truth):
+    from hf_arith.limits import BEYOND_TRAINING_CONFIDENCE
+
+    model, tokenizer = load_checkpoint(name)
+    with pytest.warns(BeyondTrainingWarning):
+        [answer] = hf_arith.solve(model, tokenizer, [problem], return_confidence=True)
+    [raw] = hf_arith.solve(model, tokenizer, [problem], return_confidence=True, checked=True)
+    assert answer.answer == raw.answer != truth and raw.confidence >= 0.9  # wrong, and sure of it
+    assert answer.confidence == BEYOND_TRAINING_CONFIDENCE
+
+
+def test_attention_on_a_multiplication_past_its_range_finishes(tmp_path, capsys):
+    import time
+
+    start = time.monotonic()
+    assert main(["attention", "abacus-gpt2-mul", "123456*1", "--output", str(tmp_path / "a.png")]) == 0
+    assert time.monotonic() - start < 100 and (tmp_path / "a.png").stat().st_size > 0
+    assert "Attention maps (4 layer(s) x 4 head(s))" in capsys.readouterr().out

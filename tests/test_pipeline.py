@@ -75,8 +75,11 @@ def test_the_pipeline_writes_what_solve_writes(pipe, name):
 def test_a_list_is_decoded_in_batches(pipe, monkeypatch):
     p = pipe("abacus-gpt2-add")
     calls = []
-    generate = p.model.generate
-    monkeypatch.setattr(p.model, "generate", lambda **kw: calls.append(kw["input_ids"].shape[0]) or generate(**kw))
+    import hf_arith.pipeline_arithmetic as module
+
+    decode = module.greedy_decode
+    monkeypatch.setattr(module, "greedy_decode", lambda model, ids, *a, **kw: calls.append(ids.shape[0]) or
+                        decode(model, ids, *a, **kw))
     problems = [f"{i}+{i * 7919}" for i in range(DEFAULT_BATCH_SIZE + 6)]
     answers = [out["answer"] for out in p(problems)]
     assert calls == [DEFAULT_BATCH_SIZE, 6]
@@ -150,9 +153,11 @@ def test_a_saved_folder_names_the_pipeline_and_carries_its_file(tmp_path):
     imported = {alias.name.split(".")[0] for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Import)
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(ast.parse(source))
-                 if isinstance(node, ast.ImportFrom) and node.module}
-    assert imported == {"__future__", "torch", "transformers"}
-    assert not any(isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(ast.parse(source)))
+                 if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+    assert imported == {"__future__", "numbers", "types", "torch", "transformers"}
+    # Its one sibling, the decoder `solve` uses, travels with it.
+    siblings = {node.module for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom) and node.level}
+    assert siblings == {"decoding"} and (folder / "decoding.py").is_file()
     # With hf_arith installed, the folder's pipeline runs as remote code or as the installed class.
     for p in (pipeline("arithmetic", model=str(folder), trust_remote_code=True),
               pipeline("arithmetic", model=str(folder), pipeline_class=ArithmeticPipeline)):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import re
 import sys
 import warnings
@@ -46,9 +45,16 @@ def take_negative_problems(parser: argparse.ArgumentParser) -> None:
 
 
 # -- option types (each checked as the option is parsed) -------------------------------------
+def ascii_int(text: str) -> int:
+    """int(text) for ASCII decimal digits only: int() also reads other scripts' digits ('٣' is 3)."""
+    if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", text):
+        raise ValueError(text)
+    return int(text)
+
+
 def positive_int(text: str) -> int:
     try:
-        value = int(text)
+        value = ascii_int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {quote(text)}") from None
     if value < 1:
@@ -58,7 +64,7 @@ def positive_int(text: str) -> int:
 
 def integer(text: str) -> int:
     try:
-        return int(text)
+        return ascii_int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {quote(text)}") from None
 
@@ -69,7 +75,7 @@ def int_in(low, high, why: str = ""):
     def parse(text: str) -> int:
         top = high() if callable(high) else high
         try:
-            value = int(text)
+            value = ascii_int(text)
         except ValueError:
             value = None
         if value is None or not low <= value <= top:
@@ -220,6 +226,3 @@ def writable_dir(text: str, option: str) -> Path:
     return path
 
 
-def write_json(path: Path, data) -> Path:
-    path.write_text(json.dumps(data, indent=2) + "\n")
-    return path

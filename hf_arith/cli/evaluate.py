@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import CLIError
 from ..formatting import quote
+from ..records import write_atomic, write_json
 from .common import (
     LOW_CONFIDENCE,
     MAX_SAMPLES,
@@ -26,7 +27,6 @@ from .common import (
     set_threads,
     take_negative_problems,
     writable_dir,
-    write_json,
 )
 
 DEFAULT_SAMPLES = 2000
@@ -161,7 +161,7 @@ def cmd_eval(args) -> int:
                 "weights_fingerprint": weights_fingerprint(checkpoint_folder(model)), **report,
                 "by_max_operand_length": {str(k): v for k, v in report.get("by_max_operand_length", {}).items()},
                 **_eval_record(args, min_digits, max_digits)}
-        Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
+        write_json(args.json, data)
         print(f"Report written to {args.json}")
     if extras:
         _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_dir)
@@ -219,8 +219,7 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
                     [_in_training_range(p, train, result.get("train_items")) for p in problems])
         result["model"] = str(args.model)
         written.append(write_json(out_dir / "grid.json", result))
-        with (out_dir / "grid_problems.jsonl").open("w") as f:
-            f.writelines(json.dumps(p) + "\n" for p in problems)
+        write_atomic(out_dir / "grid_problems.jsonl", "".join(json.dumps(p) + "\n" for p in problems))
         written += [out_dir / "grid_problems.jsonl", save_figure(plot_grid(result), out_dir / "grid.png")]
         summary["grid"] = {"lengths": result["lengths"], **({"items": result["items"]} if "items" in result else {}),
                            **result["summary"]}
@@ -309,6 +308,6 @@ def cmd_summary(args) -> int:
     print(f"{args.model}: {type(model).__name__}, {describe_format(fmt)}")
     print(format_summary(summary))
     if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
+        write_json(args.json, summary)
         print(f"Summary written to {args.json}")
     return 0

@@ -94,12 +94,12 @@ def cmd_solve(args) -> int:
         answers = solve(model, tokenizer, list(args.problems), tokens_per_step=args.tokens_per_step,
                         return_confidence=True)
     # Operand lengths in the model's base, leading zeros not counted.
-    beyond = limits.beyond_training(parsed)
+    beyond = limits.beyond_training_notes(parsed)
     for problem, (answer, confidence), flagged in zip(args.problems, answers, beyond, strict=True):
         shown = problem.strip().replace(" ", "")
         # A number longer than any the model was trained on is answered, but flagged: beyond its
         # training lengths the model's own length grid, not this answer, says how far to trust it.
-        notes = [f"operands beyond the {limits.training_range[1]} digits this model was trained on"] if flagged else []
+        notes = [flagged] if flagged else []
         # An unsure token is where a wrong answer usually shows: the lowest token probability is marked.
         if answer is not None and confidence < args.min_confidence:
             notes.append(f"low confidence: {100 * confidence:.1f} %, below {100 * args.min_confidence:g} %")

@@ -44,6 +44,9 @@ def cmd_train(args) -> int:
         raise CLIError(f"--output-dir {output_dir}: exists and is not a folder")
     # Every recipe and launch mistake (and a --resume with nothing to resume) is reported now, not after training.
     run = prepare_run(recipe, output_dir, resume=args.resume, overwrite=args.overwrite)
+    if run.finished is not None:  # --resume of a run that has ended: one line, exit 0, nothing changed
+        run_training(run)
+        return 0
     fmt = run.fmt
     main_process = is_main_process()  # under torchrun / accelerate launch, rank 0 does the talking
     if run.checkpoint is not None:

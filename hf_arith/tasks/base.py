@@ -49,6 +49,8 @@ class Task:
     digit_answers: every answer is digits only (no sign, no labels), so a model may write digits alone.
     commutative: a+b and b+a have the same answer (the stress sets' commutativity check).
     reported_failures: in-range problems that bundled models once answered wrongly (a stress set).
+    work_exponent: a problem's digit operations grow as max_digits to this power (2: every digit of
+    one operand meets every digit of the other), which bounds how much a data export may draw.
     """
 
     name: str = ""
@@ -65,6 +67,7 @@ class Task:
     digit_answers: bool = True
     default_digits: tuple[int, int] = (1, 10)
     reported_failures: tuple[str, ...] = ()
+    work_exponent: int = 1
 
     def __repr__(self) -> str:
         return f"<task {self.name!r}>"

@@ -13,6 +13,7 @@ class Mul(Task):
     scratchpads = ("running_sums",)
     commutative = True
     default_digits = (1, 5)
+    work_exponent = 2
     reported_failures = ("29299*29229", "927*88471", "89652*4880", "66661*66111")
 
     def check_format(self, fmt):
