@@ -676,7 +676,7 @@ def submission_source(model, tokenizer, *, name: str | None = None, author: str 
         if text is not None and (not isinstance(text, str) or not text.strip() or not text.isprintable()
                                  or len(text) > MAX_NAME_CHARS):
             shown = repr(text)[:60] if isinstance(text, str) else type(text).__name__
-            raise ValueError(f"{option} must be printable text of 1 to {MAX_NAME_CHARS} characters (no control "
+            raise HfArithError(f"{option} must be printable text of 1 to {MAX_NAME_CHARS} characters (no control "
                              f"characters such as NUL or newlines), got {shown}")
     checkpoint = checkpoint_label(getattr(model, "name_or_path", "") or "model")
     title = name or f"hf_arith {checkpoint}"

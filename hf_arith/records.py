@@ -14,6 +14,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from .errors import HfArithError
+
 SUMMARY_FILE = "training_summary.json"
 NOTES_FILE = "notes.json"
 LOOPS_FILE = "loops.json"  # a looped model's accuracy-vs-recurrences curve (`hf-arith eval --loops`)
@@ -33,9 +35,11 @@ def write_atomic(path: str | os.PathLike, text: str, mode: int = 0o644) -> Path:
             os.fsync(f.fileno())
         os.chmod(temporary, mode)
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+        if isinstance(err, OSError) and err.filename is None:
+            err.filename = str(path)  # the file it could not write, named in the one-line message
         raise
     return path
 
@@ -45,7 +49,7 @@ def write_json(path: str | os.PathLike, data, indent: int | None = 2) -> Path:
     return write_atomic(path, json.dumps(data, indent=indent) + "\n")
 
 
-class RecordError(ValueError):
+class RecordError(HfArithError):
     """A record file that is there but cannot be read as one (a one-line message naming the file)."""
 
 

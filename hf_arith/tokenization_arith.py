@@ -127,7 +127,7 @@ class ArithTokenizer(TokenizersBackend):
     def check_model(self, model_or_config) -> None:
         """Refuse, in one line (FormatError), a model this tokenizer does not write problems for.
 
-        The one check of a model and its tokenizer, on every path (`hf_arith.load`, `solve`, the
+        The one check of a model and its tokenizer, on every path (the package's `load` and `solve`, the
         `arithmetic` pipeline, the Space). The config's `number_format_fingerprint` (written by training
         and `save_checkpoint`) must be this format's. A config without one is checked on the format its
         folder records (`recorded_formats`: the task and so its operator, base and digit order), then on
