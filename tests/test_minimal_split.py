@@ -51,7 +51,7 @@ def test_the_split_design_has_54_parameters_and_each_tie_saves_what_it_should():
 
 
 def test_an_odd_head_dim_turns_its_pairs_and_leaves_the_last_dimension():
-    from hf_arith.models.modeling_minimal import rotate_pairs
+    from hf_arith.models.minimal_core import rotate_pairs
 
     x = torch.randn(2, 7, 5)
     angle = torch.tensor(0.7)

@@ -1,5 +1,6 @@
 """Model families, one flat folder: each family's configuration and modeling file in the transformers
-layout, beside the files they share (`modeling_common.py`, `abacus_positions.py`). Those files import
+layout, beside the files they share (`modeling_common.py`, `abacus_positions.py`) and the minimal family's
+plain-torch computation (`minimal_core.py`). Those files import
 only torch, transformers and each other (`from .x import`), so save_pretrained ships them as Hub
 remote code."""
 
