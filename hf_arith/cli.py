@@ -40,7 +40,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from . import __version__
-from .bundled import bundled_models, bundled_path
+from .bundled import bundled_models, bundled_path, catalogue_entry
 from .decoding import default_threads
 from .evaluation import evaluate_model, heldout_problems, loops_curve, verify_tiny_adder
 from .formatting import TASK_NAMES, FormatError, parse_problems, quote
@@ -189,8 +189,15 @@ def describe_format(fmt) -> str:
 
 # -- train ----------------------------------------------------------------------------------
 def cmd_train(args) -> int:
-    from .train_config import load_recipe
+    from .train_config import load_recipe, preset_catalogue
     from .training import is_main_process, prepare_run, run_training, world_size
+
+    if args.list:  # the catalogue of presets: each one's line, training time and stages
+        for row in preset_catalogue():
+            stages = f"; stages: {' -> '.join(row['stages'])}" if row["stages"] else ""
+            print(f"{row['name']}  ({TASK_NAMES.get(row['task'], row['task'])}, {row['family']} family)\n"
+                  f"  {row['about']}\n  training: {row['train_time']}{stages}")
+        return 0
 
     overrides = list(args.set or [])
     if args.threads is not None:
@@ -577,22 +584,29 @@ def cmd_solve(args) -> int:
 
 # -- models ---------------------------------------------------------------------------------
 def cmd_models(args) -> int:
+    from .families import family_of
+
     _set_threads(args, default=1)
     names = bundled_models()
     if not names:
         print("No bundled models in this installation.")
         return 0
-    rows = []
+    rows, uses = [], [""]
     for name in names:
+        entry = catalogue_entry(name)
         try:
             model, tokenizer = load_checkpoint(name)
-            rows.append((name, describe_format(tokenizer.arith_format), str(model.num_parameters()), bundled_path(name)))
+            rows.append((name, describe_format(tokenizer.arith_format), family_of(model),
+                         str(model.num_parameters()), entry["trained"], entry["measured"], bundled_path(name)))
         except CheckpointError as err:
-            rows.append((name, f"unreadable: {one_line(err)}", "-", bundled_path(name)))
-    header = ("name", "task", "unique params", "path")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
-    for r in [header, *rows]:
-        print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}")
+            rows.append((name, f"unreadable: {one_line(err)}", "-", "-", "-", "-", bundled_path(name)))
+        uses.append(f"  use it for: {entry['use_for']}")
+    header = ("name", "task", "family", "unique params", "trained", "measured", "path")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(6)]
+    for r, use in zip([header, *rows], uses):
+        print("  ".join(f"{v:>{w}}" if i == 3 else f"{v:<{w}}" for i, (v, w) in enumerate(zip(r, widths))) + f"  {r[6]}")
+        if use:
+            print(use)
     return 0
 
 
@@ -720,6 +734,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint-* in the output folder")
     p.add_argument("--overwrite", action="store_true",
                    help="train into a non-empty output folder, deleting its checkpoint-* folders and final/ first")
+    p.add_argument("--list", action="store_true", help="list the presets: what each trains, its training time, stages")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("eval", parents=[common, source, runtime], help="held-out exact match, overall and per operand length")

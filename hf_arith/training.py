@@ -48,7 +48,7 @@ from .saving import save_checkpoint
 from .seed_screen import SCREEN_FILE, SCREEN_FOLDER, StopAtStep, read_screen, screen, screened_recipe
 from .streaming import CurriculumState, ProblemStream, encode_examples, stack_examples, worst_case_length
 from .tokenization_arith import ArithTokenizer
-from .train_config import Recipe, RecipeError, check_recipe, evaluates_during_training, load_recipe
+from .train_config import Recipe, RecipeError, check_recipe, evaluates_during_training, place_stages
 from .warm_start import describe_warm_start, earlier_stages, freeze_all_but, warm_start
 
 
@@ -545,7 +545,7 @@ class TrainingRun:
     eval_problems: Problems | None = None
     overwrite: bool = False  # clear the output folder's checkpoint-* and final/ before training
     mined: Problems | None = None  # a resumed run's saved pool of data.mine_problems (a new run mines its own)
-    earlier_stage: Recipe | None = None  # init_from: preset:NAME whose final model is not there yet: trained first
+    earlier: list[TrainingRun] = dataclasses.field(default_factory=list)  # a chain's stages still to train, first
 
 
 def _output_entries(output_dir: str) -> list[str]:
@@ -557,23 +557,29 @@ def _output_entries(output_dir: str) -> list[str]:
         return []
 
 
-PRESET_STAGE = "preset:"  # init_from: preset:NAME starts from the final model of preset NAME's run
-
-
-def resolve_earlier_stage(recipe: Recipe) -> tuple[Recipe, Recipe | None]:
-    """A recipe whose init_from is `preset:NAME`: the same recipe starting from the final folder of
-    that preset's run, and the preset's recipe when that folder holds no model yet (None when it
-    does). Staged models then train from scratch with one command, each stage in its own folder."""
-    if not recipe.init_from.startswith(PRESET_STAGE):
-        return recipe, None
-    name = recipe.init_from[len(PRESET_STAGE):]
-    try:
-        earlier = load_recipe(name, [])
-    except RecipeError as err:
-        raise RecipeError(f"init_from {recipe.init_from}: {err}") from None
-    final = Path(earlier.output_dir) / "final"
-    resolved = dataclasses.replace(recipe, init_from=str(final))
-    return resolved, None if (final / "model.safetensors").is_file() else earlier
+def earlier_runs(recipe: Recipe, output_dir: str, resume: bool) -> tuple[Recipe, list[TrainingRun], bool]:
+    """A chain (train_config.load_stages) whose last stage trains into output_dir: that stage's recipe,
+    starting from the final folder of the stage before; a prepared run for each earlier stage whose
+    final model is not there yet (resumed where a killed run left checkpoints), on the last stage's
+    threads (a setting of the machine, not of the model); and whether the last stage resumes (not when
+    the chain stopped before it started)."""
+    if len(recipe.stages) < 2:
+        return recipe, [], resume
+    stages = place_stages(list(recipe.stages), output_dir)
+    notes = recipe.notes
+    if stages[-1].chained:
+        recipe = dataclasses.replace(recipe, init_from=stages[-1].recipe.init_from)
+        recipe.notes = notes
+    runs = []
+    for stage in stages[:-1]:
+        earlier = stage.recipe
+        if (Path(earlier.output_dir) / "final" / "model.safetensors").is_file():
+            continue
+        earlier = dataclasses.replace(earlier, optim=dataclasses.replace(earlier.optim, threads=recipe.optim.threads))
+        runs.append(prepare_run(earlier, resume=last_checkpoint(earlier.output_dir) is not None))
+    if resume and runs and last_checkpoint(output_dir) is None and not _output_entries(output_dir):
+        resume = False
+    return recipe, runs, resume
 
 
 def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = False,
@@ -585,15 +591,11 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
     held-out problems of an evaluation during training. Prints the recipe's notes (TrainingArguments
     names read as recipe keys) once, on the main process."""
     output_dir = str(output_dir or recipe.output_dir)
-    stage = recipe.init_from
-    recipe, earlier = resolve_earlier_stage(recipe)
-    if earlier is not None and Path(earlier.output_dir).resolve() == Path(output_dir).resolve():
-        raise RecipeError(f"init_from {stage} trains into {output_dir}, this run's own output folder; "
-                          f"give this run another --output-dir")
     if resume and overwrite:
         raise RecipeError("--resume continues the run in the output folder and --overwrite replaces it; give one of them")
     fmt = check_recipe(recipe)
     check_launch(recipe)
+    recipe, earlier, resume = earlier_runs(recipe, output_dir, resume)
     checkpoint, mined = None, None
     notes = list(recipe.notes)
     if resume:
@@ -629,7 +631,7 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
         for note in notes:
             print(f"hf-arith: {note}", file=sys.stderr, flush=True)
     return TrainingRun(recipe, fmt, output_dir, checkpoint, eval_problems, overwrite=overwrite,
-                       earlier_stage=earlier if checkpoint is None else None, mined=mined)
+                       earlier=earlier, mined=mined)
 
 
 def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, evaluate: bool = True,
@@ -651,8 +653,8 @@ def screened_run(run: TrainingRun) -> TrainingRun:
         clear_output(run.output_dir)
 
     def train_candidate(candidate: Recipe, folder: str, stop_at: int) -> list[dict]:
-        return run_training(dataclasses.replace(run, recipe=candidate, output_dir=folder, overwrite=False),
-                            stop_at=stop_at)
+        return train_stage(dataclasses.replace(run, recipe=candidate, output_dir=folder, overwrite=False),
+                           stop_at=stop_at)
 
     chosen, checkpoint = screen(run.recipe, run.output_dir, train_candidate)
     # Cleared before the screen; clearing again would delete the chosen checkpoint.
@@ -724,20 +726,23 @@ def held_out_lr_callbacks(recipe: Recipe, decay_callbacks: list) -> list:
     return [HeldoutLearningRateDrop(decay_callbacks[0], o.lr_drop_exact, o.lr_drop_factor)]
 
 
-def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = None):
-    """Train a prepared run (see `prepare_run`, which has checked it); returns the summary `train` does.
+def run_training(run: TrainingRun, evaluate: bool = True):
+    """Train a prepared run (see `prepare_run`, which has checked it): each earlier stage of its chain
+    still to train, in order, then its own; returns the summary `train` does (of the last stage)."""
+    for k, stage in enumerate(run.earlier, 1):
+        if is_main_process():
+            print(f"Training earlier stage {k} of {len(run.earlier)} first, into {stage.output_dir}", flush=True)
+        train_stage(stage, evaluate=evaluate)
+    return train_stage(run, evaluate=evaluate)
+
+
+def train_stage(run: TrainingRun, evaluate: bool = True, stop_at: int | None = None):
+    """Train one prepared run, without its earlier stages (`run_training` trains those first).
     With `stop_at` (a screened init, hf_arith.seed_screen): stop at that step with a checkpoint there and
     return the Trainer's log history instead."""
     if stop_at is None and run.recipe.optim.screen_steps and run.checkpoint is None:
         run = screened_run(run)
     recipe, fmt, output_dir, checkpoint = run.recipe, run.fmt, run.output_dir, run.checkpoint
-    if run.earlier_stage is not None:  # its own run, resumed where a killed one left checkpoints
-        # Threads are a setting of the machine, not of the model: every stage one command trains uses its own.
-        earlier = dataclasses.replace(run.earlier_stage,
-                                      optim=dataclasses.replace(run.earlier_stage.optim, threads=recipe.optim.threads))
-        if is_main_process():
-            print(f"Training the earlier stage first, into {earlier.output_dir} (init_from: {recipe.init_from})", flush=True)
-        train(earlier, resume=last_checkpoint(earlier.output_dir) is not None, evaluate=evaluate)
     if run.overwrite and is_main_process():
         clear_output(output_dir)
     torch.set_num_threads(recipe.optim.threads)
