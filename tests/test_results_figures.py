@@ -171,3 +171,11 @@ def test_the_results_page_stays_short_enough_to_take_in():
     lines = (ROOT / "docs" / "results.md").read_text().splitlines()
     assert len(lines) <= 250
     assert [i + 1 for i, line in enumerate(lines) if len(line) > 300] == []
+
+
+def test_the_results_folder_holds_current_figures_under_one_naming_rule():
+    files = [p for p in (ROOT / "bench" / "results").rglob("*") if p.is_file()]
+    assert len(files) <= 100
+    assert all(p.parent.name == "results" for p in files), "no subfolders: superseded figures leave the tree"
+    dated = re.compile(r"\d{4}-\d{2}-\d{2}|first|second|attempt|probe")
+    assert [p.name for p in files if dated.search(p.name)] == []
