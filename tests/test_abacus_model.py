@@ -462,7 +462,7 @@ def test_presets_train_multi_token_models_with_the_trainer(tmp_path, preset):
                  "model.hidden_size=16", "model.num_hidden_layers=1", "model.intermediate_size=32",
                  "model.num_future_tokens=2", f"output_dir={tmp_path}"]
     recipe = load_stages(preset, overrides)[0].recipe  # a chain's first stage: its stages are tested elsewhere
-    summary = train(recipe)
+    summary = train(recipe, output_dir=str(tmp_path))
     assert summary["steps"] == 4 and math.isfinite(summary["train_loss"])
     model, tok = load_checkpoint(tmp_path / "final")
     assert share_of_weights_changed(recipe, model) > 0.9  # the optimizer stepped

@@ -43,6 +43,6 @@ def test_training_with_separation_runs_end_to_end(tmp_path):
     recipe = load_stages("abacus-gpt2-add", ["init_from=abacus-gpt2-add", "optim.abacus_separation=1",
                                              "optim.steps=3", "optim.batch_size=16", "optim.save_steps=1000",
                                              "eval.samples=50", f"output_dir={tmp_path}"])[0].recipe
-    summary = train(recipe)
+    summary = train(recipe, output_dir=str(tmp_path))
     model, _ = load_checkpoint(summary["output"])
     assert has_abacus_table(model) and summary["steps"] == 3

@@ -414,7 +414,7 @@ def test_presets_train_with_the_trainer_and_load_back(tmp_path, preset):
     if preset == "looped-add":  # gradient accumulation: the progressive loss gets num_items_in_batch
         overrides.append("trainer.gradient_accumulation_steps=2")
     recipe = load_stages(preset, overrides)[0].recipe  # a chain's first stage: its stages are tested elsewhere
-    summary = train(recipe)
+    summary = train(recipe, output_dir=str(tmp_path))
     assert summary["steps"] == 3 and math.isfinite(summary["train_loss"])
     model, tok = load_checkpoint(tmp_path / "final")
     assert share_of_weights_changed(recipe, model) > 0.9  # the optimizer stepped
