@@ -16,6 +16,7 @@ built, each with a one-line note in `recipe.notes`; the two given with different
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import importlib.util
@@ -182,6 +183,9 @@ class Recipe:
     # How the recipe was read (TrainingArguments names taken as recipe keys), one line each, printed
     # once per run by training.prepare_run. Not a field: not part of the recorded recipe.
     notes: ClassVar[tuple[str, ...]] = ()
+    # A chain's stages, oldest first, this recipe the last (train_config.Stage; `load_recipe` sets them,
+    # `training.prepare_run` trains the earlier ones first). Not a field: each stage records its own recipe.
+    stages: ClassVar[tuple] = ()
 
 
 _SECTIONS = {"data": DataRecipe, "optim": OptimRecipe, "eval": EvalRecipe}
@@ -671,20 +675,60 @@ def _map_override_names(overrides: list[str]) -> tuple[list[tuple[list[str], obj
     return parsed, notes
 
 
-def load_recipe(name_or_path: str | None = None, overrides: list[str] | None = None) -> Recipe:
-    """A preset name (see `list_presets`) or a YAML file path, plus overrides."""
-    name_or_path = name_or_path or "minimal-add10"
+# -- presets as files: extend:, stages: and the catalogue keys ----------------------------------------
+# A preset file may state only its differences: `extend: BASE` (a preset name, or a YAML file beside it;
+# BASE:STAGE takes BASE's chain up to that stage) starts from BASE's recipe, and `stages:` lists the
+# runs of a chain, each a mapping of what differs
+# from the stage before (the first: from the recipe around it). Mappings merge key by key; lists and
+# values replace. Stage k > 0 starts from stage k - 1's final model; earlier stages train into
+# `{output_dir}-{stage}` and the last into output_dir. A recipe without stages: is one stage, labelled
+# by its file's name. A preset with stages: that extends a base trains the base's stages first, then
+# its own (its keys outside stages: apply to its own); without stages:, it changes the base's last one.
+CATALOGUE_KEYS = ("about", "train_time")  # what `hf-arith train --list` prints; not part of the recipe
+STAGE_LABEL = "stage"  # a stage's short name (letters, digits, '-'): its run folder's suffix
+CHAIN_KEYS = ("name", "output_dir", "extend", "stages", *CATALOGUE_KEYS)  # the chain's, never a stage's
+_LABEL = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+@dataclass
+class Stage:
+    """One run of a chain: its label, its recipe (output_dir and init_from as placed by `place_stages`)
+    and whether it starts from the stage before it (False: from its own init_from, or from scratch)."""
+
+    label: str
+    recipe: Recipe
+    chained: bool
+
+
+def _merge(base: dict, changes: dict) -> dict:
+    """`base` with `changes` applied: mappings merge key by key, everything else is replaced."""
+    merged = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _preset_path(name_or_path: str, beside: Path | None = None) -> Path:
     path = Path(name_or_path)
-    if not path.is_file():
-        preset = PRESETS_DIR / f"{name_or_path}.yaml"
-        if not preset.is_file():
-            # The presets are too many to list in one error line: the closest names, and where the rest are.
-            presets = list_presets()
-            close = difflib.get_close_matches(name_or_path, presets, n=3, cutoff=0.6)
-            hint = f"did you mean {' or '.join(close)}? " if close else ""
-            raise RecipeError(f"no preset or file named {name_or_path!r}; {hint}the {len(presets)} presets include "
-                              f"minimal-add10 (the default); `hf-arith train --help` lists them all")
-        path = preset
+    if beside is not None and not path.is_absolute() and (beside / name_or_path).is_file():
+        return beside / name_or_path
+    if path.is_file():
+        return path
+    preset = PRESETS_DIR / f"{name_or_path}.yaml"
+    if preset.is_file():
+        return preset
+    # The presets are too many to list in one error line: the closest names, and where the rest are.
+    presets = list_presets()
+    close = difflib.get_close_matches(name_or_path, presets, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    raise RecipeError(f"no preset or file named {name_or_path!r}; {hint}the {len(presets)} presets include "
+                      f"minimal-add10 (the default); `hf-arith train --list` lists them all")
+
+
+def _read_preset(path: Path) -> dict:
     try:
         data = _load_yaml(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
@@ -698,10 +742,132 @@ def load_recipe(name_or_path: str | None = None, overrides: list[str] | None = N
     if not data:  # it would train every default (minimal-add10's recipe) without a word
         raise RecipeError(f"{path}: an empty recipe (no sections); write its sections (family, format, model, data, "
                           "optim, ...), or train the default recipe by name (hf-arith train minimal-add10)")
+    return data
+
+
+def _raw_stages(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict, list[dict]]:
+    """(the chain's own keys: name, output_dir and the catalogue's; each stage's full raw mapping) of a
+    preset file, its extend: resolved."""
+    if path.resolve() in seen:
+        chain = " -> ".join(p.stem for p in (*seen, path.resolve()))
+        raise RecipeError(f"{path}: extend: goes round in a circle ({chain})")
+    data = _read_preset(path)
+    top = {k: v for k, v in data.items() if k in CHAIN_KEYS}
+    body = {k: v for k, v in data.items() if k not in CHAIN_KEYS}
+    own = {k: top[k] for k in ("name", "output_dir", *CATALOGUE_KEYS) if k in top}
+    for key in CATALOGUE_KEYS:
+        if key in own and not isinstance(own[key], str):
+            raise RecipeError(f"{path}: {key} must be one line of text, got {own[key]!r}")
+    base_own, stages = {}, []
+    if "extend" in top:
+        if not isinstance(top["extend"], str) or not top["extend"]:
+            raise RecipeError(f"{path}: extend must name a preset or a YAML file, got {top['extend']!r}")
+        base, _, upto = top["extend"].partition(":")  # BASE:STAGE: the base's chain up to that stage
+        try:
+            base_own, stages = _raw_stages(_preset_path(base, path.parent), (*seen, path.resolve()))
+        except RecipeError as err:
+            raise RecipeError(f"{path}: extend {top['extend']}: {err}") from None
+        if upto:
+            labels = [stage[STAGE_LABEL] for stage in stages]
+            if upto not in labels:
+                raise RecipeError(f"{path}: extend {top['extend']}: {base} has no stage {upto!r}; its stages: "
+                                  f"{', '.join(labels)}")
+            stages = stages[:labels.index(upto) + 1]
+    own = {**{k: v for k, v in base_own.items() if k not in CATALOGUE_KEYS}, **own}
+    if "stages" not in top:
+        # A recipe of one stage is labelled by its file's name, as the first stage of a chain extending it.
+        stages = [*stages[:-1], _merge(stages[-1] if stages else {STAGE_LABEL: path.stem}, body)]
+        return own, stages
+    listed = top["stages"]
+    if not isinstance(listed, list) or not listed or not all(isinstance(s, dict) for s in listed):
+        raise RecipeError(f"{path}: stages must be a list of mappings (what each stage changes), got {listed!r}")
+    previous = _merge(stages[-1], body) if stages else body
+    for i, changes in enumerate(listed):
+        wrong = sorted(set(changes) & set(CHAIN_KEYS))
+        if wrong:
+            raise RecipeError(f"{path}: stages[{i}] sets {wrong}, which belong to the whole chain (outside stages:)")
+        if STAGE_LABEL not in changes:
+            raise RecipeError(f"{path}: stages[{i}] needs a {STAGE_LABEL}: label (its run folder's suffix)")
+        changes = dict(changes)
+        if len(stages) + i > 0 and "init_from" not in changes:  # from the stage before, set by place_stages
+            changes["init_from"] = ""
+        previous = _merge(previous, changes)
+        stages.append(previous)
+    return own, stages
+
+
+def load_stages(name_or_path: str | None = None, overrides: list[str] | None = None) -> list[Stage]:
+    """Every stage of a preset name (see `list_presets`) or a YAML file path, oldest first, each with the
+    overrides applied (`init_from=` to the first stage only: the others start from the stage before)."""
+    path = _preset_path(name_or_path or "minimal-add10")
+    own, raw = _raw_stages(path)
     # TrainingArguments names are read as recipe keys in the file, then on the command line, whose
     # overrides win over the file (a conflict is only one within the file or within the overrides).
-    data, notes = _map_argument_names(data or {})
     parsed, override_notes = _map_override_names(overrides or [])
-    recipe = recipe_from_dict(_apply_parsed(data, parsed))
-    recipe.notes = (*{**notes, **override_notes}.values(), *recipe.notes)
+    chain = _apply_parsed({k: own[k] for k in ("name", "output_dir") if k in own},
+                          [p for p in parsed if p[0] in (["name"], ["output_dir"])])
+    parsed = [p for p in parsed if p[0] not in (["name"], ["output_dir"])]
+    output_dir = chain.get("output_dir", _default_of("output_dir"))
+    if not isinstance(output_dir, str):
+        raise RecipeError(f"output_dir must be a string, got {output_dir!r}")
+    labels, stages = [], []
+    for k, data in enumerate(raw):
+        data = copy.deepcopy(data)  # stages share the mappings they do not change
+        label = data.pop(STAGE_LABEL, "")
+        if len(raw) > 1 and (not isinstance(label, str) or not _LABEL.match(label) or label in labels):
+            raise RecipeError(f"{path}: stage label {label!r} must be unique, of lowercase letters, digits and '-'")
+        labels.append(label)
+        chained = k > 0 and data.get("init_from") == ""
+        data, notes = _map_argument_names(data)
+        stage_parsed = parsed if k == 0 else [p for p in parsed if p[0] != ["init_from"]]
+        data = _apply_parsed({**data, **chain}, stage_parsed)
+        if chained:
+            data["init_from"] = "(the stage before)"  # checked as set; place_stages puts the folder in
+        try:
+            recipe = recipe_from_dict(data)
+        except RecipeError as err:
+            raise RecipeError(f"stage {label}: {err}" if len(raw) > 1 else str(err)) from None
+        recipe.notes = (*{**notes, **override_notes}.values(), *recipe.notes)
+        stages.append(Stage(label, recipe, chained))
+    return place_stages(stages, output_dir)
+
+
+def stage_folder(output_dir: str, stages: list[Stage], k: int) -> str:
+    """Where stage k of a chain whose last stage trains into output_dir trains."""
+    return output_dir if k == len(stages) - 1 else f"{output_dir}-{stages[k].label}"
+
+
+def place_stages(stages: list[Stage], output_dir: str) -> list[Stage]:
+    """The stages with the last one training into output_dir, each earlier one into `stage_folder`, and
+    each chained stage starting from the final folder of the stage before."""
+    placed = []
+    for k, stage in enumerate(stages):
+        changes = {"output_dir": stage_folder(output_dir, stages, k)}
+        if stage.chained:
+            changes["init_from"] = str(Path(stage_folder(output_dir, stages, k - 1)) / "final")
+        recipe = dataclasses.replace(stage.recipe, **changes)
+        recipe.notes = stage.recipe.notes
+        placed.append(Stage(stage.label, recipe, stage.chained))
+    return placed
+
+
+def load_recipe(name_or_path: str | None = None, overrides: list[str] | None = None) -> Recipe:
+    """The recipe of a preset name (see `list_presets`) or a YAML file path, plus overrides: a chain's
+    last stage (`load_stages` gives them all; `training.train` trains the earlier ones first)."""
+    stages = load_stages(name_or_path, overrides)
+    recipe = stages[-1].recipe
+    recipe.stages = tuple(stages)
     return recipe
+
+
+def preset_catalogue() -> list[dict]:
+    """Per preset: name, task, family, about, train_time and its stage labels (`hf-arith train --list`)."""
+    rows = []
+    for name in list_presets():
+        own, _ = _raw_stages(PRESETS_DIR / f"{name}.yaml")
+        stages = load_stages(name)
+        recipe = stages[-1].recipe
+        rows.append({"name": name, "task": recipe.format.get("task", "add"), "family": recipe.family,
+                     "about": own.get("about", ""), "train_time": own.get("train_time", ""),
+                     "stages": [s.label for s in stages] if len(stages) > 1 else []})
+    return rows

@@ -51,7 +51,7 @@ from .saving import save_checkpoint
 from .seed_screen import SCREEN_FILE, SCREEN_FOLDER, StopAtStep, read_screen, screen, screened_recipe
 from .streaming import CurriculumState, ProblemStream, encode_examples, stack_examples, worst_case_length
 from .tokenization_arith import ArithTokenizer
-from .train_config import Recipe, RecipeError, check_recipe, evaluates_during_training, load_recipe
+from .train_config import Recipe, RecipeError, check_recipe, evaluates_during_training, place_stages
 from .warm_start import describe_warm_start, earlier_stages, freeze_all_but, warm_start
 
 
@@ -534,7 +534,7 @@ class TrainingRun:
     eval_problems: Problems | None = None
     overwrite: bool = False  # clear the output folder's checkpoint-* and final/ before training
     mined: Problems | None = None  # a resumed run's saved pool of data.mine_problems (a new run mines its own)
-    earlier_stage: Recipe | None = None  # init_from: preset:NAME whose final model is not there yet: trained first
+    earlier: list[TrainingRun] = dataclasses.field(default_factory=list)  # a chain's stages still to train, first
     lock: RunLock | None = None  # the output folder's lock (main process), held until the run ends
     finished: str | None = None  # --resume of a run that has ended already: what to say instead of training
 
@@ -548,23 +548,29 @@ def _output_entries(output_dir: str) -> list[str]:
         return []
 
 
-PRESET_STAGE = "preset:"  # init_from: preset:NAME starts from the final model of preset NAME's run
-
-
-def resolve_earlier_stage(recipe: Recipe) -> tuple[Recipe, Recipe | None]:
-    """A recipe whose init_from is `preset:NAME`: the same recipe starting from the final folder of
-    that preset's run, and the preset's recipe when that folder holds no model yet (None when it
-    does). Staged models then train from scratch with one command, each stage in its own folder."""
-    if not recipe.init_from.startswith(PRESET_STAGE):
-        return recipe, None
-    name = recipe.init_from[len(PRESET_STAGE):]
-    try:
-        earlier = load_recipe(name, [])
-    except RecipeError as err:
-        raise RecipeError(f"init_from {recipe.init_from}: {err}") from None
-    final = Path(earlier.output_dir) / "final"
-    resolved = dataclasses.replace(recipe, init_from=str(final))
-    return resolved, None if (final / "model.safetensors").is_file() else earlier
+def earlier_runs(recipe: Recipe, output_dir: str, resume: bool) -> tuple[Recipe, list[TrainingRun], bool]:
+    """A chain (train_config.load_stages) whose last stage trains into output_dir: that stage's recipe,
+    starting from the final folder of the stage before; a prepared run for each earlier stage whose
+    final model is not there yet (resumed where a killed run left checkpoints), on the last stage's
+    threads (a setting of the machine, not of the model); and whether the last stage resumes (not when
+    the chain stopped before it started)."""
+    if len(recipe.stages) < 2:
+        return recipe, [], resume
+    stages = place_stages(list(recipe.stages), output_dir)
+    notes = recipe.notes
+    if stages[-1].chained:
+        recipe = dataclasses.replace(recipe, init_from=stages[-1].recipe.init_from)
+        recipe.notes = notes
+    runs = []
+    for stage in stages[:-1]:
+        earlier = stage.recipe
+        if (Path(earlier.output_dir) / "final" / "model.safetensors").is_file():
+            continue
+        earlier = dataclasses.replace(earlier, optim=dataclasses.replace(earlier.optim, threads=recipe.optim.threads))
+        runs.append(prepare_run(earlier, resume=last_checkpoint(earlier.output_dir) is not None))
+    if resume and runs and last_checkpoint(output_dir) is None and not _output_entries(output_dir):
+        resume = False
+    return recipe, runs, resume
 
 
 def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = False,
@@ -576,15 +582,11 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
     held-out problems of an evaluation during training. Prints the recipe's notes (TrainingArguments
     names read as recipe keys) once, on the main process."""
     output_dir = str(output_dir or recipe.output_dir)
-    stage = recipe.init_from
-    recipe, earlier = resolve_earlier_stage(recipe)
-    if earlier is not None and Path(earlier.output_dir).resolve() == Path(output_dir).resolve():
-        raise RecipeError(f"init_from {stage} trains into {output_dir}, this run's own output folder; "
-                          f"give this run another --output-dir")
     if resume and overwrite:
         raise RecipeError("--resume continues the run in the output folder and --overwrite replaces it; give one of them")
     fmt = check_recipe(recipe)
     check_launch(recipe)
+    recipe, earlier, resume = earlier_runs(recipe, output_dir, resume)
     created = not Path(output_dir).exists()
     try:
         lock = lock_output(output_dir) if is_main_process() else None
@@ -593,8 +595,9 @@ def prepare_run(recipe: Recipe, output_dir: str | None = None, resume: bool = Fa
     try:
         run = _prepare_locked(recipe, fmt, output_dir, resume, overwrite, earlier)
     except BaseException:
-        if lock is not None:
-            lock.release()
+        for held in [lock, *(stage.lock for stage in earlier)]:
+            if held is not None:
+                held.release()
         if created:
             with contextlib.suppress(OSError):
                 Path(output_dir).rmdir()  # only if still empty: nothing of a refused run stays
@@ -622,7 +625,7 @@ def finished_run(output_dir: str, recipe: Recipe) -> str | None:
 
 
 def _prepare_locked(recipe: Recipe, fmt: NumberFormat, output_dir: str, resume: bool, overwrite: bool,
-                    earlier: Recipe | None) -> TrainingRun:
+                    earlier: list[TrainingRun]) -> TrainingRun:
     """`prepare_run`'s checks of the output folder and the model, made while holding the folder's lock."""
     checkpoint, mined, finished = None, None, None
     notes = list(recipe.notes)
@@ -670,7 +673,7 @@ def _prepare_locked(recipe: Recipe, fmt: NumberFormat, output_dir: str, resume: 
         for note in notes:
             print(f"hf-arith: {note}", file=sys.stderr, flush=True)
     return TrainingRun(recipe, fmt, output_dir, checkpoint, eval_problems, overwrite=overwrite,
-                       earlier_stage=earlier if checkpoint is None else None, mined=mined)
+                       earlier=earlier, mined=mined)
 
 
 def train(recipe: Recipe, output_dir: str | None = None, resume: bool = False, evaluate: bool = True,
@@ -804,6 +807,10 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
             if is_main_process():
                 print(run.finished, file=sys.stderr, flush=True)
             return read_summary(Path(run.output_dir) / "final")
+        for k, stage in enumerate(run.earlier, 1):  # a chain's earlier stages, in order, each in its own folder
+            if is_main_process():
+                print(f"Training earlier stage {k} of {len(run.earlier)} first, into {stage.output_dir}", flush=True)
+            run_training(stage, evaluate=evaluate)
         return _run_training(run, evaluate, stop_at)
     finally:
         if run.lock is not None:
@@ -814,13 +821,6 @@ def _run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None =
     if stop_at is None and run.recipe.optim.screen_steps and run.checkpoint is None:
         run = screened_run(run)
     recipe, fmt, output_dir, checkpoint = run.recipe, run.fmt, run.output_dir, run.checkpoint
-    if run.earlier_stage is not None:  # its own run, resumed where a killed one left checkpoints
-        # Threads are a setting of the machine, not of the model: every stage one command trains uses its own.
-        earlier = dataclasses.replace(run.earlier_stage,
-                                      optim=dataclasses.replace(run.earlier_stage.optim, threads=recipe.optim.threads))
-        if is_main_process():
-            print(f"Training the earlier stage first, into {earlier.output_dir} (init_from: {recipe.init_from})", flush=True)
-        train(earlier, resume=last_checkpoint(earlier.output_dir) is not None, evaluate=evaluate)
     if run.overwrite and is_main_process():
         clear_output(output_dir)
     torch.set_num_threads(recipe.optim.threads)

@@ -1,5 +1,5 @@
 """Record a staged model trained from scratch by one command: each stage's training seconds, their
-sum, and the held-out report of the final model, as bench/results/history/NAME-reproduction-2threads-training.json.
+sum, and the held-out report of the final model, as bench/results/NAME-training.json.
 
     python scripts/record_reproduction.py RUN_FOLDER NAME PRESET HELDOUT_JSON [COMMAND]
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hf_arith.model_card import training_device
 
-HISTORY = Path(__file__).resolve().parents[1] / "bench" / "results" / "history"
+RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 
 
 def main(argv: list[str]) -> None:
@@ -55,7 +55,7 @@ def main(argv: list[str]) -> None:
         "final_summary": {k: final.get(k) for k in ("name", "steps", "train_seconds", "train_loss", "unique_params",
                                                     "machine", "train_digits")},
     }
-    out = HISTORY / f"{name}-reproduction-2threads-training.json"
+    out = RESULTS / f"{name}-training.json"
     out.write_text(json.dumps(record, indent=2) + "\n")
     minutes = record.get("total_train_minutes", record.get("train_minutes_by_device"))
     print(f"wrote {out}: {minutes} minutes over {len(rows)} stages")

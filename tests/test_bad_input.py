@@ -226,7 +226,7 @@ def test_train_unknown_task(capsys, safe):
 
 def test_train_unknown_preset(capsys, safe):
     message = fails(capsys, "train", "no-such-preset", *safe)
-    assert "'no-such-preset'" in message and "minimal-add10" in message and "hf-arith train --help" in message
+    assert "'no-such-preset'" in message and "minimal-add10" in message and "hf-arith train --list" in message
     assert "did you mean abacus-gpt2-sort" in fails(capsys, "train", "abacus-gpt2-srot", *safe)
 
 

@@ -199,6 +199,11 @@ def test_models_lists_bundled_checkpoints(capsys):
     assert "addition, base 10" in row
     assert re.search(r"\s\d+\s", row)  # unique parameters
     assert row.rstrip().endswith("minimal-add10")  # the path
+    assert "minimal" in row.split()  # the family
+    # Under each model, what to use it for: one default per task among them.
+    uses = [line for line in rows if line.startswith("  use it for: ")]
+    assert len(uses) == len(hf_arith.bundled_models()) and "-" not in [u.split(": ", 1)[1] for u in uses]
+    assert sum("default for" in u for u in uses) == len(hf_arith.bundled.DEFAULT_MODELS)
 
 
 def test_models_shows_each_models_syntax_example_and_ranges(capsys):

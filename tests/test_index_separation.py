@@ -7,7 +7,7 @@ import torch
 
 from hf_arith.index_separation import abacus_separation_penalty, has_abacus_table
 from hf_arith.loading import load_checkpoint
-from hf_arith.train_config import RecipeError, load_recipe
+from hf_arith.train_config import RecipeError, load_recipe, load_stages
 from hf_arith.training import train
 
 
@@ -39,9 +39,10 @@ def test_separation_is_refused_for_models_without_abacus_positions(tmp_path):
 
 
 def test_training_with_separation_runs_end_to_end(tmp_path):
-    recipe = load_recipe("abacus-gpt2-add", ["init_from=abacus-gpt2-add", "optim.abacus_separation=1",
+    # The first stage of the preset (the chain's stages are tested in test_recipe_stages.py).
+    recipe = load_stages("abacus-gpt2-add", ["init_from=abacus-gpt2-add", "optim.abacus_separation=1",
                                              "optim.steps=3", "optim.batch_size=16", "optim.save_steps=1000",
-                                             "eval.samples=50", f"output_dir={tmp_path}"])
-    summary = train(recipe)
+                                             "eval.samples=50", f"output_dir={tmp_path}"])[0].recipe
+    summary = train(recipe, output_dir=str(tmp_path))
     model, _ = load_checkpoint(summary["output"])
     assert has_abacus_table(model) and summary["steps"] == 3

@@ -405,7 +405,7 @@ def test_remote_code_loads_without_hf_arith(tmp_path):
 @pytest.mark.parametrize("preset", ["looped-add", "looped-mul", "looped-sort"])
 def test_presets_train_with_the_trainer_and_load_back(tmp_path, preset):
     from hf_arith.loading import load_checkpoint
-    from hf_arith.train_config import load_recipe
+    from hf_arith.train_config import load_stages
     from hf_arith.training import train
 
     overrides = ["optim.steps=3", "optim.compile=false", "optim.save_steps=1000", "optim.batch_size=16",
@@ -413,10 +413,11 @@ def test_presets_train_with_the_trainer_and_load_back(tmp_path, preset):
                  "model.intermediate_size=32", "model.num_recurrences=2", f"output_dir={tmp_path}"]
     if preset == "looped-add":  # gradient accumulation: the progressive loss gets num_items_in_batch
         overrides.append("trainer.gradient_accumulation_steps=2")
-    summary = train(load_recipe(preset, overrides))
+    recipe = load_stages(preset, overrides)[0].recipe  # a chain's first stage: its stages are tested elsewhere
+    summary = train(recipe, output_dir=str(tmp_path))
     assert summary["steps"] == 3 and math.isfinite(summary["train_loss"])
     model, tok = load_checkpoint(tmp_path / "final")
-    assert share_of_weights_changed(load_recipe(preset, overrides), model) > 0.9  # the optimizer stepped
+    assert share_of_weights_changed(recipe, model) > 0.9  # the optimizer stepped
     assert type(model) is LoopedForCausalLM and model.config.num_recurrences == 2
     assert model.config.num_digit_tokens == 10 and model.config.answer_start_token_id == tok.convert_tokens_to_ids("=")
     problem = {"looped-add": "123+45", "looped-mul": "12*34", "looped-sort": "a:31,b:7"}[preset]

@@ -215,136 +215,15 @@ def preset_and_model(name: str):
     return recipe, build_model(recipe, build_tokenizer(fmt, context), context)
 
 
-def test_the_screened_preset_is_the_61_parameter_design_with_restarts():
-    recipe, model = preset_and_model("minimal-add10-split-screened")
-    assert model.num_parameters() == 61  # at most 61: below the 62 of AdderBoard's first trained entry
-    o = recipe.optim
-    assert 0 < o.screen_steps < o.steps and o.screen_tries > 1 and o.screen_max_loss > 0
-
-
-def test_the_decay_preset_is_the_measured_61_parameter_run():
-    import dataclasses
-
-    from hf_arith.train_config import load_recipe
-    # The command of run e61-s1 (bench/results/history/minimal-add10-parity-probes-2026-11-27.json).
-    measured = load_recipe("minimal-add10-split-screened", [
-        "model.special_embedding=digit0", "optim.decay_all=true", "optim.screen_steps=0", "optim.steps=120000",
-        "data.hard_fraction_fade=[10000,80000]", "data.min_digits=1", "data.sample_by=value", "optim.seed=1",
-        "optim.save_steps=20000", "optim.wd_drop_exact=0.01", "optim.wd_drop_exact_final=0.05", "eval.samples=1000"])
-    preset = load_recipe("minimal-add10-split-decay", ["optim.seed=1", "eval.samples=1000"])
-    same = {"name": preset.name, "output_dir": preset.output_dir}
-    measured = dataclasses.replace(measured, optim=dataclasses.replace(measured.optim, screen_tries=1,
-                                                                       screen_max_loss=0.0), **same)
-    assert measured == preset
-
-
-def test_the_digit0_preset_is_the_54_parameter_design_with_an_early_screen():
-    recipe, model = preset_and_model("minimal-add10-split-digit0")
-    assert model.num_parameters() == 54  # MicroAdder's 57 less the end-token point this format has no use for
-    assert recipe.model["special_embedding"] == "digit0" and recipe.data.sample_by == "value"
-    o = recipe.optim
-    # The screen ends before the curriculum's last phase: the plateau shows on 1-6-digit operands.
-    assert 0 < o.screen_steps <= recipe.data.curriculum[-1].until_step and o.screen_tries > 1
-
-
-def test_the_digit0_preset_is_the_measured_run_up_to_its_screen():
-    import dataclasses
-
-    from hf_arith.train_config import load_recipe
-    # Run s54-1 (bench/results/history/minimal-add10-split-digit0-probes-2026-11-27.json) screened later
-    # and longer, and scored held-out problems every 3,000 steps without ever changing the decay.
-    measured = load_recipe("minimal-add10-split-digit0", [
-        "optim.seed=1", "optim.screen_steps=6000", "optim.screen_max_loss=0.6", "optim.screen_tries=30",
-        "optim.wd_drop_exact=1.0", "optim.wd_drop_exact_final=1.0"])
-    preset = load_recipe("minimal-add10-split-digit0", ["optim.seed=1"])
-    screen = {"screen_steps": 3000, "screen_max_loss": 0.7, "screen_tries": 60}
-    assert {k: getattr(preset.optim, k) for k in screen} == screen
-    assert dataclasses.replace(measured, optim=dataclasses.replace(
-        measured.optim, **screen, wd_drop_exact=preset.optim.wd_drop_exact,
-        wd_drop_exact_final=preset.optim.wd_drop_exact_final)) == preset
-
-
-def test_the_wide_arc_preset_is_the_recipe_that_trained_the_bundled_54_parameter_adder():
-    import dataclasses
+def test_the_wide_arc_preset_builds_the_bundled_54_parameter_design():
+    """Its record against the bundled model's: tests/test_recipe_stages.py, for every bundled model."""
     import json
 
     import hf_arith
-    from hf_arith.train_config import recipe_from_dict
 
     recipe, model = preset_and_model("minimal-add10-split-wide-arc")
     assert model.num_parameters() == 54
     assert recipe.model["arc_init"] == [10.0, -1.2, 0.1] and recipe.optim.screen_steps == 0  # one run, no screen
-    narrow, _ = preset_and_model("minimal-add10-split-digit0")
-    assert narrow.model["arc_init"] != recipe.model["arc_init"]
-    # The bundled model's own record: every section of its recipe is the preset's.
     summary = json.loads((Path(hf_arith.bundled_path("minimal-add10-split-wide-arc")) / "training_summary.json")
                          .read_text())
-    # Read back as a recipe, so keys added to recipes since then take their defaults (which change nothing).
-    ran = dataclasses.asdict(recipe_from_dict(summary["recipe"]))
-    preset = dataclasses.asdict(recipe)
-    assert {k: ran[k] for k in ("family", "model", "format", "data", "optim", "eval", "init_from")} == \
-        {k: preset[k] for k in ("family", "model", "format", "data", "optim", "eval", "init_from")}
     assert summary["verify"]["correct"] == summary["verify"]["total"] == 10010
-
-
-def optim_changes(name: str, base: str):
-    """A 54-parameter preset that is `base` with only optim keys changed: its recipe, base's, and those keys."""
-    import dataclasses
-
-    recipe, model = preset_and_model(name)
-    other, _ = preset_and_model(base)
-    assert model.num_parameters() == 54
-    assert (recipe.family, recipe.model, recipe.format, recipe.data, recipe.eval) == \
-        (other.family, other.model, other.format, other.data, other.eval)
-    changed = {f.name for f in dataclasses.fields(recipe.optim)
-               if getattr(recipe.optim, f.name) != getattr(other.optim, f.name)}
-    return recipe, other, changed
-
-
-def test_the_decay_drop_preset_is_the_wide_arc_adder_with_only_its_decay_schedule_changed():
-    recipe, wide, changed = optim_changes("minimal-add10-split-wide-arc-decay-drop", "minimal-add10-split-wide-arc")
-    # The decay drops x0.1 once held-out exact match leaves 0 (1 %), and again at 5 %; the wide-arc
-    # preset only scores (its thresholds are 1.0). Inits are screened after the curriculum, well
-    # before the carry patterns have faded; the wide-arc preset trains one init.
-    assert 0 < recipe.optim.wd_drop_exact < recipe.optim.wd_drop_exact_final < 0.1 < wide.optim.wd_drop_exact
-    assert recipe.optim.weight_decay == wide.optim.weight_decay > 0 and wide.optim.screen_steps == 0
-    assert recipe.data.curriculum[-1].until_step < recipe.optim.screen_steps < recipe.data.hard_fraction_fade[0]
-    assert changed == {"steps", "seed", "wd_drop_exact", "wd_drop_exact_final", "screen_steps", "screen_tries",
-                       "screen_max_loss"}
-
-
-def test_the_restarts_preset_is_the_decay_drop_adder_with_its_screen_and_stop_on_held_out_scores():
-    recipe, drop, changed = optim_changes("minimal-add10-split-wide-arc-restarts",
-                                          "minimal-add10-split-wide-arc-decay-drop")
-    # Inits are screened on a held-out score (problems of every length, while the curriculum still
-    # runs); training stops once every held-out problem is right, else ends on its best-scored weights,
-    # on a longer schedule whose learning rate ends lower.
-    o = recipe.optim
-    assert o.screen_steps < recipe.data.hard_fraction_fade[0] and o.screen_steps % o.wd_eval_steps == 0
-    assert 0 < o.screen_min_token_accuracy < 1 and o.stop_exact == 1.0 and o.keep_best
-    assert o.steps > drop.optim.steps and o.min_lr_ratio < drop.optim.min_lr_ratio
-    assert changed == {"steps", "min_lr_ratio", "screen_steps", "screen_tries", "screen_max_loss",
-                       "screen_min_token_accuracy", "stop_exact", "keep_best"}
-
-
-def test_the_120k_restarts_preset_is_the_restarts_adder_on_a_longer_schedule_with_fewer_inits():
-    recipe, base, changed = optim_changes("minimal-add10-split-wide-arc-restarts-120k",
-                                          "minimal-add10-split-wide-arc-restarts")
-    assert recipe.optim.steps > base.optim.steps and recipe.optim.screen_tries < base.optim.screen_tries
-    assert changed == {"steps", "screen_tries"}
-
-
-
-def test_the_lr_drop_preset_is_the_120k_restarts_adder_whose_learning_rate_drops_once_half_is_solved():
-    recipe, base, changed = optim_changes("minimal-add10-split-wide-arc-lr-drop",
-                                          "minimal-add10-split-wide-arc-restarts-120k")
-    # Well after the decay's drops (1 % and 5 %), and before the early stop at 100 %.
-    o = recipe.optim
-    assert base.optim.wd_drop_exact_final < o.lr_drop_exact < o.stop_exact and 0 < o.lr_drop_factor < 1
-    assert changed == {"lr_drop_exact"}
-
-
-def test_the_late_lr_drop_preset_caps_the_learning_rate_only_near_the_end():
-    recipe, base, changed = optim_changes("minimal-add10-split-wide-arc-lr-drop-late", "minimal-add10-split-wide-arc-lr-drop")
-    assert base.optim.lr_drop_exact < recipe.optim.lr_drop_exact < recipe.optim.stop_exact
-    assert changed == {"lr_drop_exact"}

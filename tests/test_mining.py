@@ -14,7 +14,7 @@ from hf_arith.mining import MINED_FILE, load_pool, mine_problems, save_pool
 from hf_arith.problems import ProblemSpec, split_of, with_answers
 from hf_arith.solving import solve
 from hf_arith.streaming import IGNORE_INDEX, ProblemStream
-from hf_arith.train_config import RecipeError, check_recipe, load_recipe
+from hf_arith.train_config import RecipeError, check_recipe, load_recipe, load_stages
 from hf_arith.training import train
 
 TINY = ["optim.steps=2", "optim.batch_size=16", "optim.compile=false", "optim.save_steps=1",
@@ -111,8 +111,11 @@ def test_a_malformed_mining_recipe_is_one_line(overrides, message):
         load_recipe("minimal-add10", overrides)
 
 
-def test_the_mining_preset_is_a_valid_stage_of_the_line_position_chain():
-    recipe = load_recipe("abacus-gpt2-sort-lines-mined")
-    check_recipe(recipe)
-    assert recipe.init_from == "preset:abacus-gpt2-sort-lines-anneal"
-    assert recipe.data.mine_problems > 0 and 0 < recipe.data.mined_fraction < 1
+def test_the_mining_stages_of_the_sort_chain_start_from_the_stage_before():
+    stages = load_stages("abacus-gpt2-sort")
+    mining = [k for k, stage in enumerate(stages) if stage.recipe.data.mine_problems]
+    assert mining and 0 not in mining
+    for k in mining:
+        check_recipe(stages[k].recipe)
+        assert stages[k].recipe.init_from == f"{stages[k - 1].recipe.output_dir}/final"
+        assert 0 < stages[k].recipe.data.mined_fraction < 1

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", ROOT / "docs" / "results.md"]
+PAGES = [ROOT / "README.md", ROOT / "docs" / "results.md", ROOT / "docs" / "findings.md"]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s#]+)[^)]*\)")
 NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?!\d)(\s*%)?")
 # Results files that record no machine or command: the looped-mul and looped-sort runs, whose
@@ -165,3 +165,17 @@ def test_the_unrecorded_files_still_lack_a_record():
     # Once a file records its run, it leaves the allow-list.
     for name in sorted(UNRECORDED):
         assert not records_machine_and_command(ROOT / name), f"{name} records its run now: drop it from UNRECORDED"
+
+
+def test_the_results_page_stays_short_enough_to_take_in():
+    lines = (ROOT / "docs" / "results.md").read_text().splitlines()
+    assert len(lines) <= 250
+    assert [i + 1 for i, line in enumerate(lines) if len(line) > 300] == []
+
+
+def test_the_results_folder_holds_current_figures_under_one_naming_rule():
+    files = [p for p in (ROOT / "bench" / "results").rglob("*") if p.is_file()]
+    assert len(files) <= 100
+    assert all(p.parent.name == "results" for p in files), "no subfolders: superseded figures leave the tree"
+    dated = re.compile(r"\d{4}-\d{2}-\d{2}|first|second|attempt|probe")
+    assert [p.name for p in files if dated.search(p.name)] == []

@@ -3,8 +3,8 @@ frozen loaded weights with `optim.freeze_init`, and one-line refusals of unusabl
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from hf_arith.bundled import bundled_path
 from hf_arith.streaming import worst_case_length
-from hf_arith.train_config import RecipeError, load_recipe
+from hf_arith.train_config import RecipeError, load_recipe, load_stages
 from hf_arith.training import build_model, build_tokenizer, check_recipe, recipe_spec, train
 from hf_arith.warm_start import WarmStartError, warm_start
 
@@ -26,7 +26,7 @@ def model_of(preset: str, overrides=()):
 
 
 def test_extra_heads_on_the_bundled_trunk_start_as_copies_of_its_last_block():
-    model, fmt = model_of("abacus-gpt2-add-k4")
+    model, fmt = model_of("abacus-gpt2-add", ["model.num_future_tokens=4"])
     fresh = warm_start(model, "abacus-gpt2-add", fmt.to_dict())
     saved = load_file(f"{bundled_path('abacus-gpt2-add')}/model.safetensors")
     state = model.state_dict()
@@ -67,10 +67,13 @@ def test_checkpoints_that_cannot_initialise_the_model_are_refused_in_one_line(pr
 
 
 def test_freeze_init_trains_only_the_new_heads(tmp_path):
-    recipe = load_recipe("abacus-gpt2-add-k2", [
-        "optim.steps=3", "optim.batch_size=16", "optim.freeze_init=true", "optim.save_steps=1000",
-        "eval.samples=50", f"output_dir={tmp_path}"])
-    summary = train(recipe)
+    # The k2 stage of its preset alone, started from the bundled trunk.
+    stage = load_stages("abacus-gpt2-add-k2", [
+        "optim.steps=3", "optim.batch_size=16", "optim.save_steps=1000", "eval.samples=50", f"output_dir={tmp_path}"])[1]
+    assert stage.label == "k2"
+    recipe = stage.recipe
+    summary = train(dataclasses.replace(recipe, init_from="abacus-gpt2-add",
+                                        optim=dataclasses.replace(recipe.optim, freeze_init=True)))
     after = load_file(f"{summary['output']}/model.safetensors")
     before = load_file(f"{bundled_path('abacus-gpt2-add')}/model.safetensors")
     assert all(torch.equal(after[k], v) for k, v in before.items())
@@ -101,58 +104,6 @@ def test_a_checkpoint_saved_before_a_format_field_existed_matches_its_default(tm
     model, fmt = model_of("abacus-gpt2-add", [])
     assert fmt.to_dict()["negative_answers"] == "sign"
     assert warm_start(model, str(folder), fmt.to_dict()) == []
-
-
-def stage_recipe(folder: Path, name: str, init_from: str = "") -> Path:
-    """A short minimal-add10 run into folder/name, as a YAML recipe file."""
-    text = (Path(bundled_path("minimal-add10")).parents[1] / "presets" / "minimal-add10.yaml").read_text()
-    for key, value in (("steps", "2"), ("save_steps", "1000"), ("samples", "20"), ("verify", "false"),
-                       ("compile", "false")):
-        text = re.sub(rf"^(\s+){key}: .*$", rf"\g<1>{key}: {value}", text, flags=re.M)
-    text = re.sub(r"^output_dir: .*$", f"output_dir: {folder / name}", text, flags=re.M)
-    if init_from:
-        text += f"init_from: {init_from}\n"
-    path = folder / f"{name}.yaml"
-    path.write_text(text)
-    return path
-
-
-def test_a_preset_stage_trains_its_earlier_stage_first_and_only_once(tmp_path, capsys):
-    from hf_arith.cli import main
-
-    first = stage_recipe(tmp_path, "first")
-    second = stage_recipe(tmp_path, "second", init_from=f"preset:{first}")
-    assert main(["train", str(second)]) == 0
-    out = capsys.readouterr().out
-    assert f"Training the earlier stage first, into {tmp_path / 'first'}" in out
-    weights = tmp_path / "first" / "final" / "model.safetensors"
-    summary = json.loads((tmp_path / "second" / "final" / "training_summary.json").read_text())
-    assert summary["init_from"] == {"name": str(tmp_path / "first" / "final"), "kind": "folder"}
-    assert [stage["steps"] for stage in summary["earlier_stages"]] == [2]
-    # The earlier stage's model is there now: a second run starts from it without training it again.
-    before = weights.stat().st_mtime_ns
-    assert main(["train", str(second), "--overwrite"]) == 0
-    assert "earlier stage" not in capsys.readouterr().out and weights.stat().st_mtime_ns == before
-
-
-def test_a_preset_stage_that_cannot_run_is_refused_in_one_line(tmp_path):
-    with pytest.raises(RecipeError, match="init_from preset:no-such-preset: ") as err:
-        train(load_recipe(str(stage_recipe(tmp_path, "a", init_from="preset:no-such-preset")), []))
-    assert "\n" not in str(err.value)
-    own = stage_recipe(tmp_path, "b")
-    with pytest.raises(RecipeError, match="this run's own output folder"):
-        train(load_recipe(str(stage_recipe(tmp_path, "c", init_from=f"preset:{own}")), []), output_dir=str(tmp_path / "b"))
-
-
-def test_earlier_stages_train_on_the_threads_of_the_command_that_starts_them(tmp_path):
-    from hf_arith.cli import main
-
-    first = stage_recipe(tmp_path, "first")  # its recipe says threads: 1
-    second = stage_recipe(tmp_path, "second", init_from=f"preset:{first}")
-    assert main(["train", str(second), "--threads", "2"]) == 0
-    for stage in ("first", "second"):
-        summary = json.loads((tmp_path / stage / "final" / "training_summary.json").read_text())
-        assert summary["recipe"]["optim"]["threads"] == 2, stage
 
 
 def test_an_earlier_mining_stage_keeps_its_mining_record(tmp_path):

@@ -111,8 +111,9 @@ def cmd_solve(args) -> int:
 
 # -- models ---------------------------------------------------------------------------------
 def cmd_models(args) -> int:
-    from ..bundled import bundled_models, bundled_path
+    from ..bundled import bundled_models, bundled_path, catalogue_entry
     from ..errors import one_line
+    from ..families import family_of
     from ..limits import model_limits
     from ..loading import CheckpointError, load_checkpoint
 
@@ -121,19 +122,24 @@ def cmd_models(args) -> int:
     if not names:
         print("No bundled models in this installation.")
         return 0
-    rows, formats = [], []
+    rows, uses, formats = [], [""], []
     for name in names:
+        entry = catalogue_entry(name)
+        uses.append(f"  use it for: {entry['use_for']}")
         try:
             model, tokenizer = load_checkpoint(name)
         except CheckpointError as err:
-            rows.append((name, f"unreadable: {one_line(err)}", "-", bundled_path(name)))
+            rows.append((name, f"unreadable: {one_line(err)}", "-", "-", "-", "-", bundled_path(name)))
             continue
-        rows.append((name, describe_format(tokenizer.arith_format), str(model.num_parameters()), bundled_path(name)))
+        rows.append((name, describe_format(tokenizer.arith_format), family_of(model), str(model.num_parameters()),
+                     entry["trained"], entry["measured"], bundled_path(name)))
         formats.append((name, format_help(model_limits(model, tokenizer, bundled_path(name)))))
-    header = ("name", "task", "unique params", "path")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
-    for r in [header, *rows]:
-        print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}")
+    header = ("name", "task", "family", "unique params", "trained", "measured", "path")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(6)]
+    for r, use in zip([header, *rows], uses):
+        print("  ".join(f"{v:>{w}}" if i == 3 else f"{v:<{w}}" for i, (v, w) in enumerate(zip(r, widths))) + f"  {r[6]}")
+        if use:
+            print(use)
     if formats:
         print()
         print(f"Problem formats ({SHELL_NOTE}):")

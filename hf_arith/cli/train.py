@@ -23,10 +23,25 @@ def add_parsers(sub, parents) -> None:
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint-* in the output folder")
     p.add_argument("--overwrite", action="store_true",
                    help="train into a non-empty output folder, deleting its checkpoint-* folders and final/ first")
+    p.add_argument("--list", action="store_true", help="list the presets: what each trains, its training time, stages")
     p.set_defaults(func=cmd_train)
 
 
+def print_presets() -> int:
+    """The catalogue of presets: each one's line, task, family, training time and stages."""
+    from ..formatting import get_task
+    from ..train_config import preset_catalogue
+
+    for row in preset_catalogue():
+        stages = f"; stages: {' -> '.join(row['stages'])}" if row["stages"] else ""
+        print(f"{row['name']}  ({get_task(row['task']).title}, {row['family']} family)\n"
+              f"  {row['about']}\n  training: {row['train_time']}{stages}")
+    return 0
+
+
 def cmd_train(args) -> int:
+    if args.list:
+        return print_presets()
     import torch
 
     from ..train_config import load_recipe
