@@ -818,79 +818,18 @@ def run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = 
 
 
 def _run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None = None):
+    """One stage, in named steps: the model, the data stream, the Trainer, training (or restoring a run
+    whose every step is checkpointed), the summary, then final/ written whole."""
     if stop_at is None and run.recipe.optim.screen_steps and run.checkpoint is None:
         run = screened_run(run)
-    recipe, fmt, output_dir, checkpoint = run.recipe, run.fmt, run.output_dir, run.checkpoint
+    recipe, output_dir, checkpoint = run.recipe, run.output_dir, run.checkpoint
     if run.overwrite and is_main_process():
         clear_output(output_dir)
     torch.set_num_threads(recipe.optim.threads)
-    spec = recipe_spec(recipe, fmt)
-    context = worst_case_length(spec, fmt)
-    tokenizer = build_tokenizer(fmt, context)
-    model = build_model(recipe, tokenizer, context)
-    if recipe.optim.abacus_separation and not has_abacus_table(model):
-        raise RecipeError(f"optim.abacus_separation needs a model with abacus positions; the {recipe.family!r} "
-                          f"family has none")
-    if recipe.init_from and checkpoint is None:  # a resumed run takes every weight from its own checkpoint
-        fresh = warm_start(model, recipe.init_from, fmt.to_dict())
-        if recipe.optim.freeze_init:
-            freeze_all_but(model, fresh)
-        if is_main_process():
-            print(describe_warm_start(recipe.init_from, fresh), flush=True)
-
+    spec, tokenizer, model = _stage_model(run)
     args = training_arguments(recipe, output_dir)
-    mined, mining = run.mined, None
-    if recipe.data.mine_problems and checkpoint is None:  # a resumed run trains on its saved pool (prepare_run)
-        d = recipe.data
-        model.to(args.device)  # mined where it trains: a GPU answers the pool's problems many times faster
-        mined, mining = mine_problems(model, tokenizer, spec, d.mine_problems, d.mined_confidence, recipe.optim.seed,
-                                      d.test_fraction)
-        if is_main_process():  # the other processes of a multi-process run mine the same pool
-            save_pool(mined, output_dir)
-    if recipe.data.mine_problems and is_main_process():
-        print(f"Mined pool: {len(mined):,} problems"
-              + (f" ({json.dumps(mining['kinds'])})" if mining else f" (read from {MINED_FILE})"), flush=True)
-
-    curriculum = CurriculumCallback(CurriculumState(spec.min_digits, spec.max_digits), recipe.data.curriculum,
-                                    (spec.min_digits, spec.max_digits))
-    state = curriculum.state
-    state.schedule = curriculum.range_at  # each example's digit range follows from its global step
-    state.examples_per_step = recipe.optim.batch_size * args.gradient_accumulation_steps
-    # Rank 0 draws every global batch (dispatched in slices), so the data do not depend on the world size.
-    stream = ProblemStream(spec, fmt, state, seed=recipe.optim.seed, rank=int(os.environ.get("RANK", 0)),
-                           chunk_size=recipe.data.chunk_size, test_fraction=recipe.data.test_fraction,
-                           random_prefix=recipe.data.random_prefix, hard_fraction=recipe.data.hard_fraction,
-                           context_problems=recipe.data.context_problems,
-                           hard_fraction_fade=recipe.data.hard_fraction_fade, hard_kind=recipe.data.hard_kind,
-                           mined=mined, mined_fraction=recipe.data.mined_fraction)
-    # Only when the recipe turns on an evaluation strategy: otherwise training pays nothing for it.
-    evaluation = {} if run.eval_problems is None else dict(
-        eval_dataset=HeldoutExamples(run.eval_problems, stream), compute_metrics=compute_metrics(tokenizer),
-        preprocess_logits_for_metrics=preprocess_logits_for_metrics)
-    decay = adaptive_decay_callbacks(recipe, stream, checkpoint)
-    best = best_held_out_callbacks(recipe, decay, checkpoint, screening=bool(stop_at))
-    lr_drop = held_out_lr_callbacks(recipe, decay)
-    trainer = ArithTrainer(
-        model=model,
-        args=args,
-        train_dataset=stream,
-        data_collator=stack_examples,
-        processing_class=tokenizer,
-        # Callbacks that save state into a checkpoint come before RecipeRecorder, whose file is the last one.
-        callbacks=[curriculum, *grokfast_callbacks(recipe, checkpoint), *decay, *best, *lr_drop,
-                   RecipeRecorder(recipe),
-                   *([StopAtStep(stop_at)] if stop_at else [])],
-        **evaluation,
-        restart_at=recipe.optim.restart_at,
-        restart_lr_scale=recipe.optim.restart_lr_scale,
-        min_lr_ratio=recipe.optim.min_lr_ratio,
-        abacus_separation=recipe.optim.abacus_separation,
-        # Indices max_digits apart never share a training operand; closer pairs may be rare in training.
-        separation_gap=recipe.optim.abacus_separation_gap or recipe.data.max_digits,
-        separation_margin=recipe.optim.abacus_separation_margin,
-        loss_before=read_loss_record(checkpoint) if checkpoint is not None else None,
-        decay_all=recipe.optim.decay_all,
-    )
+    mined, mining = _mined_pool(run, spec, tokenizer, model, args)
+    trainer, extras = _stage_trainer(run, spec, tokenizer, model, args, mined, stop_at)
     trained = _checkpoint_step(Path(checkpoint)) if checkpoint is not None else None
     if trained is not None and trained >= recipe.optim.steps and not stop_at:
         # Every step was trained and checkpointed, and final/ was not written (a kill or a full disk while
@@ -906,12 +845,105 @@ def _run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None =
         # also needs the loss of the steps before it, which the checkpoint's loss record holds. Without one
         # (a checkpoint from an older version), the mean covers the steps this session ran, and says so.
         record = trainer.loss_record(session_mean=result.training_loss)
+    summary = _stage_summary(run, spec, model, result, record, mining, extras)
+    return _write_final(run, spec, trainer, model, tokenizer, summary, evaluate)
+
+
+def _stage_model(run: TrainingRun):
+    """The stage's problem spec, tokenizer and model (warm-started from init_from on a fresh run)."""
+    recipe, fmt = run.recipe, run.fmt
+    spec = recipe_spec(recipe, fmt)
+    context = worst_case_length(spec, fmt)
+    tokenizer = build_tokenizer(fmt, context)
+    model = build_model(recipe, tokenizer, context)
+    if recipe.optim.abacus_separation and not has_abacus_table(model):
+        raise RecipeError(f"optim.abacus_separation needs a model with abacus positions; the {recipe.family!r} "
+                          f"family has none")
+    if recipe.init_from and run.checkpoint is None:  # a resumed run takes every weight from its own checkpoint
+        fresh = warm_start(model, recipe.init_from, fmt.to_dict())
+        if recipe.optim.freeze_init:
+            freeze_all_but(model, fresh)
+        if is_main_process():
+            print(describe_warm_start(recipe.init_from, fresh), flush=True)
+    return spec, tokenizer, model
+
+
+def _mined_pool(run: TrainingRun, spec: ProblemSpec, tokenizer, model, args) -> tuple[Problems | None, dict | None]:
+    """data.mine_problems: the pool a fresh run mines from its starting model (and saves), or the one a
+    resumed run saved (read by prepare_run); with what mining found, when it ran now."""
+    recipe, mined, mining = run.recipe, run.mined, None
+    if recipe.data.mine_problems and run.checkpoint is None:  # a resumed run trains on its saved pool (prepare_run)
+        d = recipe.data
+        model.to(args.device)  # mined where it trains: a GPU answers the pool's problems many times faster
+        mined, mining = mine_problems(model, tokenizer, spec, d.mine_problems, d.mined_confidence, recipe.optim.seed,
+                                      d.test_fraction)
+        if is_main_process():  # the other processes of a multi-process run mine the same pool
+            save_pool(mined, run.output_dir)
+    if recipe.data.mine_problems and is_main_process():
+        print(f"Mined pool: {len(mined):,} problems"
+              + (f" ({json.dumps(mining['kinds'])})" if mining else f" (read from {MINED_FILE})"), flush=True)
+    return mined, mining
+
+
+def _stage_trainer(run: TrainingRun, spec: ProblemSpec, tokenizer, model, args, mined, stop_at: int | None):
+    """The Trainer of one stage: its problem stream and curriculum, the held-out evaluation when the recipe
+    asks for one, and every callback; with the held-out callbacks whose records the summary keeps."""
+    recipe, checkpoint = run.recipe, run.checkpoint
+    curriculum = CurriculumCallback(CurriculumState(spec.min_digits, spec.max_digits), recipe.data.curriculum,
+                                    (spec.min_digits, spec.max_digits))
+    state = curriculum.state
+    state.schedule = curriculum.range_at  # each example's digit range follows from its global step
+    state.examples_per_step = recipe.optim.batch_size * args.gradient_accumulation_steps
+    # Rank 0 draws every global batch (dispatched in slices), so the data do not depend on the world size.
+    d = recipe.data
+    stream = ProblemStream(spec, run.fmt, state, seed=recipe.optim.seed, rank=int(os.environ.get("RANK", 0)),
+                           chunk_size=d.chunk_size, test_fraction=d.test_fraction, random_prefix=d.random_prefix,
+                           hard_fraction=d.hard_fraction, context_problems=d.context_problems,
+                           hard_fraction_fade=d.hard_fraction_fade, hard_kind=d.hard_kind,
+                           mined=mined, mined_fraction=d.mined_fraction)
+    # Only when the recipe turns on an evaluation strategy: otherwise training pays nothing for it.
+    evaluation = {} if run.eval_problems is None else dict(
+        eval_dataset=HeldoutExamples(run.eval_problems, stream), compute_metrics=compute_metrics(tokenizer),
+        preprocess_logits_for_metrics=preprocess_logits_for_metrics)
+    decay = adaptive_decay_callbacks(recipe, stream, checkpoint)
+    best = best_held_out_callbacks(recipe, decay, checkpoint, screening=bool(stop_at))
+    lr_drop = held_out_lr_callbacks(recipe, decay)
+    o = recipe.optim
+    trainer = ArithTrainer(
+        model=model,
+        args=args,
+        train_dataset=stream,
+        data_collator=stack_examples,
+        processing_class=tokenizer,
+        # Callbacks that save state into a checkpoint come before RecipeRecorder, whose file is the last one.
+        callbacks=[curriculum, *grokfast_callbacks(recipe, checkpoint), *decay, *best, *lr_drop,
+                   RecipeRecorder(recipe),
+                   *([StopAtStep(stop_at)] if stop_at else [])],
+        **evaluation,
+        restart_at=o.restart_at,
+        restart_lr_scale=o.restart_lr_scale,
+        min_lr_ratio=o.min_lr_ratio,
+        abacus_separation=o.abacus_separation,
+        # Indices max_digits apart never share a training operand; closer pairs may be rare in training.
+        separation_gap=o.abacus_separation_gap or d.max_digits,
+        separation_margin=o.abacus_separation_margin,
+        loss_before=read_loss_record(checkpoint) if checkpoint is not None else None,
+        decay_all=o.decay_all,
+    )
+    return trainer, {"best": best, "lr_drop": lr_drop}
+
+
+def _stage_summary(run: TrainingRun, spec: ProblemSpec, model, result, record, mining, extras) -> dict:
+    """What training_summary.json says of a stage: steps, time and the run's mean loss (over every step,
+    across resumes, where the checkpoints' loss records allow), and how the model was made."""
+    recipe = run.recipe
     if record is not None and record["last_step"] >= record["first_step"]:
         loss = record["loss_sum"] / (record["last_step"] - record["first_step"] + 1)
         loss_steps = [record["first_step"], record["last_step"]]
     else:
         loss, loss_steps = result.training_loss, None
-    summary = {
+    best, lr_drop = extras["best"], extras["lr_drop"]
+    return {
         "name": recipe.name, "steps": result.global_step, "world_size": world_size(),
         "train_seconds": result.metrics.get("train_runtime"), "train_loss": loss,
         **({"train_loss_steps": loss_steps} if loss_steps is not None else {}),
@@ -922,12 +954,16 @@ def _run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None =
         "earlier_stages": earlier_stages(recipe.init_from) if recipe.init_from else [],
         **({"init_from": warm_start_source(recipe.init_from)} if recipe.init_from else {}),
         **({"mined": mining} if mining else {}),
-        **({"screen": read_screen(output_dir)} if recipe.optim.screen_steps else {}),
+        **({"screen": read_screen(run.output_dir)} if recipe.optim.screen_steps else {}),
         **({"held_out_best": best[0].record()} if best else {}),
         **({"held_out_lr_drop": lr_drop[0].record()} if lr_drop else {}),
     }
-    # final/ is written into a sibling folder and renamed into place once complete (weights, tokenizer,
-    # evaluation and summary): a kill or a full disk leaves the old final/ or none, never a partial one.
+
+
+def _write_final(run: TrainingRun, spec: ProblemSpec, trainer, model, tokenizer, summary: dict, evaluate: bool) -> dict:
+    """Save final/ (weights, tokenizer, held-out evaluation and summary) into a sibling folder and rename
+    it into place once complete: a kill or a full disk leaves the old final/ or none, never a partial one."""
+    recipe, output_dir = run.recipe, run.output_dir
     final_dir, partial = Path(output_dir) / "final", Path(output_dir) / FINAL_PARTIAL
     try:
         from safetensors import SafetensorError
