@@ -808,7 +808,7 @@ def test_attention_refuses_a_problem_beyond_the_tokens_it_draws(capsys, tmp_path
     from hf_arith.attention_maps import MAX_ATTENTION_TOKENS
 
     problem = "9" * 50 + "+" + "9" * 50  # within the window model's range (it adds 100-digit numbers)
-    message = fails(capsys, "attention", "abacus-gpt2-add-window-10", problem, "--output", tmp_path / "a.png")
+    message = fails(capsys, "attention", "abacus-gpt2-add-window-10-k2", problem, "--output", tmp_path / "a.png")
     assert message.endswith(f": 102 prompt + up to 52 answer tokens; attention maps are drawn for at most "
                             f"{MAX_ATTENTION_TOKENS} tokens, so give a shorter problem")
     assert not (tmp_path / "a.png").exists()
