@@ -1,7 +1,7 @@
 """Quick length-generalization probe of a checkpoint: exact match at a few operand lengths.
 
     python bench/length_probe.py runs/abacus-gpt2-add/checkpoint-2000
-    python bench/length_probe.py runs/looped-add/final --lengths 10,20 --samples 500 --per-digit
+    python bench/length_probe.py runs/looped-add-window/final --lengths 10,20 --samples 500 --per-digit
 
 For each length L, --samples held-out problems whose two operands both have L digits (the same
 problems for every model: seed 4321, decimal lengths), decoded greedily with the shared decoder.

@@ -73,8 +73,8 @@ def run_set(model, tok, texts: list[str], answers: list[str], label: str, tokens
 
 def main(argv: list[str] | None = None) -> dict:
     parser = script_parser(__doc__)
-    parser.add_argument("models", nargs="*", default=["minimal-add10", "abacus-gpt2-add", "abacus-gpt2-add-k2",
-                                                       "looped-add"])
+    parser.add_argument("models", nargs="*", default=["minimal-add10", "abacus-gpt2-add",
+                                                       "abacus-gpt2-add-window-10-k2", "looped-add-window"])
     parser.add_argument("--random", type=int, default=None, help="random problems (default 1,000,000 for "
                         "minimal-add10, 200,000 otherwise)")
     parser.add_argument("--hard", type=int, default=20_000, help="problems of each hard kind (default 20,000)")

@@ -29,14 +29,9 @@ CATALOGUE = {
                                                 "trained table"},
     "abacus-gpt2-add": {"trained": "1-10 digits", "measured": "1-20 digits",
                         "use_for": "the abacus addition trunk the 100-digit adders start from; warm-start your own"},
-    "abacus-gpt2-add-k2": {"trained": "1-10 digits", "measured": "1-10 digits",
-                           "use_for": "sums of up to 10 digits in half the forward passes (two answer digits "
-                                      "per pass); wrong beyond 10 digits"},
     "abacus-gpt2-add-window-10-k2": {"trained": "1-10 digits", "measured": "1-100 digits",
                                      "use_for": "adding numbers of up to 100 digits, two answer digits per "
                                                 "forward pass"},
-    "looped-add": {"trained": "1-10 digits", "measured": "1-10 digits",
-                   "use_for": "trying loop counts: the same 2 layers applied 1 to 16 times (the Space's slider)"},
     "looped-add-window": {"trained": "1-10 digits", "measured": "1-100 digits",
                           "use_for": "the smallest 100-digit adder: 2 layers looped, half the abacus adders' "
                                      "parameters"},

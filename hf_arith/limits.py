@@ -253,7 +253,8 @@ class ModelLimits:
     def calibrated(self, confidences: list[float], parsed: Problems) -> list[float]:
         """The confidences of answers to `parsed`, those beyond the trained range (`beyond_training`) capped at
         BEYOND_TRAINING_CONFIDENCE: the model's token probabilities there were measured wrong at >= 0.9
-        (for example abacus-gpt2-add-k2's 999999999999999+4 -> 1050000000000004 at 0.95), and no accuracy
+        (for example abacus-gpt2-add's 35-digit 72243232874053592248184441421529506+72642957725228228543478500231960369
+        -> 44886190599281820791662941653489875 at 0.99), and no accuracy
         was measured for them, so no such answer reports the confidence of a checked one."""
         beyond = self.beyond_training(parsed).tolist()
         return [min(c, BEYOND_TRAINING_CONFIDENCE) if b else c for c, b in zip(confidences, beyond)]

@@ -1,7 +1,7 @@
 """Turn a finished training run into a bundled checkpoint, with the evaluation its card needs.
 
     python scripts/bundle_checkpoint.py runs/abacus-gpt2-add/final abacus-gpt2-add --grid 1:30
-    python scripts/bundle_checkpoint.py runs/looped-add/final looped-add --grid 1:30 --loops 1,2,4,8,16,32
+    python scripts/bundle_checkpoint.py runs/looped-add-window/final looped-add-window --grid 1:30 --loops 1,2,4,8,16,32
     python scripts/bundle_checkpoint.py - abacus-gpt2-sort --grid-only --max-digits 6 --grid 1:10 --items 2:8
 
 Steps, all through `hf-arith eval` (so the numbers are the ones a user gets):

@@ -97,7 +97,7 @@ def test_prefill_buckets_minimise_padding_with_few_calls():
     assert padded < 0.6 * len(lengths) * 22 and bounds == [4, 13, 22]
 
 
-@pytest.mark.parametrize("name", ["abacus-gpt2-add", "looped-add", "minimal-add10"])
+@pytest.mark.parametrize("name", ["abacus-gpt2-add", "looped-add-window", "minimal-add10"])
 @pytest.mark.parametrize("keyword", ["cache", "past_key_values"])
 def test_models_take_the_kv_cache_under_either_name(name, keyword):
     # transformers 5.24's generate() passes `cache=`; 5.23 passed `past_key_values=`. A model
@@ -112,29 +112,33 @@ def test_models_take_the_kv_cache_under_either_name(name, keyword):
 
 
 def test_confirmed_multi_token_decoding_writes_what_one_token_per_pass_writes():
-    """The extra heads only propose: beyond its training lengths the bundled k2's second head often
-    guesses wrong, and the first head's pass sends those rows back to one token per pass. Within
-    them, every way of decoding writes the true sums."""
-    from hf_arith import bundled_path, solve
-    from hf_arith.limits import training_range
+    """The extra heads only propose: beyond the 100 digits where its answers are measured exact, the
+    bundled k2's second head often guesses wrong, and the first head's pass sends those rows back to
+    one token per pass. Within them, every way of decoding writes the true sums."""
+    from hf_arith import solve
+    from hf_arith.bundled import CATALOGUE
+    from hf_arith.limits import answer_budget
     from hf_arith.problems import ProblemSpec, held_out_problems
 
-    model, tok = load_checkpoint("abacus-gpt2-add-k2")
-    texts = held_out_problems(ProblemSpec(min_digits=1, max_digits=16), 200, seed=11).to_text()
+    name = "abacus-gpt2-add-window-10-k2"
+    model, tok = load_checkpoint(name)
+    measured = int(CATALOGUE[name]["measured"].split("-")[1].split()[0])  # "1-100 digits"
+    texts = (held_out_problems(ProblemSpec(min_digits=1, max_digits=measured), 60, seed=11).to_text()
+             + held_out_problems(ProblemSpec(min_digits=measured + 6, max_digits=measured + 15), 20, seed=11).to_text())
     sums = [str(int(a) + int(b)) for a, b in (t.split("+") for t in texts)]  # the oracle
-    trained = training_range(tok.arith_format, bundled_path("abacus-gpt2-add-k2"))[1]
-    inside = [i for i, t in enumerate(texts) if max(len(x) for x in t.split("+")) <= trained]
-    assert 50 <= len(inside) < len(texts)  # both kinds of problem are here
+    inside = [i for i, t in enumerate(texts) if max(len(x) for x in t.split("+")) <= measured]
+    assert len(inside) == 60 < len(texts)  # both kinds of problem are here
+    budget = answer_budget(tok, texts)
 
     def true_inside(answers) -> bool:
         return [answers[i] for i in inside] == [sums[i] for i in inside]
 
     enc = tok(texts, padding=True, return_tensors="pt")
     eos, pad = tok.eos_token_id, tok.pad_token_id
-    one, one_p, one_passes = greedy_decode(model, enc["input_ids"], enc["attention_mask"], 18, eos, pad,
+    one, one_p, one_passes = greedy_decode(model, enc["input_ids"], enc["attention_mask"], budget, eos, pad,
                                            return_passes=True, return_probabilities=True)
-    raw = greedy_decode(model, enc["input_ids"], enc["attention_mask"], 18, eos, pad, tokens_per_step=2)
-    two, two_p, two_passes = confirmed_greedy_decode(model, enc["input_ids"], enc["attention_mask"], 18, eos, pad,
+    raw = greedy_decode(model, enc["input_ids"], enc["attention_mask"], budget, eos, pad, tokens_per_step=2)
+    two, two_p, two_passes = confirmed_greedy_decode(model, enc["input_ids"], enc["attention_mask"], budget, eos, pad,
                                                      tokens_per_step=2, return_passes=True, return_probabilities=True)
     assert true_inside(tok.decode_answers(one)) and true_inside(tok.decode_answers(raw))
     assert tok.decode_answers(raw) != tok.decode_answers(one)  # the case this guards

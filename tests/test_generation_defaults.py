@@ -66,7 +66,7 @@ def test_plain_generate_answers_the_longest_problem_it_was_trained_on(name):
     assert tok.decode_answers(plain_generate(model, tok, problem)) == [reference_answer(problem, tok.arith_format)]
 
 
-@pytest.mark.parametrize("name", ["abacus-gpt2-add", "looped-add"])
+@pytest.mark.parametrize("name", ["abacus-gpt2-add", "looped-add-window"])
 def test_a_thirty_digit_sum_is_whole_and_a_cut_off_one_is_none(name):
     """The issue's case: 30-digit all-nines sums stopped at 20 new tokens read as '999...98'."""
     model, tok = load_checkpoint(name)

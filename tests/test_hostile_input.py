@@ -32,7 +32,12 @@ from hf_arith.training import (
     train,
 )
 
-MINIMAL, ABACUS, ABACUS_K2 = (hf_arith.bundled_path(n) for n in ("minimal-add10", "abacus-gpt2-add", "abacus-gpt2-add-k2"))
+MINIMAL, ABACUS = (hf_arith.bundled_path(n) for n in ("minimal-add10", "abacus-gpt2-add"))
+K2 = "abacus-gpt2-add-window-10-k2"
+# A confidently wrong answer beyond the measured 100 digits (decoded unchecked at 0.99): a 110-digit
+# number plus a 112-digit one.
+K2_WRONG = ("37835413554816415552133115754833871612858670604245775518431139493546577042670091134299356646639517671635805188"
+            "+5726460025223283445523086319054576139620060306410619512463097608711851581670641347532917043092727315470450641826")
 HUGE = "1" * 10_000 + "+1"  # a 10,000-digit operand
 TINY = ["--set", "optim.steps=2", "--set", "optim.compile=false", "--set", "eval.samples=10"]
 
@@ -267,7 +272,7 @@ def abacus_report(tmp_path_factory):
 
 @pytest.mark.parametrize("model, expected", [
     ("minimal-add10", "another number format"),  # another format
-    ("abacus-gpt2-add-k2", "other weights"),  # the same format, other weights
+    (K2, "other weights"),  # the same format, other weights
 ])
 def test_push_refuses_another_models_eval_report(abacus_report, tmp_path, capsys, model, expected):
     message = fails(capsys, "push", model, "--repo-id", "me/x", "--eval-json", abacus_report, "--output-dir", tmp_path / "o")
@@ -281,9 +286,9 @@ def test_push_refuses_an_older_report_that_names_another_model(abacus_report, tm
         del report[key]
     legacy = tmp_path / "legacy.json"
     legacy.write_text(json.dumps(report))
-    message = fails(capsys, "push", "abacus-gpt2-add-k2", "--repo-id", "me/x", "--eval-json", legacy,
+    message = fails(capsys, "push", K2, "--repo-id", "me/x", "--eval-json", legacy,
                     "--output-dir", tmp_path / "o")
-    assert "'abacus-gpt2-add'" in message and "not abacus-gpt2-add-k2" in message
+    assert "'abacus-gpt2-add'" in message and f"not {K2}" in message
 
 
 # -- 10. the Python API ----------------------------------------------------------------------------------
@@ -337,7 +342,7 @@ def test_decode_answers_still_takes_tensors_and_lists(abacus):
     ({"num_recurrences": 0}, "between 1 and"),
 ])
 def test_solve_refuses_model_kwargs_the_model_does_not_take(kwargs, expected):
-    model, tokenizer = load_checkpoint("looped-add")
+    model, tokenizer = load_checkpoint("looped-add-window")
     with pytest.raises(FormatError, match=expected):
         hf_arith.solve(model, tokenizer, "1+1", model_kwargs=kwargs)
     assert hf_arith.solve(model, tokenizer, "12+34", model_kwargs={"num_recurrences": 2}) == "46"
@@ -839,11 +844,14 @@ def test_no_wrong_answer_beyond_the_trained_range_reports_confidence_of_a_checke
     from hf_arith.solving import LOW_CONFIDENCE
 
     assert BEYOND_TRAINING_CONFIDENCE < LOW_CONFIDENCE
-    model, tokenizer = load_checkpoint("abacus-gpt2-add-k2")  # trained on 1-10 digits
+    model, tokenizer = load_checkpoint("abacus-gpt2-add")  # trained on 1-10 digits, exact on 1-20
     rng = np.random.default_rng(57)
     problems = [f"{rng.integers(10**(n - 1), 10**n)}+{rng.integers(0, 10**rng.integers(1, n + 1))}"
-                for n in rng.integers(11, 16, size=300)]  # one to five digits past the range
-    problems.append("999999999999999+4")  # answered 1050000000000004 at 0.95 before the cap
+                for n in rng.integers(11, 19, size=300)]  # one to eight digits past the range
+    problems += [f"{rng.integers(10**(n - 1), 10**n)}{rng.integers(10**(n - 1), 10**n)}"
+                 f"+{rng.integers(10**(n - 1), 10**n)}{rng.integers(10**(n - 1), 10**n)}"
+                 for n in rng.integers(16, 19, size=60)]  # 32-36 digits, where it fails
+    problems.append("72243232874053592248184441421529506+72642957725228228543478500231960369")  # wrong at 0.998
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         answers = hf_arith.solve(model, tokenizer, problems, return_confidence=True)
@@ -893,7 +901,7 @@ def test_adderboard_refuses_control_characters_in_names(tmp_path, capsys, option
     assert not (tmp_path / "s.py").exists()
 
 
-@pytest.mark.parametrize("name, problem, truth", [("abacus-gpt2-add-k2", "999999999999999+4", "1000000000000003"),
+@pytest.mark.parametrize("name, problem, truth", [(K2, K2_WRONG, str(sum(map(int, K2_WRONG.split("+"))))),
                                                   ("abacus-gpt2-mul", "5233908*4", "20935632")])
 def test_the_reported_confident_wrong_answers_beyond_the_range_are_capped(name, problem, truth):
     from hf_arith.limits import BEYOND_TRAINING_CONFIDENCE

@@ -12,9 +12,9 @@ from hf_arith.training import train
 
 
 def test_penalty_finds_the_collisions_of_a_first_stage_model_and_descends_them_away():
-    # abacus-gpt2-add-k2's trunk is the first-stage abacus-gpt2-add: index 1 scores 14 almost as
-    # high as itself (bench/results/abacus-length.md); the bundled abacus-gpt2-add was fixed.
-    model, _ = load_checkpoint("abacus-gpt2-add-k2")
+    # abacus-gpt2-mul trained without index separation: indices 10 or more apart still score high
+    # against each other; the bundled abacus-gpt2-add went through a separation stage.
+    model, _ = load_checkpoint("abacus-gpt2-mul")
     model.train()
     before = abacus_separation_penalty(model, gap=10)
     assert before > 0.1

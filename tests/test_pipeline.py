@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 from remote_code import BLOCK_HF_ARITH
+from test_confidence import beyond_range_sums
+from test_recurrences import LOOP_SENSITIVE
 from transformers import pipeline
 
 import hf_arith
@@ -60,16 +62,20 @@ def test_import_hf_arith_registers_the_task(pipe):
     assert p("1234567890+9876543210") == {"problem": "1234567890+9876543210", "answer": "11111111100"}
 
 
-@pytest.mark.parametrize("name", ["minimal-add10", "looped-add"])
+@pytest.mark.parametrize("name", ["minimal-add10", "looped-add-window"])
 def test_the_pipeline_writes_what_solve_writes(pipe, name):
     """Every recorded answer, wrong ones included, for every loop count the record holds."""
     problems, runs = RECORD[name]["problems"], RECORD[name]["runs"]
     for run in runs:
         kwargs = run["setting"].get("model_kwargs", {})
         assert [out["answer"] for out in pipe(name)(problems, **kwargs)] == run["answers"], run["setting"]
-    if name == "looped-add":  # the loop count reaches the model: one loop answers differently
+    if name == "looped-add-window":  # the loop count reaches the model: one loop answers differently
         assert runs[0]["setting"] == {} and runs[1]["setting"] == {"model_kwargs": {"num_recurrences": 1}}
-        assert runs[0]["answers"] != runs[1]["answers"]
+        model, tok = pipe(name).model, pipe(name).tokenizer
+        default = [out["answer"] for out in pipe(name)(LOOP_SENSITIVE)]
+        one = [out["answer"] for out in pipe(name)(LOOP_SENSITIVE, num_recurrences=1)]
+        assert default == hf_arith.solve(model, tok, LOOP_SENSITIVE) != one
+        assert one == hf_arith.solve(model, tok, LOOP_SENSITIVE, model_kwargs={"num_recurrences": 1})
 
 
 def test_a_list_is_decoded_in_batches(pipe, monkeypatch):
@@ -91,9 +97,10 @@ def test_a_list_is_decoded_in_batches(pipe, monkeypatch):
 
 def test_a_batch_answers_each_problem_as_it_would_alone(pipe):
     """Each problem keeps its own answer budget in a batch of longer ones: a model that writes
-    too many digits gets None, alone or not (the k2 model does beyond its training length)."""
-    p = pipe("abacus-gpt2-add-k2")
-    problems = RECORD["abacus-gpt2-add-k2"]["problems"][108:132]  # 1-10 digits, then 11-30
+    too many digits gets None, alone or not (the k2 model sometimes does beyond its measured 100 digits)."""
+    p = pipe("abacus-gpt2-add-window-10-k2")
+    # 1-20 digits, then 105-115 (two of which it leaves unfinished)
+    problems = RECORD["abacus-gpt2-add-window-10-k2"]["problems"][108:120] + beyond_range_sums(12, seed=0)
     batched = p(problems, batch_size=len(problems), return_confidence=True)
     alone = [p(problem, return_confidence=True) for problem in problems]
     for b, a in zip(batched, alone, strict=True):
@@ -105,10 +112,10 @@ def test_a_batch_answers_each_problem_as_it_would_alone(pipe):
 
 
 @pytest.mark.parametrize("name,kwargs", [("minimal-add10", {}), ("abacus-gpt2-add", {}),
-                                         ("looped-add", {"num_recurrences": 1})])
+                                         ("looped-add-window", {"num_recurrences": 1})])
 def test_confidence_is_the_lowest_token_probability(pipe, name, kwargs):
     p = pipe(name)
-    problem = "4825+99999" if name != "looped-add" else "98765432109876543210+1"
+    problem = "4825+99999" if name != "looped-add-window" else "98765432109876543210+1"
     out = p(problem, return_confidence=True, **kwargs)
     assert set(out) == {"problem", "answer", "confidence", "tokens"}
     assert p(problem, **kwargs)["answer"] == out["answer"]
@@ -132,7 +139,7 @@ def test_confidence_is_the_lowest_token_probability(pipe, name, kwargs):
     ("minimal-add10", lambda p: p("1+1", num_recurrences=2), ValueError, ["num_recurrences", "no recurrence"]),
     ("minimal-add10", lambda p: p("1+1", temperature=0.5), TypeError, ["'temperature'", "return_confidence"]),
     ("abacus-gpt2-add", lambda p: p("9" * 39 + "+1"), ValueError, ["too long", "41", "40", "max_new_tokens"]),
-    ("looped-add", lambda p: p("1+1", num_recurrences=0), ValueError, ["num_recurrences", "0"]),
+    ("looped-add-window", lambda p: p("1+1", num_recurrences=0), ValueError, ["num_recurrences", "0"]),
 ])
 def test_bad_input_is_a_one_line_error(pipe, name, call, error, words):
     with pytest.raises(error) as info:
@@ -144,7 +151,7 @@ def test_bad_input_is_a_one_line_error(pipe, name, call, error, words):
 
 
 def test_a_saved_folder_names_the_pipeline_and_carries_its_file(tmp_path):
-    model, tok = load_checkpoint("looped-add")
+    model, tok = load_checkpoint("looped-add-window")
     folder = save_checkpoint(model, tok, tmp_path / "saved")
     config = json.loads((folder / "config.json").read_text())
     assert config["custom_pipelines"] == CUSTOM_PIPELINES
@@ -167,27 +174,24 @@ def test_a_saved_folder_names_the_pipeline_and_carries_its_file(tmp_path):
 
 def test_the_pipeline_runs_as_remote_code_without_hf_arith(tmp_path, pipe):
     folders = {}
-    for name in ("minimal-add10", "looped-add"):
+    for name in ("minimal-add10", "looped-add-window"):
         model, tok = load_checkpoint(name)
         folders[name] = str(save_checkpoint(model, tok, tmp_path / name))
     problems = ["1234567890+9876543210", "7+5", "0+0"]
-    record = RECORD["looped-add"]
-    # Sums that one loop answers differently (recorded runs: default loops, then one loop).
-    long_sums = [p for p, a, b in zip(record["problems"], record["runs"][0]["answers"], record["runs"][1]["answers"])
-                 if a != b][:6]
+    long_sums = LOOP_SENSITIVE  # sums that one loop answers differently (asserted below)
     expected = {
         "minimal": pipe("minimal-add10")(problems),
         "minimal_confidence": pipe("minimal-add10")("4825+99999", return_confidence=True),
-        "looped": pipe("looped-add")(long_sums),
-        "looped_1": pipe("looped-add")(long_sums, num_recurrences=1),
-        "looped_confidence": pipe("looped-add")(long_sums[:2], return_confidence=True, batch_size=2),
+        "looped": pipe("looped-add-window")(long_sums),
+        "looped_1": pipe("looped-add-window")(long_sums, num_recurrences=1),
+        "looped_confidence": pipe("looped-add-window")(long_sums[:2], return_confidence=True, batch_size=2),
     }
     assert expected["looped"] != expected["looped_1"]
     script = BLOCK_HF_ARITH + textwrap.dedent(f"""
         import json
         from transformers import pipeline
         minimal = pipeline("arithmetic", model={folders["minimal-add10"]!r}, trust_remote_code=True)
-        looped = pipeline(model={folders["looped-add"]!r}, trust_remote_code=True)  # the task from the config
+        looped = pipeline(model={folders["looped-add-window"]!r}, trust_remote_code=True)  # the task from the config
         for p in (minimal, looped):
             assert type(p).__module__.startswith("transformers_modules"), type(p).__module__
             assert type(p.model).__module__.startswith("transformers_modules"), type(p.model).__module__

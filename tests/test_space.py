@@ -16,7 +16,7 @@ from hf_arith.limits import model_limits
 from hf_arith.loading import load_checkpoint
 from hf_arith.problems import example_problem, reference_answer
 
-LOOPED = "looped-add"
+LOOPED = "looped-add-window"
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def test_correct_answer_with_confidence(client):
 
 
 def test_wrong_digits_are_marked_in_the_strip(client, app):
-    """looped-add with 16 loops on the 25-digit example: the strip marks exactly the digits that differ
+    """looped-add-window with 16 loops on the 25-digit example: the strip marks exactly the digits that differ
     from the exact sum, in normal order, each with the probability of the token the model wrote."""
     answer, verdict, rows = client.predict(LOOPED, app.LONG_SUM, 16, api_name="/solve")
     truth = str(sum(int(v) for v in app.LONG_SUM.split("+")))
@@ -243,7 +243,7 @@ def test_models_tab_reads_the_checkpoints_own_files(client, name):
 def test_every_model_is_explained(app):
     text = app.glossary()
     for name, words in [("minimal-add10", "**A 244-parameter model**"), ("abacus-gpt2-add", "**Abacus** positions"),
-                        ("abacus-gpt2-add-k2", "**k2**: 1 extra output head also predicts"), (LOOPED, "**Looped**: the same 2 layers")]:
+                        ("abacus-gpt2-add-window-10-k2", "**k2**: 1 extra output head also predicts"), (LOOPED, "**Looped**: the same 2 layers")]:
         line = next(line for line in text.splitlines() if line.startswith(f"- **{name}**"))
         assert words in line, line
     assert app.ABACUS_PAPER in text and app.MULTI_TOKEN_PAPER in text
@@ -264,7 +264,7 @@ def test_examples_show_a_long_sum_and_loops_breaking_it(app):
     assert len(rows) == len(labels) and len({tuple(r) for r in rows}) == len(rows)
     assert ["minimal-add10", app.TEN_DIGITS, 1] in rows
     long_rows = {r[0]: r for r, label in zip(rows, labels) if "25-digit sum (trained on 1-10 digits)" in label}
-    assert set(long_rows) == {"abacus-gpt2-add", "abacus-gpt2-add-k2", LOOPED}
+    assert set(long_rows) == {"abacus-gpt2-add"}
     hundred = {r[0]: r for r, label in zip(rows, labels) if "100-digit sum (trained on 1-10 digits)" in label}
     assert set(hundred) == {"abacus-gpt2-add-window-10-k2", "looped-add-window"}
     for name, problem, loops in hundred.values():

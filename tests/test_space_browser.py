@@ -194,14 +194,14 @@ def test_the_loops_example_keeps_its_loop_count_and_marks_wrong_digits(page_url,
     wait(browser).until(lambda d: css(d, "#verdict [data-verdict]").get_attribute("data-verdict") == "wrong")
     assert css(browser, "#problem textarea, #problem input").get_attribute("value") == app.LONG_SUM
     assert css(browser, "#recurrences input[type=number]").get_attribute("value") == "16"  # not reset to 2
-    assert css(browser, "#model input").get_attribute("value") == "looped-add"
+    assert css(browser, "#model input").get_attribute("value") == "looped-add-window"
     bad = all_css(browser, "#verdict .strip .cell.bad")
     assert bad and all(c.value_of_css_property("background-color") != "rgba(0, 0, 0, 0)" for c in bad)
     assert "16 recurrences (trained with 2)" in css(browser, "#verdict").text
     # The Models tab follows the main selector.
     open_tab(browser, "Models")
-    wait(browser).until(lambda d: css(d, "#overview_model input").get_attribute("value") == "looped-add")
-    wait(browser).until(lambda d: "### looped-add" in d.page_source or "looped-add" in css(d, "#overview_text").text)
+    wait(browser).until(lambda d: css(d, "#overview_model input").get_attribute("value") == "looped-add-window")
+    wait(browser).until(lambda d: "### looped-add-window" in d.page_source or "looped-add-window" in css(d, "#overview_text").text)
     wait(browser).until(lambda d: all_css(d, "#overview_figures figure img"))
     assert "red square" in css(browser, "#overview_figures").text
     assert browser.save_screenshot(str(shots(tmp_path) / "space_models.png"))
@@ -214,7 +214,7 @@ def test_a_typed_loop_count_is_kept(page_url, browser):
     model = wait(browser).until(lambda d: css(d, "#model input"))
     model.click()
     option = wait(browser).until(lambda d: next((o for o in all_css(d, "ul[role=listbox] li, [role=option]")
-                                                  if o.text.strip() == "looped-add"), None))
+                                                  if o.text.strip() == "looped-add-window"), None))
     option.click()
     number = wait(browser).until(lambda d: css(d, "#recurrences input[type=number]") if
                                  css(d, "#recurrences").is_displayed() else None)

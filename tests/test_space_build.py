@@ -22,7 +22,7 @@ from hf_arith.cli import main
 from hf_arith.space_build import PLOTS_NAME, REQUIREMENTS, TORCH_INDEX, SpaceError, build_space
 
 ROOT = Path(__file__).resolve().parent.parent
-REPOS = {"org/looped-add": "looped-add", "org/minimal-add10": "minimal-add10"}
+REPOS = {"org/looped-add-window": "looped-add-window", "org/minimal-add10": "minimal-add10"}
 LONG_SUM = "3141592653589793238462643+2718281828459045235360287"
 
 
@@ -78,7 +78,7 @@ def test_the_space_card(built):
     assert card.data.app_file == "app.py" and (built / card.data.app_file).is_file()
     assert card.data.title == "hf_arith playground" and card.data.license == "apache-2.0"
     assert card.data.models == list(REPOS)
-    assert "pip install -r requirements.txt" in card.text and "https://huggingface.co/org/looped-add" in card.text
+    assert "pip install -r requirements.txt" in card.text and "https://huggingface.co/org/looped-add-window" in card.text
 
 
 @pytest.fixture
@@ -158,12 +158,12 @@ def test_the_built_app_answers_without_hf_arith(client):
     assert answer == "11111111100" and verdict_kind(verdict) == "correct"
     assert [r[1] for r in rows["data"]] == list("00111111111")
     truth = str(sum(int(v) for v in LONG_SUM.split("+")))
-    answer, verdict, _ = client.predict("org/looped-add", LONG_SUM, 2, api_name="/solve")
+    answer, verdict, _ = client.predict("org/looped-add-window", LONG_SUM, 2, api_name="/solve")
     assert answer == truth and verdict_kind(verdict) == "correct"
     # The loop count reaches the repo's own model code: as hf_arith's installed pipeline answers.
-    model, tokenizer = hf_arith.load("looped-add")
+    model, tokenizer = hf_arith.load("looped-add-window")
     expected = hf_arith.ArithmeticPipeline(model=model, tokenizer=tokenizer)(LONG_SUM, num_recurrences=16)["answer"]
-    answer, verdict, _ = client.predict("org/looped-add", LONG_SUM, 16, api_name="/solve")
+    answer, verdict, _ = client.predict("org/looped-add-window", LONG_SUM, 16, api_name="/solve")
     assert answer == expected != truth and verdict_kind(verdict) == "wrong"
 
 
@@ -171,8 +171,8 @@ def test_the_built_app_refuses_in_plain_words(client):
     answer, verdict, _ = client.predict("org/minimal-add10", "12345678901+1", 1, api_name="/solve")
     assert answer == "" and verdict_kind(verdict) == "refused"
     assert "the longest number you typed has 11 digits; org/minimal-add10 takes numbers of up to 10 digits" in verdict
-    _, verdict, _ = client.predict("org/looped-add", "9" * 39 + "+1", 2, api_name="/solve")
-    assert "has 39 digits; org/looped-add takes numbers of up to 38 digits" in verdict and "config." not in verdict
+    _, verdict, _ = client.predict("org/looped-add-window", "9" * 127 + "+1", 2, api_name="/solve")
+    assert "has 127 digits; org/looped-add-window takes numbers of up to 126 digits" in verdict and "config." not in verdict
     from gradio_client.exceptions import AppError
 
     with pytest.raises((AppError, ValueError)):  # only the listed repo ids
@@ -180,15 +180,15 @@ def test_the_built_app_refuses_in_plain_words(client):
 
 
 def test_the_built_app_shows_the_repos_own_files(client):
-    text, figures = client.predict("org/looped-add", api_name="/overview")
-    assert "[model card](https://huggingface.co/org/looped-add)" in text and "`LoopedForCausalLM`" in text
+    text, figures = client.predict("org/looped-add-window", api_name="/overview")
+    assert "[model card](https://huggingface.co/org/looped-add-window)" in text and "`LoopedForCausalLM`" in text
     assert "**Looped**" in text and "**Abacus**" in text
     # The repo's own pictures: its length heatmap, and its loops plot with the curve from its loops.json.
     assert figures.count("<img") == 2 and "Inside the red square (trained on 1-10 digits)" in figures
-    curve = json.loads((Path(hf_arith.bundled_path("looped-add")) / "loops.json").read_text())
+    curve = json.loads((Path(hf_arith.bundled_path("looped-add-window")) / "loops.json").read_text())
     assert ", ".join(f"{n}: {v:.1%}" for n, v in zip(curve["loops"], curve["exact_match"])) in figures
-    slider, _, info = client.predict("org/looped-add", api_name="/model_options")
+    slider, _, info = client.predict("org/looped-add-window", api_name="/model_options")
     assert slider["visible"] and (slider["minimum"], slider["maximum"], slider["value"]) == (1, 32, 2)
-    plot, note, selector = client.predict("org/looped-add", "12+34", 2, None, api_name="/attention")
+    plot, note, selector = client.predict("org/looped-add-window", "12+34", 2, None, api_name="/attention")
     assert plot["type"] == "matplotlib" and note.startswith("2 passes of 2 layers × 4 heads")
     assert selector["visible"] is True
