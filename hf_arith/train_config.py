@@ -267,9 +267,14 @@ def recipe_from_dict(data: dict) -> Recipe:
 
 
 def _check_values(recipe: Recipe) -> None:
-    from .hardware import THREADS_PER_CORE, max_threads
+    """Each recipe value on its own and against the others: the data section, the numeric bounds, then
+    the optimizer's settings that depend on each other."""
+    _check_data(recipe.data)
+    _check_bounds(recipe)
+    _check_optim(recipe)
 
-    d, o = recipe.data, recipe.optim
+
+def _check_data(d) -> None:
     if not 1 <= d.min_digits <= d.max_digits:
         raise RecipeError(f"data: need 1 <= min_digits <= max_digits, got {d.min_digits}..{d.max_digits}")
     if not 0 < d.test_fraction < 1:
@@ -295,6 +300,10 @@ def _check_values(recipe: Recipe) -> None:
         raise RecipeError(f"data.sample_by must be one of {SAMPLE_BY}, got {d.sample_by!r}")
     if d.hard_kind not in HARD_KINDS:
         raise RecipeError(f"data.hard_kind must be one of {HARD_KINDS}, got {d.hard_kind!r}")
+
+
+def _check_bounds(recipe: Recipe) -> None:
+    d, o = recipe.data, recipe.optim
     if o.steps < 1 or o.batch_size < 1 or o.learning_rate <= 0:
         raise RecipeError("optim: steps, batch_size and learning_rate must be positive")
     # Each value within what the optimizer, the schedule and memory take (not found after the model is built).
@@ -331,6 +340,12 @@ def _check_values(recipe: Recipe) -> None:
         if value < low or (high is not None and value > high):
             limit = f"from {low} to {high:,}" if high is not None else f">= {low}"
             raise RecipeError(f"{key} must be {limit}{f' ({meaning})' if meaning else ''}, got {value!r}")
+
+
+def _check_optim(recipe: Recipe) -> None:
+    from .hardware import THREADS_PER_CORE, max_threads
+
+    d, o = recipe.data, recipe.optim
     if bool(d.mine_problems) != bool(d.mined_fraction):
         raise RecipeError(f"data.mine_problems ({d.mine_problems}) and data.mined_fraction ({d.mined_fraction}) "
                           f"go together: mining fills a pool that a share of the examples is drawn from")
