@@ -298,6 +298,11 @@ class Problems:
         return Problems(self.task, self.base, self.operands[index], self.lengths[index],
                         pick(self.answer), pick(self.answer_lengths), pick(self.negative))
 
+    def with_answers(self) -> Problems:
+        """The same problems carrying their exact answers (the task's `solve` on the digit arrays)."""
+        answer, answer_lengths, negative = get_task(self.task).solve(self.operands, self.lengths, self.base)
+        return Problems(self.task, self.base, self.operands, self.lengths, answer, answer_lengths, negative)
+
     # -- conversion to and from plain decimal text ---------------------------------------
     def operand_values(self) -> list[list[int]]:
         """Operands as Python ints (exact for any length)."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..formatting import (
     DIGIT_CHARS,
+    PROMPT_END,
     FormatError,
     NumberFormat,
     Problems,
@@ -171,6 +172,19 @@ class Task:
     def read_answer(self, text: str, fmt: NumberFormat, operand_lengths=None) -> str | None:
         """The answer text a model wrote (before <eos>) to plain decimal; None when malformed."""
         return read_number(text, fmt)
+
+    def split_working(self, text: str, fmt: NumberFormat) -> tuple[str, str]:
+        """A written answer (before <eos>) as (its written working, its final answer): in a format
+        with a scratchpad the working runs up to and including the last '=', else there is none.
+        Only the final part is the answer; the working is how the model got there."""
+        if fmt.scratchpad == "none":
+            return "", text
+        cut = text.rfind(PROMPT_END) + 1
+        return text[:cut], text[cut:]
+
+    def working_note(self, fmt: NumberFormat) -> str | None:
+        """What the format's written working is, in words for a reader (None without working)."""
+        return None
 
 
 def read_number(text: str, fmt: NumberFormat) -> str | None:

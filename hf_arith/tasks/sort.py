@@ -136,6 +136,15 @@ class Sort(Task):
         segments.append((label_ids[problems.answer], problems.answer_lengths))
         return segments
 
+    def working_note(self, fmt):
+        if fmt.scratchpad == "radix_passes":
+            return ("it sorts as a radix sort does: one line of labels per digit place, lowest place first, each "
+                    "line ordered by that place's digit, separated by '='; the last line is the sorted order")
+        if fmt.scratchpad == "radix_keys":
+            return ("it sorts as a radix sort does: per digit place, lowest first, every label with its digit at "
+                    "that place, then '='; the last line is the sorted order")
+        return None
+
     def read_answer(self, text, fmt, operand_lengths=None):
         labels = SORT_LABELS[: fmt.max_items]
         lines = text.split(PROMPT_END) if fmt.scratchpad != "none" else [text]
