@@ -821,16 +821,11 @@ def range_examples(entry: Entry) -> list[str]:
 
 
 def examples() -> tuple[list[list], list[str]]:
-    """Clickable examples for the models that loaded: three problems inside each model's measured
-    range, then, for decimal adders, a 25-digit sum far past the training length (a 100-digit one
-    for models that take it), and the 25-digit sum with many more loops than a looped model was
-    trained with."""
+    """Clickable examples for the models that loaded: for decimal adders, a 25-digit sum far past the
+    training length (a 100-digit one for models that take it) and the 25-digit sum with many more
+    loops than a looped model was trained with; then three problems inside each model's measured range."""
     rows, labels = [], []
     entries = available()
-    for entry in entries:
-        for problem in range_examples(entry):
-            rows.append([entry.name, problem, entry.default_loops or 1])
-            labels.append(f"{entry.name}: {problem}")
     adders = [e for e in entries if e.fmt.task_rules.operator == "+" and e.fmt.base == 10]
     for entry in adders:
         if entry.max_digits >= HUNDRED_DIGITS and entry.trained and entry.trained[1] < HUNDRED_DIGITS:
@@ -847,6 +842,10 @@ def examples() -> tuple[list[list], list[str]]:
             breaks = (run(entry, LONG_SUM, entry.default_loops)["answer"] == truth
                       and run(entry, LONG_SUM, many)["answer"] != truth)  # (checked, for whatever model is listed)
             labels.append(f"{entry.name} at {many} loops" + (": more loops break long sums" if breaks else ""))
+    for entry in entries:  # (after the few long ones above, which show what the models are about)
+        for problem in range_examples(entry):
+            rows.append([entry.name, problem, entry.default_loops or 1])
+            labels.append(f"{entry.name}: {problem}")
     return rows, labels
 
 
@@ -875,10 +874,13 @@ figure { margin: 0.8em 0; }
 figure .scroll { overflow-x: auto; }
 figure img { width: 100%; height: auto; }
 figcaption { font-size: 0.9em; color: #333; margin-top: 0.3em; }
-#attention_plot { overflow-x: auto; }
+/* Gradio centres the plot in a flex box inside a block that hides overflow: a picture wider than the
+   screen would spill off its left edge, out of reach. Start it at the left and scroll its own box. */
+#attention_plot .matplotlib { justify-content: flex-start !important; align-items: flex-start !important;
+                             overflow-x: auto !important; }
 @media (max-width: 700px) {
   figure.wide img { width: 900px; max-width: none; }
-  #attention_plot img { width: 1400px !important; max-width: none !important; }
+  #attention_plot img { width: 1400px !important; max-width: none !important; flex-shrink: 0; }
 }
 """
 
