@@ -290,9 +290,11 @@ class ArithTokenizer(TokenizersBackend):
                 raise FormatError(f"text must be a problem (a string) or a list of problems, got {type(text).__name__}")
             single = isinstance(text, str)
             texts = [text] if single else list(text)
-            if format_problems and kwargs.get("truncation_strategy") not in (None, TruncationStrategy.DO_NOT_TRUNCATE):
+            if kwargs.get("truncation_strategy") not in (None, TruncationStrategy.DO_NOT_TRUNCATE):
                 # A problem is never cut: longer than the limit is refused, else nothing is cut at all.
-                _, lengths, _ = render(parse_problems(texts, self.arith_format), self.arith_format, with_answer=False)
+                # (Formatted text has one token per character.)
+                lengths = (render(parse_problems(texts, self.arith_format), self.arith_format, with_answer=False)[1]
+                           if format_problems else np.array([len(t) for t in texts]))
                 self._check_length(texts, lengths, kwargs["truncation_strategy"], kwargs.get("max_length"))
                 kwargs["truncation_strategy"] = TruncationStrategy.DO_NOT_TRUNCATE
             if format_problems and self._can_encode_directly(kwargs):

@@ -175,11 +175,13 @@ def test_truncation_never_cuts_a_problem():
     assert tok("123+45", truncation=True)["input_ids"] == tok("123+45")["input_ids"]  # 7 tokens: nothing to cut
     for call in (lambda: tok("12345+6789", truncation=True),  # 11 tokens
                  lambda: tok(["1+2", "123+45"], truncation=True, max_length=5),
-                 lambda: tok("12345+6", text_target="12351", truncation=True)):
+                 lambda: tok("12345+6", text_target="12351", truncation=True),
+                 lambda: tok("54321+9876=", format_problems=False, truncation=True)):  # formatted text too
         with pytest.raises(FormatError, match="truncating would cut the problem") as err:
             call()
         assert "\n" not in str(err.value)
     assert len(tok("12345+6789")["input_ids"]) == 11  # without truncation, as long as it takes
+    assert len(tok("321+54=", format_problems=False, truncation=True)["input_ids"]) == 7
 
 
 @pytest.mark.parametrize("name", ONE_PER_TASK)
