@@ -298,6 +298,11 @@ class Problems:
         return Problems(self.task, self.base, self.operands[index], self.lengths[index],
                         pick(self.answer), pick(self.answer_lengths), pick(self.negative))
 
+    def with_answers(self) -> Problems:
+        """The same problems carrying their exact answers (the task's `solve` on the digit arrays)."""
+        answer, answer_lengths, negative = get_task(self.task).solve(self.operands, self.lengths, self.base)
+        return Problems(self.task, self.base, self.operands, self.lengths, answer, answer_lengths, negative)
+
     # -- conversion to and from plain decimal text ---------------------------------------
     def operand_values(self) -> list[list[int]]:
         """Operands as Python ints (exact for any length)."""
@@ -505,6 +510,15 @@ def render(problems: Problems, fmt: NumberFormat, with_answer: bool):
     return ids, lengths, prompt_lengths
 
 
+def render_answers(problems: Problems, fmt: NumberFormat):
+    """What training learns from: (ids [n, T] right-padded, lengths [n], answer [n, T]), `answer`
+    True on the tokens the model writes (the answer, its written working and <eos>), which carry the
+    loss; the prompt and the padding do not."""
+    ids, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
+    cols = np.arange(ids.shape[1])[None, :]
+    return ids, lengths, (cols >= prompt_lengths[:, None]) & (cols < lengths[:, None])
+
+
 # -- reading answers back -----------------------------------------------------------------
 def decode_answer(tokens: list[str], fmt: NumberFormat, operand_lengths=None) -> str | None:
     """Generated answer tokens to plain decimal text.
@@ -526,3 +540,22 @@ def decode_answer(tokens: list[str], fmt: NumberFormat, operand_lengths=None) ->
     if fmt.end_token and not ended:
         return None
     return fmt.task_rules.read_answer("".join(chars), fmt, operand_lengths)
+
+
+def plain_text(tokens: list[str], fmt: NumberFormat) -> str:
+    """A token sequence (a prompt, an answer, or both, padding anywhere) in plain decimal, as a person
+    writes it: 'problem=answer', the problem alone for a prompt, '=answer' for answer tokens alone.
+    An answer that is not well-formed (`decode_answer` gives None) stays as written after the '='."""
+    body = [t for t in tokens if t != PAD_TOKEN]
+    task = fmt.task_rules
+    problem, operands, answer = "", None, body
+    if PROMPT_END in body:
+        cut = body.index(PROMPT_END)
+        operands = task.read_prompt("".join(body[:cut]), fmt)
+        if operands is not None:
+            problem, answer = task.problem_text(operands), body[cut + 1:]
+    if not answer:
+        return problem
+    lengths = None if operands is None else parse_problems([problem], fmt).lengths[0]
+    value = decode_answer(answer, fmt, lengths)
+    return f"{problem}={value if value is not None else ''.join(t for t in answer if t != EOS_TOKEN)}"

@@ -259,6 +259,17 @@ class ModelLimits:
         beyond = self.beyond_training(parsed).tolist()
         return [min(c, BEYOND_TRAINING_CONFIDENCE) if b else c for c, b in zip(confidences, beyond)]
 
+    @cached_property
+    def max_sequence_tokens(self) -> int:
+        """The longest token sequence (prompt and answer) of any problem the model takes: its context
+        when it has one (every problem it takes fits there, `check_problems`), else the worst case at
+        `max_digits`. What a saved tokenizer's `model_max_length` is set to, so that no prompt the
+        model takes is longer than it."""
+        if self.context is not None:
+            return int(self.context)
+        worst = self.worst_case(self.max_digits)
+        return int(self._tokens(worst)[0][0]) + self.answer_budget(worst)
+
     def longest_problem(self) -> str:
         """The worst-case problem at `max_digits`, as plain text."""
         return self.worst_case(self.max_digits).to_text()[0]

@@ -228,8 +228,7 @@ def solve_digits(task: str, operands: np.ndarray, lengths: np.ndarray, base: int
 
 
 def with_answers(problems: Problems) -> Problems:
-    answer, answer_lengths, negative = solve_digits(problems.task, problems.operands, problems.lengths, problems.base)
-    return Problems(problems.task, problems.base, problems.operands, problems.lengths, answer, answer_lengths, negative)
+    return problems.with_answers()
 
 
 # -- the split ----------------------------------------------------------------------------

@@ -39,7 +39,9 @@ def save_checkpoint(model: PreTrainedModel, tokenizer, folder: str | Path) -> Pa
     back on (the Trainer turns `use_cache` off while training); the generation config gets
     `max_new_tokens` for the model's longest answer; and the `arithmetic` pipeline is written
     next to the model (`pipeline_arithmetic.py`, named in `config.custom_pipelines`), so
-    `transformers.pipeline("arithmetic", model=folder, trust_remote_code=True)` works without hf_arith.
+    `transformers.pipeline("arithmetic", model=folder, trust_remote_code=True)` works without hf_arith;
+    the tokenizer's `model_max_length` becomes the longest sequence the model takes
+    (`ModelLimits.max_sequence_tokens`).
     """
     folder = Path(folder)
     base = getattr(model, "base_model_prefix", "")
@@ -63,6 +65,9 @@ def save_checkpoint(model: PreTrainedModel, tokenizer, folder: str | Path) -> Pa
             del model.config.custom_pipelines
         else:
             model.config.custom_pipelines = previous
+    # Every prompt the model takes (and its answer) fits in model_max_length: `tok(problem, truncation=True)`
+    # never cuts one. (The tokenizer was built with the training data's longest example.)
+    tokenizer.model_max_length = model_limits(model, tokenizer).max_sequence_tokens
     tokenizer.save_pretrained(folder)
     custom_object_save(ArithmeticPipeline, folder)  # the pipeline file (it imports only torch and transformers)
     # save_pretrained writes the weights through a private temporary file (mode 0600): give them the mode

@@ -89,10 +89,11 @@ def space_card(models: list[str], title: str = DEFAULT_TITLE, license: str = "ap
 # {title}
 
 Tiny transformers that do exact integer arithmetic: each digit of the answer is written by the
-model itself, one token at a time. Type a problem or click an example; every digit of the answer is
-checked against the exact answer (green right, red wrong), with how sure the model was of it.
+model itself, one token at a time. Type a problem or click an example; every digit of the final answer
+is checked against the exact answer (green right, red wrong), with how sure the model was of it; written
+working (the running sums of a multiplication, the radix passes of a sort) is shown as working.
 Looped models get a recurrences slider, every model its attention maps and, in the Models tab, what
-it is and how far beyond its training lengths it still adds.
+it is and how far beyond its training lengths it still answers right.
 
 Models (the `models:` list above is what the app loads):
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .formatting import NumberFormat, Problems, render
+from .formatting import NumberFormat, Problems, render, render_answers
 from .models.modeling_common import IGNORE_INDEX
 from .problems import ProblemSpec, sample, with_answers
 
@@ -84,9 +84,8 @@ def encode_examples(problems: Problems, fmt: NumberFormat, length: int, rng: np.
     drawn uniformly from what fits in `length`. With `pack_sizes`, example i packs the first
     `pack_sizes[i]` problems of its group (`pack_rows`); every answer in it is a label.
     """
-    ids, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
+    ids, lengths, answer = render_answers(problems, fmt)
     pad_id = fmt.token_id("<pad>")
-    answer = np.arange(ids.shape[1])[None, :] >= prompt_lengths[:, None]
     if pack_sizes is not None:
         ids, lengths, answer = pack_rows(ids, lengths, answer, pack_sizes, pad_id)
     n, width = ids.shape

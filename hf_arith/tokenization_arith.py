@@ -1,8 +1,11 @@
 """A character-level tokenizer that owns the number format.
 
 `tok("123+456")` parses the plain decimal problem, writes it in the model's format (base,
-digit order, padding) and tokenizes that. `tok.decode_answers(generated_ids)` turns generated
-tokens back into plain decimal. The format is stored in tokenizer_config.json under
+digit order, padding) and tokenizes that; `tok(problem, text_target=answer)` adds `labels`, the
+answer's tokens (-100 on the prompt), as training uses them. `tok.decode_answers(generated_ids)` turns
+generated tokens back into plain decimal, and so does `tok.decode(ids)` for a whole sequence
+('784+55482=56266'; `raw=True` gives the model's own format). A problem is never cut: truncation
+that would cut one raises. The format is stored in tokenizer_config.json under
 `number_format`. Shipped as Hub remote code: imports only transformers, tokenizers and the
 sibling `formatting` module.
 """
@@ -27,7 +30,10 @@ from .formatting import (
     decode_answer,
     get_task,
     parse_problems,
+    plain_text,
+    quote,
     render,
+    render_answers,
     write_task_code,
 )
 
@@ -36,6 +42,8 @@ FINGERPRINT_KEY = "number_format_fingerprint"
 # What a model whose config has no fingerprint is checked on, against the formats its folder records
 # (`recorded_formats`): the task (and so its operator), the base and the digit order.
 CHECKED_FORMAT_FIELDS = ("task", "base", "reverse_operands", "reverse_answer")
+# The label of a token that carries no loss: what transformers' losses skip (hf_arith.models.IGNORE_INDEX).
+LABEL_IGNORE = -100
 
 
 def recorded_formats(folder) -> list[tuple[str, dict]]:
@@ -192,6 +200,77 @@ class ArithTokenizer(TokenizersBackend):
             out.append(decode_answer(tokens, self.arith_format, operand_lengths))
         return out
 
+    def __call__(self, text=None, text_pair=None, text_target=None, text_pair_target=None, **kwargs):
+        """As any tokenizer; `text_target` (the answers, plain decimal) adds `labels`: the whole
+        sequence as training sees it (prompt, answer with its written working, <eos>) in
+        `input_ids`, and in `labels` the answer tokens, LABEL_IGNORE on the prompt and the padding."""
+        if text_target is None and text_pair_target is None:
+            return super().__call__(text, text_pair, **kwargs)
+        if text is None or text_pair is not None or text_pair_target is not None:
+            raise FormatError("text_target needs the problems as text (one answer per problem), and no text pairs")
+        return self._encode_with_answers(text, text_target, **kwargs)
+
+    def _encode_with_answers(self, text, text_target, padding=False, truncation=None, max_length=None,
+                             return_tensors=None, return_attention_mask=None, padding_side=None, **_):
+        single = isinstance(text, str)
+        texts, answers = ([text], [text_target]) if single else (list(text), list(text_target))
+        if single != isinstance(text_target, str) or len(texts) != len(answers):
+            raise FormatError(f"text_target must give one answer per problem: {len(texts)} problem(s), "
+                              f"{1 if isinstance(text_target, str) else len(answers)} answer(s)")
+        problems = parse_problems(texts, self.arith_format).with_answers()
+        for problem, given, exact in zip(texts, answers, problems.answer_text()):
+            if str(given).strip() != exact:
+                raise FormatError(f"{quote(problem)}: {quote(str(given))} is not its answer ({exact}); the labels are "
+                                  "the exact answer written in the model's format")
+        ids, lengths, answer = render_answers(problems, self.arith_format)
+        self._check_length(texts, lengths, truncation, max_length)
+        strategy = PaddingStrategy(padding if not isinstance(padding, bool) else ("longest" if padding else "do_not_pad"))
+        pad = strategy != PaddingStrategy.DO_NOT_PAD
+        if not pad and return_tensors is not None and len(set(lengths.tolist())) > 1:
+            raise FormatError("problems of different lengths need padding=True to become one tensor")
+        width = int(lengths.max())
+        if strategy == PaddingStrategy.MAX_LENGTH:
+            width = max(width, max_length or self.model_max_length)
+        left = (padding_side or self.padding_side) == "left"
+        rows = {"input_ids": [], "attention_mask": [], "labels": []}
+        for row, n, mask in zip(ids.tolist(), lengths.tolist(), answer.tolist()):
+            fill = width - n if pad else 0
+            tokens = row[:n]
+            labels = [t if m else LABEL_IGNORE for t, m in zip(tokens, mask[:n])]
+            parts = {"input_ids": (tokens, self.pad_token_id), "attention_mask": ([1] * n, 0),
+                     "labels": (labels, LABEL_IGNORE)}
+            for key, (values, filler) in parts.items():
+                rows[key].append([filler] * fill + values if left else values + [filler] * fill)
+        if return_attention_mask is False:
+            del rows["attention_mask"]
+        data = {k: v[0] for k, v in rows.items()} if single and return_tensors is None else rows
+        return BatchEncoding(data, tensor_type=return_tensors)
+
+    def _check_length(self, texts, lengths, truncation, max_length) -> None:
+        """Truncation never cuts a problem: a sequence longer than the limit is refused in one line."""
+        if truncation in (None, False, "do_not_truncate", TruncationStrategy.DO_NOT_TRUNCATE):
+            return
+        limit = max_length or self.model_max_length
+        longest = int(np.argmax(lengths))
+        if limit is not None and int(lengths[longest]) > limit:
+            raise FormatError(f"{quote(texts[longest])} takes {int(lengths[longest])} tokens, more than max_length "
+                              f"{limit}; truncating would cut the problem, so it is refused (raise max_length, or drop "
+                              "truncation)")
+
+    def _decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None, raw=False, **kwargs):
+        """Ids to text. A sequence of this format (prompt and answer, either alone, padded or not) reads in
+        plain decimal (`formatting.plain_text`: '784+55482=56266'), whatever skip_special_tokens says;
+        `raw=True` gives the tokens as the model reads and writes them ('48455+28455=66265000000<eos>')."""
+        if raw:
+            return super()._decode(token_ids, skip_special_tokens=skip_special_tokens,
+                                   clean_up_tokenization_spaces=clean_up_tokenization_spaces, **kwargs)
+        if isinstance(token_ids, int):
+            token_ids = [token_ids]
+        if isinstance(token_ids, dict):
+            token_ids = token_ids["input_ids"]
+        vocab = self._vocab_list
+        return plain_text([vocab[i] if 0 <= i < len(vocab) else "?" for i in token_ids], self.arith_format)
+
     def _check_characters(self, texts: list[str]) -> None:
         vocab = set(self._vocab_list)
         for text in texts:
@@ -211,6 +290,13 @@ class ArithTokenizer(TokenizersBackend):
                 raise FormatError(f"text must be a problem (a string) or a list of problems, got {type(text).__name__}")
             single = isinstance(text, str)
             texts = [text] if single else list(text)
+            if kwargs.get("truncation_strategy") not in (None, TruncationStrategy.DO_NOT_TRUNCATE):
+                # A problem is never cut: longer than the limit is refused, else nothing is cut at all.
+                # (Formatted text has one token per character.)
+                lengths = (render(parse_problems(texts, self.arith_format), self.arith_format, with_answer=False)[1]
+                           if format_problems else np.array([len(t) for t in texts]))
+                self._check_length(texts, lengths, kwargs["truncation_strategy"], kwargs.get("max_length"))
+                kwargs["truncation_strategy"] = TruncationStrategy.DO_NOT_TRUNCATE
             if format_problems and self._can_encode_directly(kwargs):
                 return self._encode_problems(texts, single, **kwargs)
             if format_problems:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from remote_code import BLOCK_HF_ARITH
+from remote_code import BLOCK_HF_ARITH, run_remote_code
 from test_confidence import beyond_range_sums
 from test_recurrences import LOOP_SENSITIVE
 from transformers import pipeline
@@ -222,3 +222,32 @@ def test_the_pipeline_runs_as_remote_code_without_hf_arith(tmp_path, pipe):
             assert g["answer"] == w["answer"]
             assert g["confidence"] == pytest.approx(w["confidence"], abs=1e-6)
             assert [t["token"] for t in g["tokens"]] == [t["token"] for t in w["tokens"]]
+
+
+def test_text_generation_and_the_tokenizer_without_hf_arith(tmp_path):
+    """Where hf_arith cannot be imported: `pipeline("text-generation")` prints the plain decimal answer,
+    `tok.decode` reads a whole generated sequence so, `text_target` gives labels, and `truncation=True`
+    keeps the longest problem the model takes whole (model_max_length covers it)."""
+    from hf_arith.limits import model_limits
+
+    model, tok = load_checkpoint("abacus-gpt2-mul")
+    folder = save_checkpoint(model, tok, tmp_path / "mul")
+    longest = model_limits(model, tok).longest_problem()
+    answer = hf_arith.solve(model, tok, ["12345*6789"])[0]
+    body = f"""
+        from transformers import pipeline
+        generate = pipeline("text-generation", model=model, tokenizer=tok)
+        text = generate("12345*6789")[0]["generated_text"]
+        out = model.generate(**enc)
+        example = tok("12*34", text_target="408")
+        print(json.dumps({{"text": text, "decoded": tok.decode(out[0]), "raw": tok.decode(out[0], raw=True),
+                          "labels": example["labels"], "ids": example["input_ids"],
+                          "longest": tok({longest!r}, truncation=True)["input_ids"] == tok({longest!r})["input_ids"],
+                          "max": tok.model_max_length}}))
+    """
+    got = run_remote_code(folder, ["12345*6789"], body, tmp_path / "hf_home")
+    assert got["text"] == f"12345*6789={answer}" == got["decoded"]
+    assert got["raw"].startswith(tok.format_problem("12345*6789")) and "<eos>" in got["raw"]
+    local = tok("12*34", text_target="408")
+    assert got["labels"] == local["labels"] and got["ids"] == local["input_ids"] and -100 in got["labels"]
+    assert got["longest"] and got["max"] == model.config.max_position_embeddings

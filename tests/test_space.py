@@ -15,6 +15,7 @@ import hf_arith
 from hf_arith.limits import model_limits
 from hf_arith.loading import load_checkpoint
 from hf_arith.problems import example_problem, reference_answer
+from hf_arith.tasks import get_task, task_names
 
 LOOPED = "looped-add-window"
 
@@ -44,7 +45,7 @@ def verdict_kind(verdict: str) -> str:
 
 def strip_cells(verdict: str) -> list[tuple[str, str, str, str]]:
     """(status, model digit, exact digit, confidence) of every cell of the digit strip but the legend."""
-    cells = re.findall(r'<div class="cell (ok|bad|pad|end)"[^>]*><span class="d">([^<]*)</span>'
+    cells = re.findall(r'<div class="cell (ok|bad|pad|end|work)"[^>]*><span class="d">([^<]*)</span>'
                        r'<span class="x">([^<]*)</span><span class="p">([^<]*)</span></div>', verdict)
     return cells
 
@@ -114,13 +115,116 @@ def test_wrong_digits_are_marked_in_the_strip(client, app):
 def test_an_extra_leading_digit_is_wrong_and_padding_zeros_are_not(app):
     entry = app.load("minimal-add10")
     tokens = [{"token": t, "probability": 0.9} for t in "24000000000"]  # 42 written reversed at width 11
-    cells, end = app.answer_cells(entry, tokens, "42")
+    cells, end = app.answer_cells(entry, tokens, "40+2")
     assert [c["status"] for c in cells] == ["pad"] * 9 + ["ok", "ok"] and end is None
     looped = app.load(LOOPED)
     tokens = [{"token": t, "probability": 0.5} for t in [*"0001", "<eos>"]]  # 1000 for 999+1... plus a 1
-    cells, end = app.answer_cells(looped, [*tokens[:4], {"token": "1", "probability": 0.987}, tokens[4]], "1000")
+    cells, end = app.answer_cells(looped, [*tokens[:4], {"token": "1", "probability": 0.987}, tokens[4]], "999+1")
     assert [c["model"] for c in cells] == list("11000") and [c["status"] for c in cells] == ["bad"] + ["ok"] * 4
     assert end["status"] == "end"
+
+
+def assert_strip_matches_verdict(app, name, problem, verdict):
+    """The strip agrees with the verdict: its written working is shown as working (as many tokens as
+    the task's `split_working` gives the exact answer's working), never judged; only the final answer
+    is, all of it right when the verdict is Correct, some of it red when Wrong."""
+    entry = app.load(name)
+    cells = [c for c in strip_cells(verdict) if c[0] != "end"]
+    working, final = entry.fmt.task_rules.split_working(app.written_answer(entry, problem), entry.fmt)
+    kinds = [c[0] for c in cells]
+    judged = [c for c in cells if c[0] != "work"]
+    assert kinds == ["work"] * kinds.count("work") + [c[0] for c in judged]  # the working first
+    if verdict_kind(verdict) == "correct":
+        assert kinds.count("work") == len(working) and all(c[2] == "" for c in cells if c[0] == "work")
+        assert {c[0] for c in judged} <= {"ok", "pad"} and "ok" in kinds
+        assert len(judged) == len(final)
+    else:
+        assert verdict_kind(verdict) == "wrong" and "bad" in kinds
+
+
+TASK_PROBLEMS = {  # one bundled model of every task, with a problem at its longest trained length
+    "abacus-gpt2-add": "1234567890+9876543210",
+    "abacus-gpt2-sub": "123-456",  # below zero
+    "abacus-gpt2-mul": "12345*6789",  # the issue's 29 red cells under "Correct"
+    "abacus-gpt2-sort": "a:31,b:7,c:120",
+}
+
+
+def test_task_problems_cover_every_task():
+    assert {load_checkpoint(name)[1].arith_format.task for name in TASK_PROBLEMS} == set(task_names())
+
+
+@pytest.mark.parametrize("name", TASK_PROBLEMS)
+def test_the_strip_judges_only_the_final_answer(client, app, name):
+    problem = TASK_PROBLEMS[name]
+    answer, verdict, rows = client.predict(name, problem, 1, api_name="/solve")
+    entry = app.load(name)
+    assert answer == app.exact_answer(entry, problem) and verdict_kind(verdict) == "correct"
+    assert_strip_matches_verdict(app, name, problem, verdict)
+    working = [c for c in strip_cells(verdict) if c[0] == "work"]
+    if entry.fmt.scratchpad != "none":
+        assert working and "are its written working" in verdict
+        assert entry.fmt.task_rules.working_note(entry.fmt) in verdict
+        assert [c[1] for c in working] == [r[1] for r in rows["data"][:len(working)]]  # as written
+    else:
+        assert not working and "written working" not in verdict
+
+
+def test_wrong_working_is_not_red_and_a_wrong_product_is(app):
+    """Running sums: a slip in the working with the right product is not marked; a wrong product is."""
+    entry = app.load("abacus-gpt2-mul")
+    written = app.written_answer(entry, "12*34")  # 2 sums, reversed: 12*4 = 48 -> '840', 12*34 = 408 -> '8040'
+    assert written == "840=8040"
+    def tokens(text):
+        return [*({"token": c, "probability": 0.9} for c in text), {"token": "<eos>", "probability": 0.9}]
+    cells, end = app.answer_cells(entry, tokens("940=8040"), "12*34")
+    assert [c["status"] for c in cells] == ["work"] * 4 + ["pad", "ok", "ok", "ok"] and end["status"] == "end"
+    assert "".join(c["exact"] for c in cells) == "408"
+    cells, _ = app.answer_cells(entry, tokens("840=8050"), "12*34")
+    assert [c["status"] for c in cells] == ["work"] * 4 + ["pad", "bad", "ok", "ok"]
+    assert [c["model"] for c in cells if c["status"] != "work"] == list("0508")
+
+
+def test_a_complement_answer_is_compared_as_written(app):
+    """Subtraction below zero, written as the base complement: the strip compares the written digits and
+    says how they read."""
+    entry = app.load("abacus-gpt2-sub")
+    _, verdict, _ = app.solve_problem("abacus-gpt2-sub", "123-456", 1)
+    cells = [c for c in strip_cells(verdict) if c[0] != "end"]
+    if entry.fmt.negative_answers == "complement":
+        assert "".join(c[2] for c in cells) == "-667" and "(-667), which reads -333" in verdict
+    else:
+        assert "".join(c[2] for c in cells) == "-333" and "which reads" not in verdict
+
+
+@pytest.mark.parametrize("name", hf_arith.bundled_models())
+def test_placeholder_examples_and_description_follow_the_model(app, name):
+    """Placeholders and examples stay inside the model's measured range, three or more per model, all
+    answered right; the description names the model's task and claims no other."""
+    entry = app.load(name)
+    model, tok = load_checkpoint(name)
+    limits = model_limits(model, tok, hf_arith.bundled_path(name))
+    lo, hi = entry.measured
+    assert limits.training_range is None or (lo, hi) == limits.training_range  # bundled: measured = trained
+    assert hi <= entry.max_digits
+    fmt = entry.fmt
+    longest = max(app.digits_of(entry, v) for v in entry.formatting.parse_problem(
+        app.placeholder(entry).removeprefix("e.g. "), fmt))
+    assert longest == hi
+    rows, labels = app.examples()
+    mine = [r for r, label in zip(rows, labels) if r[0] == name and label == f"{name}: {r[1]}"]
+    assert len(mine) >= 3
+    for _, problem, loops in mine:
+        operands = entry.formatting.parse_problem(problem, fmt)
+        assert lo <= max(app.digits_of(entry, v) for v in operands) <= hi
+        assert app.solve_problem(name, problem, loops)[0] == app.exact_answer(entry, problem)
+    text = app.describe(entry)
+    task = fmt.task_rules
+    assert f"**{task.title.capitalize()}**" in text
+    others = [t.title for t in map(get_task, task_names()) if t.name != task.name]
+    assert not any(other in text.lower() for other in others)
+    if task.operator != "+":
+        assert " add" not in text
 
 
 @pytest.mark.parametrize("problem, message", [
@@ -151,6 +255,7 @@ def test_every_bundled_model_answers_and_is_checked(client, app, name):
     answer, verdict, confidence = client.predict(name, problem, 1, api_name="/solve")
     assert answer == hf_arith.solve(model, tok, [problem])[0] == reference_answer(problem, fmt)
     assert verdict_kind(verdict) == "correct"  # a trained model gets a short problem right
+    assert_strip_matches_verdict(app, name, problem, verdict)
     assert confidence["data"] and all(0 < row[2] <= 1 for row in confidence["data"])
     # The longest problem it takes is answered; one digit more is refused in the visitor's terms.
     _, verdict, _ = client.predict(name, example_problem(fmt, longest), 1, api_name="/solve")

@@ -207,15 +207,45 @@ def test_the_loops_example_keeps_its_loop_count_and_marks_wrong_digits(page_url,
     assert browser.save_screenshot(str(shots(tmp_path) / "space_models.png"))
 
 
+def pick_model(driver, name: str) -> None:
+    """Choose `name` in the main model dropdown, as a visitor does."""
+    model = wait(driver).until(lambda d: css(d, "#model input"))
+    if model.get_attribute("value") == name:  # (already chosen: its list would show it alone)
+        return
+    model.click()
+    option = wait(driver).until(lambda d: next((o for o in all_css(d, "ul[role=listbox] li, [role=option]")
+                                                 if o.text.strip() == name), None))
+    option.click()
+    wait(driver).until(lambda d: css(d, "#model input").get_attribute("value") == name)
+    wait(driver).until(lambda d: name in css(d, "#model_info").text)  # its description is shown
+
+
+# The strip's colours (the page's CSS): what a visitor sees for each kind of cell.
+CELL_COLOURS = {"ok": "rgba(200, 236, 196, 1)", "bad": "rgba(247, 185, 178, 1)", "work": "rgba(235, 231, 243, 1)",
+                "pad": "rgba(236, 236, 236, 1)", "end": "rgba(221, 230, 245, 1)"}
+
+
+def assert_strip_colours(driver, app, bundled: str, problem: str) -> None:
+    """The strip as drawn agrees with the verdict: the written working in the working colour (as many
+    cells as the task's `split_working` gives), then the final answer, all green under Correct."""
+    entry = app.load(bundled)
+    working, final = entry.fmt.task_rules.split_working(app.written_answer(entry, problem), entry.fmt)
+    cells = all_css(driver, "#verdict .strip .cell:not(.legend)")
+    kinds = [c.get_attribute("class").split()[1] for c in cells]
+    for cell, kind in zip(cells, kinds):
+        assert cell.value_of_css_property("background-color") == CELL_COLOURS[kind], kind
+    verdict = css(driver, "#verdict [data-verdict]").get_attribute("data-verdict")
+    assert verdict == "correct", css(driver, "#verdict").text
+    assert kinds.count("work") == len(working) and kinds[: len(working)] == ["work"] * len(working)
+    judged = [k for k in kinds if k not in ("work", "end")]
+    assert len(judged) == len(final) and set(judged) <= {"ok", "pad"} and "ok" in judged
+
+
 def test_a_typed_loop_count_is_kept(page_url, browser):
     from selenium.webdriver.common.keys import Keys
 
     browser.get(page_url)
-    model = wait(browser).until(lambda d: css(d, "#model input"))
-    model.click()
-    option = wait(browser).until(lambda d: next((o for o in all_css(d, "ul[role=listbox] li, [role=option]")
-                                                  if o.text.strip() == "looped-add-window"), None))
-    option.click()
+    pick_model(browser, "looped-add-window")
     number = wait(browser).until(lambda d: css(d, "#recurrences input[type=number]") if
                                  css(d, "#recurrences").is_displayed() else None)
     wait(browser).until(lambda d: number.get_attribute("value") == "2")  # the model's own count
@@ -258,13 +288,58 @@ def test_a_400_pixel_screen(page_url, phone, tmp_path):
     assert app.LONG_SUM  # (the example's problem)
 
 
+def test_the_attention_map_is_reachable_on_a_phone(page_url, tmp_path):
+    """At 390 pixels the attention picture is drawn wide in a box that scrolls sideways, and both its
+    left and its right edge can be scrolled into the screen."""
+    driver, profile = chromium(390)
+    try:
+        driver.get(page_url)
+        wait(driver).until(lambda d: css(d, "#problem textarea, #problem input"))
+        pick_model(driver, "minimal-add10")
+        box = css(driver, "#problem textarea, #problem input")
+        box.clear()
+        box.send_keys("12+34")
+        open_tab(driver, "Attention")
+        css(driver, "#attention").click()
+        image = wait(driver).until(lambda d: next(iter(all_css(d, "#attention_plot img")), None))
+        wait(driver).until(lambda d: image.size["width"] > 390)
+        scroller = driver.execute_script(SCROLLER, image)
+        assert scroller is not None, "no box around the attention map scrolls sideways"
+        edges = ("const s = arguments[0], i = arguments[1].getBoundingClientRect(), b = s.getBoundingClientRect();"
+                 "s.scrollLeft = arguments[2]; const j = arguments[1].getBoundingClientRect();"
+                 "return [j.left - b.left, b.right - j.right, b.left, b.right];")
+        left_gap, _, box_left, box_right = driver.execute_script(edges, scroller, image, 0)
+        assert left_gap >= -1 and box_left >= 0 and box_right <= 390, (left_gap, box_left, box_right)
+        _, right_gap, _, _ = driver.execute_script(edges, scroller, image, 10**6)
+        assert right_gap >= -1, right_gap
+        assert driver.execute_script("return document.documentElement.scrollWidth;") <= 390
+        assert driver.save_screenshot(str(shots(tmp_path) / "space_phone_attention.png"))
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+# The nearest box around an element that scrolls sideways (or null).
+SCROLLER = ("let e = arguments[0].parentElement; while (e && e !== document.body) {"
+            "const o = getComputedStyle(e).overflowX; if ((o === 'auto' || o === 'scroll') && "
+            "e.scrollWidth > e.clientWidth) return e; e = e.parentElement; } return null;")
+
+
 # -- a built Space, without hf_arith ------------------------------------------------------------------------
+# One published model of every task, each with a problem whose strip is checked against the verdict.
+BUILT_MODELS = {"org/minimal-add10": ("minimal-add10", "1234567890+9876543210"),
+                "org/abacus-gpt2-sub": ("abacus-gpt2-sub", "123-456"),
+                "org/abacus-gpt2-mul": ("abacus-gpt2-mul", "12345*6789"),
+                "org/abacus-gpt2-sort": ("abacus-gpt2-sort", "a:31,b:7,c:120")}
+
+
 @pytest.fixture(scope="module")
 def built_url(tmp_path_factory):
     from hf_arith.space_build import build_space
 
-    folder = build_space(tmp_path_factory.mktemp("space") / "space", ["org/minimal-add10"])
-    hf_home = published_cache(tmp_path_factory.mktemp("published"), {"org/minimal-add10": "minimal-add10"})
+    folder = build_space(tmp_path_factory.mktemp("space") / "space", list(BUILT_MODELS))
+    hf_home = published_cache(tmp_path_factory.mktemp("published"),
+                              {repo_id: bundled for repo_id, (bundled, _) in BUILT_MODELS.items()})
     space = BuiltSpace(folder, hf_home, tmp_path_factory.mktemp("log") / "app.log")
     try:
         yield space.wait().url
@@ -278,3 +353,20 @@ def test_a_built_space_in_the_browser(built_url, browser, tmp_path):
     assert css(browser, "#answer textarea, #answer input").get_attribute("value") == "11111111100"
     assert "https://huggingface.co/org/minimal-add10" in css(browser, "#model_info").get_attribute("innerHTML")
     assert browser.save_screenshot(str(shots(tmp_path) / "built_space_solve.png"))
+
+
+def test_every_task_in_a_built_space(built_url, browser, tmp_path):
+    """A built Space without hf_arith, one model of every task: each answers right and its strip's
+    colours agree with the verdict (the working of multiplication and sorting is not red)."""
+    from hf_arith.tasks import task_names
+
+    app = load_app()
+    assert {app.load(bundled).fmt.task for bundled, _ in BUILT_MODELS.values()} == set(task_names())
+    browser.get(built_url)
+    for repo_id, (bundled, problem) in BUILT_MODELS.items():
+        pick_model(browser, repo_id)
+        assert solve(browser, problem) == "correct", css(browser, "#verdict").text
+        answer = css(browser, "#answer textarea, #answer input").get_attribute("value")
+        assert answer == app.exact_answer(app.load(bundled), problem)
+        assert_strip_colours(browser, app, bundled, problem)
+        assert browser.save_screenshot(str(shots(tmp_path) / f"built_space_{bundled}.png"))

@@ -144,3 +144,109 @@ def test_a_loaded_tokenizer_saves_back_the_same_config(tmp_path):
     ArithTokenizer.from_pretrained(tmp_path / "a").save_pretrained(tmp_path / "b")
     first, second = (json.loads((tmp_path / d / "tokenizer_config.json").read_text()) for d in "ab")
     assert first == second
+
+
+# -- behaving like a transformers tokenizer -------------------------------------------------------
+ONE_PER_TASK = {"abacus-gpt2-add": "784+55482", "abacus-gpt2-sub": "123-456", "abacus-gpt2-mul": "12*34",
+                "abacus-gpt2-sort": "a:31,b:7,c:120", "minimal-add10": "40+2"}
+
+
+@pytest.mark.parametrize("name", ["abacus-gpt2-add", "abacus-gpt2-sort", "minimal-add10"])
+def test_model_max_length_covers_every_problem_the_model_takes(tmp_path, name):
+    """Saved with its model, the tokenizer's model_max_length is the longest sequence the model takes, so
+    `truncation=True` leaves the longest problem it takes whole (the training data's 34 cut a 20-digit sum)."""
+    import hf_arith
+    from hf_arith.limits import model_limits
+    from hf_arith.saving import save_checkpoint
+
+    model, tok = hf_arith.load(name)
+    limits = model_limits(model, tok)
+    longest = limits.longest_problem()
+    whole = tok(longest)["input_ids"]
+    save_checkpoint(model, tok, tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert loaded.model_max_length == limits.max_sequence_tokens >= len(whole) + limits.max_answer_tokens - 1
+    assert loaded(longest, truncation=True)["input_ids"] == whole
+    assert hf_arith.load(name)[1].model_max_length == loaded.model_max_length  # the bundled copy says the same
+
+
+def test_truncation_never_cuts_a_problem():
+    tok = ArithTokenizer(number_format=NumberFormat(), model_max_length=10)
+    assert tok("123+45", truncation=True)["input_ids"] == tok("123+45")["input_ids"]  # 7 tokens: nothing to cut
+    for call in (lambda: tok("12345+6789", truncation=True),  # 11 tokens
+                 lambda: tok(["1+2", "123+45"], truncation=True, max_length=5),
+                 lambda: tok("12345+6", text_target="12351", truncation=True),
+                 lambda: tok("54321+9876=", format_problems=False, truncation=True)):  # formatted text too
+        with pytest.raises(FormatError, match="truncating would cut the problem") as err:
+            call()
+        assert "\n" not in str(err.value)
+    assert len(tok("12345+6789")["input_ids"]) == 11  # without truncation, as long as it takes
+    assert len(tok("321+54=", format_problems=False, truncation=True)["input_ids"]) == 7
+
+
+@pytest.mark.parametrize("name", ONE_PER_TASK)
+def test_text_target_gives_the_labels_training_uses(name):
+    """`tok(problem, text_target=answer)`: the training example, the same ids and labels (-100 on the
+    prompt) as the package's own data stream writes (`streaming.encode_examples`)."""
+    import numpy as np
+
+    import hf_arith
+    from hf_arith.formatting import parse_problems
+    from hf_arith.models import IGNORE_INDEX
+    from hf_arith.streaming import encode_examples
+    from hf_arith.tokenization_arith import LABEL_IGNORE
+
+    assert LABEL_IGNORE == IGNORE_INDEX
+    _, tok = hf_arith.load(name)
+    fmt = tok.arith_format
+    problems = [ONE_PER_TASK[name], fmt.task_rules.example(7, 12, fmt.max_items)]
+    answers = [hf_arith.tasks.get_task(fmt.task).reference([int(v) for v in fmt.task_rules.parse(p, fmt)])
+               for p in problems]
+    single = tok(problems[0], text_target=answers[0])
+    assert set(single) == {"input_ids", "attention_mask", "labels"}
+    parsed = parse_problems(problems, fmt).with_answers()
+    ids, mask, labels = encode_examples(parsed, fmt, 64)
+    n = int(mask[0].sum())
+    assert single["input_ids"] == ids[0, :n].tolist() and single["labels"] == labels[0, :n].tolist()
+    prompt = len(tok(problems[0])["input_ids"])
+    assert single["labels"][:prompt] == [-100] * prompt and -100 not in single["labels"][prompt:]
+    batch = tok(problems, text_target=answers, padding=True, return_tensors="pt")
+    assert batch["input_ids"].shape == batch["labels"].shape == batch["attention_mask"].shape
+    assert ((batch["labels"] != -100) <= (batch["attention_mask"] == 1)).all()  # padding carries no loss
+    for row, row_labels, row_mask, ref, ref_labels, ref_mask in zip(
+            batch["input_ids"], batch["labels"], batch["attention_mask"], ids, labels, mask):
+        kept, n = row_mask.bool(), int(ref_mask.sum())
+        assert row[kept].tolist() == ref[:n].tolist() and row_labels[kept].tolist() == ref_labels[:n].tolist()
+    assert np.array_equal(batch["labels"][:, -1].numpy(), ids[np.arange(2), mask.sum(1) - 1])  # <eos> is learnt
+    with pytest.raises(FormatError, match="is not its answer"):
+        tok(problems[0], text_target="1")
+    with pytest.raises(FormatError, match="one answer per problem"):
+        tok(problems, text_target=answers[:1])
+
+
+@pytest.mark.parametrize("name", ONE_PER_TASK)
+def test_decode_writes_plain_decimal(name):
+    """`tok.decode` of a whole generated sequence reads as a person writes it; `raw=True` and
+    `convert_ids_to_tokens` keep the model's own format."""
+    import hf_arith
+
+    model, tok = hf_arith.load(name)
+    problem = ONE_PER_TASK[name]
+    enc = tok([problem], return_tensors="pt")
+    out = model.generate(**enc)
+    answer = hf_arith.solve(model, tok, [problem])[0]
+    assert tok.decode(out[0]) == f"{problem}={answer}" == tok.batch_decode(out, skip_special_tokens=True)[0]
+    raw = tok.decode(out[0], raw=True)
+    assert raw.startswith(tok.format_problem(problem)) and raw != tok.decode(out[0])
+    assert "".join(tok.convert_ids_to_tokens(out[0].tolist())) == raw
+    assert tok.decode(out[0][enc["input_ids"].shape[1]:]) == f"={answer}"  # the new tokens alone
+    assert tok.decode(enc["input_ids"][0]) == problem  # a prompt alone
+    padded = tok([problem, "1+1" if "+" in problem else problem], padding=True, return_tensors="pt")
+    assert tok.decode(padded["input_ids"][0]) == problem  # padding is not text
+
+
+def test_a_malformed_answer_is_decoded_as_written():
+    tok = ArithTokenizer(number_format=NumberFormat())
+    ids = tok("12+34")["input_ids"] + tok.convert_tokens_to_ids(list("64"))  # no <eos>: not an answer
+    assert tok.decode(ids) == "12+34=64"
+    assert tok.decode(ids + [tok.eos_token_id]) == "12+34=46"

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..formatting import (
     DIGIT_CHARS,
+    PROMPT_END,
     FormatError,
     NumberFormat,
     Problems,
@@ -172,11 +173,40 @@ class Task:
         """The answer text a model wrote (before <eos>) to plain decimal; None when malformed."""
         return read_number(text, fmt)
 
+    def read_prompt(self, text: str, fmt: NumberFormat) -> list[str] | None:
+        """A prompt as the format writes it (without its '=') back to decimal operands; None when
+        `text` is not one (decoding tells prompts from answers so)."""
+        left, op, right = text.partition(self.operator) if self.operator else ("", "", "")
+        values = [read_operand(left, fmt), read_operand(right, fmt)] if op else [None]
+        return None if None in values else values
+
+    def split_working(self, text: str, fmt: NumberFormat) -> tuple[str, str]:
+        """A written answer (before <eos>) as (its written working, its final answer): in a format
+        with a scratchpad the working runs up to and including the last '=', else there is none.
+        Only the final part is the answer; the working is how the model got there."""
+        if fmt.scratchpad == "none":
+            return "", text
+        cut = text.rfind(PROMPT_END) + 1
+        return text[:cut], text[cut:]
+
+    def working_note(self, fmt: NumberFormat) -> str | None:
+        """What the format's written working is, in words for a reader (None without working)."""
+        return None
+
 
 def read_number(text: str, fmt: NumberFormat) -> str | None:
     """Digits in the format's base and order to a decimal string; None unless every character is a digit."""
     value = read_value(text, fmt)
     return None if value is None else str(value)
+
+
+def read_operand(text: str, fmt: NumberFormat) -> str | None:
+    """An operand as a prompt writes it (the format's base, operand order and padding) to decimal;
+    None unless every character is a digit."""
+    digits = DIGIT_CHARS[: fmt.base]
+    if not text or any(c not in digits for c in text):
+        return None
+    return str(int(text[::-1] if fmt.reverse_operands else text, fmt.base))
 
 
 def read_value(text: str, fmt: NumberFormat) -> int | None:

@@ -57,6 +57,12 @@ class Mul(Task):
             segments.append(digit_segment(digits, widths, 0, fmt.reverse_answer))
         return segments
 
+    def working_note(self, fmt):
+        if fmt.scratchpad != "running_sums":
+            return None
+        return ("before the product it writes the running sums of long multiplication (a times the last 1, 2, ... "
+                "digits of b), one per digit of b, separated by '='; the last sum is the product")
+
     def read_answer(self, text, fmt, operand_lengths=None):
         if fmt.scratchpad == "running_sums":
             sums = text.split(PROMPT_END)

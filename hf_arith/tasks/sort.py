@@ -21,7 +21,7 @@ from ..formatting import (
     quote,
     register_task,
 )
-from .base import Task
+from .base import Task, read_operand
 
 _SORT_ITEM = re.compile(r"([a-z]):([0-9]+)")
 
@@ -76,6 +76,16 @@ class Sort(Task):
                 raise FormatError(f"{quote(problem)}: item {i + 1} must be labelled {SORT_LABELS[i]!r}")
             values.append(check_number(m.group(2), problem))
         return values
+
+    def read_prompt(self, text, fmt):
+        values = []
+        for i, item in enumerate(text.split(",")):
+            label, colon, digits = item.partition(":")
+            value = read_operand(digits, fmt) if colon and label == SORT_LABELS[i:i + 1] else None
+            if value is None:
+                return None
+            values.append(value)
+        return values if len(values) >= 2 else None
 
     def problem_text(self, operands):
         return ",".join(f"{SORT_LABELS[i]}:{v}" for i, v in enumerate(operands))
@@ -135,6 +145,15 @@ class Sort(Task):
             segments += _radix_key_lines(problems, label_ids, vocab)
         segments.append((label_ids[problems.answer], problems.answer_lengths))
         return segments
+
+    def working_note(self, fmt):
+        if fmt.scratchpad == "radix_passes":
+            return ("it sorts as a radix sort does: one line of labels per digit place, lowest place first, each "
+                    "line ordered by that place's digit, separated by '='; the last line is the sorted order")
+        if fmt.scratchpad == "radix_keys":
+            return ("it sorts as a radix sort does: per digit place, lowest first, every label with its digit at "
+                    "that place, then '='; the last line is the sorted order")
+        return None
 
     def read_answer(self, text, fmt, operand_lengths=None):
         labels = SORT_LABELS[: fmt.max_items]

@@ -156,6 +156,7 @@ class Entry:
     max_digits: int  # the longest operands the pipeline accepts (in the model's base)
     loops: tuple[int, int] | None  # the slider's range, for a looped model
     trained: tuple[int, int] | None  # operand lengths it was trained on, where known
+    measured: tuple[int, int]  # operand lengths it answers (placeholders and examples stay inside)
 
     @property
     def model(self):
@@ -249,6 +250,28 @@ def trained_range(folder: Path | None, fmt) -> tuple[int, int] | None:
     return (1, fmt.operand_width) if fmt.operand_width else None
 
 
+MEASURED_EXACT = 0.99  # a length counts as measured when the held-out exact match there is at least this
+
+
+def measured_range(folder: Path | None, trained: tuple[int, int] | None, max_digits: int) -> tuple[int, int]:
+    """The operand lengths the model is known to answer: its training range (else 1 to 10 digits),
+    extended by each further length its eval_results.json measured at >= MEASURED_EXACT, capped at
+    what it takes."""
+    lo, hi = trained or (1, 10)
+    per = (read_json(folder, "eval_results.json") or {}).get("by_max_operand_length")
+    if isinstance(per, dict):
+        scores = {}
+        for key, value in per.items():
+            try:
+                scores[int(key)] = float(value)
+            except (TypeError, ValueError):
+                continue
+        while scores.get(hi + 1, 0.0) >= MEASURED_EXACT:
+            hi += 1
+    hi = max(1, min(hi, max_digits))
+    return min(lo, hi), hi
+
+
 @serialized
 @functools.cache
 def _open(name: str) -> Entry:
@@ -256,8 +279,9 @@ def _open(name: str) -> Entry:
         pipe, folder = open_pipeline(name)
         fmt = pipe.tokenizer.arith_format
         formatting = sys.modules.get(type(fmt).__module__) or importlib.import_module(type(fmt).__module__)
-        return Entry(name, pipe, folder, accepted_digits(pipe, fmt, formatting), loop_range(pipe.model),
-                     trained_range(folder, fmt))
+        longest, trained = accepted_digits(pipe, fmt, formatting), trained_range(folder, fmt)
+        return Entry(name, pipe, folder, longest, loop_range(pipe.model), trained,
+                     measured_range(folder, trained, longest))
     except Exception as err:  # whatever a listed repo holds: a message in the page, not an error page
         raise InputError(f"model {name} cannot be loaded: {one_line(err)}") from None
 
@@ -369,40 +393,59 @@ def exact_answer(entry: Entry, problem: str) -> str:
     return entry.fmt.task_rules.reference([int(v) for v in entry.formatting.parse_problem(problem, entry.fmt)])
 
 
-def in_model_digits(entry: Entry, decimal: str) -> str:
-    """An answer written in the model's base (normal order), to compare digit by digit."""
-    if entry.fmt.task_rules.item_list or entry.fmt.base == 10:
-        return decimal
-    sign, value = ("-", decimal[1:]) if decimal.startswith("-") else ("", decimal)
-    digits = entry.formatting.int_to_digits(int(value), entry.fmt.base)
-    return sign + "".join(entry.formatting.DIGIT_CHARS[d] for d in reversed(digits))
+def written_answer(entry: Entry, problem: str) -> str:
+    """The exact answer as the model's format writes it (written working included, <eos> left out):
+    the tokens the model was trained to write for `problem`."""
+    formatting = entry.formatting
+    ids, lengths, prompt = formatting.render(formatting.parse_problems([problem], entry.fmt).with_answers(),
+                                             entry.fmt, with_answer=True)
+    vocab = entry.fmt.vocab()
+    tokens = [vocab[i] for i in ids[0][int(prompt[0]): int(lengths[0])].tolist()]
+    return "".join(t for t in tokens if t not in END_TOKENS)
 
 
-def answer_cells(entry: Entry, tokens: list[dict], truth: str) -> tuple[list[dict], dict | None]:
-    """The digits the model wrote, in normal order, each against the exact answer's digit in the
-    same place: (cells, the end token's cell or None). A cell: the model's digit, the exact one,
-    the probability the model gave its digit, and a status: ok, bad (wrong, missing or extra) or
-    pad (a leading zero of a fixed-width answer)."""
+def normal_order(entry: Entry, written: list) -> list:
+    """A final answer's tokens as written to normal order: a reversed number is turned around (its
+    leading sign stays first; a trailing complement sign comes first); a list of labels stays as is."""
+    fmt = entry.fmt
+    if fmt.task_rules.item_list or not fmt.reverse_answer:
+        return written
+    sign = written[:1] if written[:1] and written[0][0] == "-" else []
+    return sign + written[len(sign):][::-1]
+
+
+def answer_cells(entry: Entry, tokens: list[dict], problem: str) -> tuple[list[dict], dict | None]:
+    """The tokens the model wrote, as cells: (cells, the end token's cell or None). The written
+    working (running sums, radix passes: what the task's `split_working` says comes before the final
+    answer) comes first, as written, with status 'work' and judged by nothing. Then the final answer in
+    normal order, each token against the exact answer's token in the same place, as the format writes
+    it. A cell: the model's token, the exact one, the probability the model gave its token, and a
+    status: work, ok, bad (wrong, missing or extra) or pad (a leading zero of a fixed-width answer)."""
     written, end = [], None
     for t in tokens:
         if t["token"] in END_TOKENS:
             end = {"model": "end", "exact": "", "p": t["probability"], "status": "end"}
             break
         written.append((t["token"], t["probability"]))
-    fmt = entry.fmt
-    listed = fmt.task_rules.item_list
-    if not listed and fmt.reverse_answer:  # written lowest digit first: turn it around
-        sign = written[:1] if written[:1] and written[0][0] == "-" else []
-        written = sign + written[len(sign):][::-1]
-    exact = in_model_digits(entry, truth)
-    width = max(len(written), len(exact))
+    task = entry.fmt.task_rules
+    working, _ = task.split_working("".join(t for t, _ in written), entry.fmt)
+    cells = [{"model": t, "exact": "", "p": p, "status": "work"} for t, p in written[:len(working)]]
+    final = normal_order(entry, written[len(working):])
+    exact = normal_order(entry, list(task.split_working(written_answer(entry, problem), entry.fmt)[1]))
+    listed = task.item_list
+    if not listed:  # leading zeros of a fixed width are padding, not digits of the answer
+        sign = exact[:1] if exact[:1] == ["-"] else []
+        digits = exact[len(sign):]
+        while len(digits) > 1 and digits[0] == "0":
+            digits = digits[1:]
+        exact = sign + digits
+    width = max(len(final), len(exact))
     if listed:
-        mine, theirs = written + [None] * (width - len(written)), list(exact.ljust(width))
+        mine, theirs = final + [None] * (width - len(final)), exact + [""] * (width - len(exact))
     else:
-        mine, theirs = [None] * (width - len(written)) + written, list(exact.rjust(width))
-    cells, leading = [], True
+        mine, theirs = [None] * (width - len(final)) + final, [""] * (width - len(exact)) + exact
+    leading = True
     for got, want in zip(mine, theirs):
-        want = want.strip()
         digit, p = got if got is not None else ("", None)
         leading = leading and digit == "0" and not want
         status = "ok" if digit == want else ("pad" if leading else "bad")
@@ -423,7 +466,8 @@ def strip_html(cells: list[dict], end: dict | None) -> str:
             '<span class="p">sure %</span></div>')
     parts = [head]
     for cell in [*cells, *([end] if end else [])]:
-        title = {"ok": "right digit", "bad": "wrong digit", "pad": "padding zero", "end": "end token"}[cell["status"]]
+        title = {"ok": "right digit", "bad": "wrong digit", "pad": "padding zero", "end": "end token",
+                 "work": "written working (not judged)"}[cell["status"]]
         parts.append(f'<div class="cell {cell["status"]}" title="{title}"><span class="d">{html.escape(cell["model"])}</span>'
                      f'<span class="x">{html.escape(cell["exact"])}</span><span class="p">{percent(cell["p"])}</span></div>')
     return f'<div class="strip" role="img" aria-label="the answer digit by digit">{"".join(parts)}</div>'
@@ -437,8 +481,9 @@ def notice_html(message: str) -> str:
 def verdict_html(entry: Entry, problem: str, out: dict, truth: str, loops: int | None) -> str:
     """The verdict in words and colour, then the digit strip, then what is worth knowing about it."""
     answer = out["answer"]
-    cells, end = answer_cells(entry, out["tokens"], truth)
+    cells, end = answer_cells(entry, out["tokens"], problem)
     wrong = [c for c in cells if c["status"] == "bad"]
+    judged = [c for c in cells if c["status"] != "work"]
     if answer == truth:
         kind, head, text = "correct", "Correct", f"{answer} is the exact answer."
     elif answer is None:
@@ -447,9 +492,17 @@ def verdict_html(entry: Entry, problem: str, out: dict, truth: str, loops: int |
         kind, head, text = "malformed", "No answer", f"The model gave no answer: {why}. The exact answer is {truth}."
     else:
         kind, head = "wrong", "Wrong"
-        text = (f"{len(wrong)} of {len(cells)} digits differ (red). The exact answer is {truth}." if not entry.fmt.task_rules.item_list
+        text = (f"{len(wrong)} of {len(judged)} digits differ (red). The exact answer is {truth}." if not entry.fmt.task_rules.item_list
                 else f"The exact answer is {truth}.")
     notes = []
+    working = sum(c["status"] == "work" for c in cells)
+    if working:
+        notes.append(f"the first {count(working, 'token')} (grey) are its written working, as written, not judged: "
+                     f"{entry.fmt.task_rules.working_note(entry.fmt) or 'how it got there'}; only the final answer "
+                     "after them is checked")
+    shown = "".join(c["exact"] for c in judged)
+    if not entry.fmt.task_rules.item_list and shown != truth:
+        notes.append(f"the strip's exact row is the answer as this model writes it ({shown}), which reads {truth}")
     probabilities = [c["p"] for c in [*cells, *([end] if end else [])] if c["p"] is not None]
     if probabilities:
         lowest = min(probabilities)
@@ -575,8 +628,8 @@ def describe(entry: Entry, named: bool = True) -> str:
                      "digits, so that is also the longest it takes.")
     if hasattr(config, "abacus_max_digits"):
         parts.append("**Abacus** positions: every digit is told its place inside its own number (units 1, tens 2, "
-                     "...), so digits of the same place line up at any length. That is how a model trained on "
-                     f"short numbers adds much longer ones ([McLeish et al. 2024]({ABACUS_PAPER})).")
+                     "...), so digits of the same place line up at any length, which lets a model trained on short "
+                     f"numbers work on longer ones ([McLeish et al. 2024]({ABACUS_PAPER})).")
     if entry.loops is not None:
         parts.append(f"**Looped**: the same {count(config.num_hidden_layers, 'layer')} run again and again for every "
                      f"token it writes; how many times is the *recurrences* slider (trained with "
@@ -590,12 +643,26 @@ def describe(entry: Entry, named: bool = True) -> str:
                      "token per step, with the first head.")
     if not parts:
         parts.append(f"`{type(entry.model).__name__}`, {params:,} parameters.")
+    parts.insert(0, task_sentence(entry))
     facts = f"{params:,} parameters"
     if entry.trained:
         facts += f"; trained on numbers of {entry.trained[0]}-{entry.trained[1]} digits"
+    lo, hi = entry.measured
+    facts += f"; answers {lo}-{hi} digits (measured)" if entry.trained and hi > entry.trained[1] else ""
     facts += f"; takes up to {entry.max_digits} digits"
     link = f" · [model card]({entry.hub_url})" if entry.hub_url else " · bundled with hf_arith (docs/models.md)"
     return (f"**{entry.name}** ({facts}{link}). " if named else f"{facts[0].upper()}{facts[1:]}{link}. ") + " ".join(parts)
+
+
+def task_sentence(entry: Entry) -> str:
+    """What the model does, from its task and number format."""
+    fmt = entry.fmt
+    task = fmt.task_rules
+    what = (f"sorts lists of up to {fmt.max_items} labelled numbers and answers with the labels in ascending order"
+            if task.item_list else f"does {task.title} ('{task.operator}') of two whole numbers")
+    base = "" if fmt.base == 10 else f", computing in base {fmt.base}"
+    working = task.working_note(fmt)
+    return f"**{task.title.capitalize()}**: it {what}{base}" + (f"; {working}." if working else ".")
 
 
 def glossary() -> str:
@@ -714,7 +781,7 @@ def model_options(entry: Entry, recurrences=None):
         slider = gr.Slider(minimum=lo, maximum=hi, step=1, value=value, visible=True,
                            info=f"How many times the model runs its {layers} for each token. Trained with "
                                 f"{entry.default_loops}; try {hi} on a long sum. {lo}-{hi} here.")
-    return slider, gr.Textbox(placeholder=f"e.g. {sample_problem(entry, 10)}")
+    return slider, gr.Textbox(placeholder=placeholder(entry))
 
 
 @serialized
@@ -739,18 +806,27 @@ def run_example(model_name: str, problem: str, recurrences):
     return slider, describe(entry), *solve_problem(model_name, problem, recurrences)
 
 
+def placeholder(entry: Entry) -> str:
+    """The problem box's hint for a model: a problem at the longest length it is known to answer."""
+    return f"e.g. {sample_problem(entry, entry.measured[1])}"
+
+
+def range_examples(entry: Entry) -> list[str]:
+    """Three problems (fewer only where the range has fewer lengths) inside the model's measured
+    range: short, middle and its longest."""
+    lo, hi = entry.measured
+    short = max(lo, min(3, hi))
+    lengths = dict.fromkeys([short, (short + hi) // 2, hi, *range(lo, hi + 1)])
+    return list(dict.fromkeys(sample_problem(entry, n) for n in lengths))[:3]
+
+
 def examples() -> tuple[list[list], list[str]]:
-    """Clickable examples for the models that loaded: a 10-digit sum, a 25-digit sum far past the
-    training length (a 100-digit one for models that take it), and the 25-digit sum with many more
-    loops than a looped model was trained with."""
+    """Clickable examples for the models that loaded: for decimal adders, a 25-digit sum far past the
+    training length (a 100-digit one for models that take it) and the 25-digit sum with many more
+    loops than a looped model was trained with; then three problems inside each model's measured range."""
     rows, labels = [], []
     entries = available()
-    adders = [e for e in entries if e.fmt.task == "add" and e.fmt.base == 10]
-    short = [e for e in adders if 10 <= e.max_digits < 25] or entries[:1]
-    for entry in short:
-        problem = TEN_DIGITS if entry in adders else sample_problem(entry, 10)
-        rows.append([entry.name, problem, entry.default_loops or 1])
-        labels.append(f"{entry.name}: {problem}")
+    adders = [e for e in entries if e.fmt.task_rules.operator == "+" and e.fmt.base == 10]
     for entry in adders:
         if entry.max_digits >= HUNDRED_DIGITS and entry.trained and entry.trained[1] < HUNDRED_DIGITS:
             rows.append([entry.name, sample_problem(entry, HUNDRED_DIGITS), entry.default_loops or 1])
@@ -766,6 +842,10 @@ def examples() -> tuple[list[list], list[str]]:
             breaks = (run(entry, LONG_SUM, entry.default_loops)["answer"] == truth
                       and run(entry, LONG_SUM, many)["answer"] != truth)  # (checked, for whatever model is listed)
             labels.append(f"{entry.name} at {many} loops" + (": more loops break long sums" if breaks else ""))
+    for entry in entries:  # (after the few long ones above, which show what the models are about)
+        for problem in range_examples(entry):
+            rows.append([entry.name, problem, entry.default_loops or 1])
+            labels.append(f"{entry.name}: {problem}")
     return rows, labels
 
 
@@ -786,6 +866,7 @@ CSS = """
 .strip .cell.bad { background: #f7b9b2; outline: 2px solid #c62828; }
 .strip .cell.pad { background: #ececec; color: #888; }
 .strip .cell.end { background: #dde6f5; }
+.strip .cell.work { background: #ebe7f3; color: #444; }
 .strip .cell.legend { background: none; align-items: flex-end; color: #555; font-size: 0.8em; }
 .strip .cell.legend .d { font-size: 1em; font-weight: 400; line-height: 1.56; }
 .notes { color: #444; font-size: 0.9em; margin: 0; }
@@ -793,10 +874,13 @@ figure { margin: 0.8em 0; }
 figure .scroll { overflow-x: auto; }
 figure img { width: 100%; height: auto; }
 figcaption { font-size: 0.9em; color: #333; margin-top: 0.3em; }
-#attention_plot { overflow-x: auto; }
+/* Gradio centres the plot in a flex box inside a block that hides overflow: a picture wider than the
+   screen would spill off its left edge, out of reach. Start it at the left and scroll its own box. */
+#attention_plot .matplotlib { justify-content: flex-start !important; align-items: flex-start !important;
+                             overflow-x: auto !important; }
 @media (max-width: 700px) {
   figure.wide img { width: 900px; max-width: none; }
-  #attention_plot img { width: 1400px !important; max-width: none !important; }
+  #attention_plot img { width: 1400px !important; max-width: none !important; flex-shrink: 0; }
 }
 """
 
@@ -804,6 +888,10 @@ figcaption { font-size: 0.9em; color: #333; margin-top: 0.3em; }
 def build_demo() -> gr.Blocks:
     first = MODELS[0]
     rows, labels = examples()
+    try:
+        first_hint = placeholder(load(first))
+    except InputError:
+        first_hint = ""
     with gr.Blocks(title="hf_arith playground") as demo:
         gr.Markdown("# hf_arith playground\nTiny transformers that do exact integer arithmetic: each digit of the "
                     "answer is written by the model itself, one token at a time. Pick a model, type a problem or "
@@ -818,7 +906,7 @@ def build_demo() -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Solve"):
                 problem = gr.Textbox(label="problem", max_length=MAX_CHARS, elem_id="problem",
-                                     placeholder=f"e.g. {TEN_DIGITS}")
+                                     placeholder=first_hint)
                 answer = gr.Textbox(label="the model's answer", interactive=False, elem_id="answer", render=False)
                 verdict = gr.HTML(elem_id="verdict", render=False)
                 confidence = gr.Dataframe(headers=["#", "token", "probability"], interactive=False,
