@@ -42,7 +42,7 @@ FINGERPRINT_KEY = "number_format_fingerprint"
 # What a model whose config has no fingerprint is checked on, against the formats its folder records
 # (`recorded_formats`): the task (and so its operator), the base and the digit order.
 CHECKED_FORMAT_FIELDS = ("task", "base", "reverse_operands", "reverse_answer")
-# The label of a token that carries no loss: what transformers' losses skip (hf_arith.models.IGNORE_INDEX).
+# The label of a token that carries no loss: what transformers' losses skip (the models' IGNORE_INDEX too).
 LABEL_IGNORE = -100
 
 
