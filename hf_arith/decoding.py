@@ -276,27 +276,14 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
         logits = _step_logits(out, tokens_per_step)[:, : max_new_tokens - produced]
         step = logits.argmax(-1)
         chosen = None if probabilities is None else token_probabilities(logits, step).masked_fill(finished[:, None], 1.0)
-        columns = []
-        for column in step.unbind(1):  # a row stops at its first end token, also inside a step
-            column = column.masked_fill(finished, pad_token_id)
-            columns.append(column)
-            if eos_token_id is not None:
-                finished |= column == eos_token_id
-        step = columns[0][:, None] if len(columns) == 1 else torch.stack(columns, dim=1)
+        step = _stop_at_end(step, finished, eos_token_id, pad_token_id)
         span = slice(produced, produced + step.shape[1])
         if rows is None:
             result[:, span] = step
         else:
             result[rows, span] = step
         if chosen is not None:
-            # Tokens after an end token written inside this step are padding: they count as certain.
-            after_end = (step == eos_token_id).long().cumsum(1) - (step == eos_token_id).long() > 0 \
-                if eos_token_id is not None else torch.zeros_like(step, dtype=torch.bool)
-            chosen = chosen.masked_fill(after_end, 1.0)
-            if rows is None:
-                probabilities[:, span] = chosen
-            else:
-                probabilities[rows, span] = chosen
+            _record_probabilities(probabilities, rows, span, chosen, step, eos_token_id)
         produced += step.shape[1]
         if eos_token_id is None:
             done = 0
@@ -314,19 +301,44 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
             # the others' tokens do not change; copying the cache a few times costs less than that.
             keep = (~finished).nonzero().squeeze(1)
             rows = keep if rows is None else rows[keep]
-            finished, step, sequence = finished[keep], step[keep], sequence[keep]
-            attention_mask = None if attention_mask is None else attention_mask[keep]
-            if cache is not None:
-                cache.batch_select_indices(keep)
+            finished, step, sequence, attention_mask = _keep_rows(keep, cache, finished, step, sequence, attention_mask)
         # With a cache the model needs only the new tokens; without one, the whole sequence again.
         step_input = step if use_cache else sequence
         out = None
-    outputs = [result[:, :produced]]
-    if probabilities is not None:
-        outputs.append(probabilities[:, :produced])
-    if return_passes:
-        outputs.append(passes)
+    outputs = [result[:, :produced], *([] if probabilities is None else [probabilities[:, :produced]]),
+               *([passes] if return_passes else [])]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _stop_at_end(step, finished, eos_token_id, pad_token_id):
+    """A row stops at its first end token, also inside a step: what it writes after it is padding.
+    Updates `finished` in place."""
+    columns = []
+    for column in step.unbind(1):
+        column = column.masked_fill(finished, pad_token_id)
+        columns.append(column)
+        if eos_token_id is not None:
+            finished |= column == eos_token_id
+    return columns[0][:, None] if len(columns) == 1 else torch.stack(columns, dim=1)
+
+
+def _record_probabilities(probabilities, rows, span: slice, chosen, step, eos_token_id) -> None:
+    """Write a step's token probabilities into `probabilities` (at `rows`, all rows when None); tokens
+    after an end token written inside the step are padding and count as certain."""
+    after_end = (step == eos_token_id).long().cumsum(1) - (step == eos_token_id).long() > 0 \
+        if eos_token_id is not None else torch.zeros_like(step, dtype=torch.bool)
+    chosen = chosen.masked_fill(after_end, 1.0)
+    if rows is None:
+        probabilities[:, span] = chosen
+    else:
+        probabilities[rows, span] = chosen
+
+
+def _keep_rows(keep, cache, *tensors):
+    """The rows `keep` of each per-row tensor (None stays None), and of the cache in place."""
+    if cache is not None:
+        cache.batch_select_indices(keep)
+    return tuple(None if x is None else x[keep] for x in tensors)
 
 
 # -- multi-token decoding, confirmed by the first head ------------------------------------------
