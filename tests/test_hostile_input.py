@@ -751,9 +751,8 @@ def test_a_corrupt_training_summary_is_an_error_naming_the_file(tmp_path, capsys
 
 
 # == Issue 57: the pipeline decodes as solve does ========================================================
-def test_the_pipeline_and_solve_give_identical_answers_on_a_batch_at_comparable_speed(abacus):
-    import time
-
+def test_the_pipeline_and_solve_give_identical_answers_on_a_batch(abacus):
+    """The same batched, cached decoder (its speed against solve's: bench/pipeline_speed.py)."""
     model, tokenizer = abacus
     rng = np.random.default_rng(57)
     problems = [f"{rng.integers(0, 10**rng.integers(1, 13))}+{rng.integers(0, 10**rng.integers(1, 13))}"
@@ -761,18 +760,11 @@ def test_the_pipeline_and_solve_give_identical_answers_on_a_batch_at_comparable_
     pipe = hf_arith.ArithmeticPipeline(model=model, tokenizer=tokenizer)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BeyondTrainingWarning)
-        solve_times, pipe_times = [], []
-        for _ in range(3):
-            start = time.perf_counter()
-            solved = hf_arith.solve(model, tokenizer, problems, batch_size=64)
-            solve_times.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            piped = [out["answer"] for out in pipe(problems, batch_size=64)]
-            pipe_times.append(time.perf_counter() - start)
+        solved = hf_arith.solve(model, tokenizer, problems, batch_size=64)
+        piped = [out["answer"] for out in pipe(problems, batch_size=64)]
     assert piped == solved
     right = [a == str(sum(map(int, p.split("+")))) for p, a in zip(problems, solved)]
     assert sum(right) >= 0.9 * len(problems)  # answers, not a shared failure (which would also be identical)
-    assert min(pipe_times) <= 1.5 * min(solve_times), (pipe_times, solve_times)
 
 
 # == Issue 57: bounds before work ========================================================================
