@@ -6,7 +6,8 @@ MODEL is a bundled name or a checkpoint folder, or LABEL=MODEL to name it in the
 abacus-gpt2-sort). Sets, all from the test split and inside the trained digit range (2-5 items):
 - random: `held_out_problems`, ordinary lists (default 2,000);
 - tie_heavy: lists with repeated values, the sort task's kind "tie_heavy" (default 1,000);
-- near_ties: lists whose values differ in one digit, kind "near_ties" (default 1,000).
+- near_ties: lists whose values differ in one digit, kind "near_ties" (default 1,000);
+- reported: the sort task's `reported_failures`, lists a bundled model once answered wrong.
 Each answer comes from `solve(..., return_confidence=True)`; a wrong answer is listed with its
 confidence and counted as silent when that confidence is at or above `LOW_CONFIDENCE`.
 Results: bench/results/abacus-gpt2-sort-ties.json (and .md), one entry per model.
@@ -22,8 +23,10 @@ from hf_arith.limits import model_limits, problem_spec
 from hf_arith.loading import checkpoint_folder, load_checkpoint
 from hf_arith.problems import held_out_problems
 from hf_arith.solving import LOW_CONFIDENCE
+from hf_arith.stress import references
 
 KINDS = {"tie_heavy": "tie-heavy lists", "near_ties": "near-tie lists"}
+SETS = ("random", *KINDS, "reported")
 
 
 def measure(model_name: str, n_random: int, n_hard: int, seed: int) -> dict:
@@ -35,6 +38,8 @@ def measure(model_name: str, n_random: int, n_hard: int, seed: int) -> dict:
     sets = {"random": (random_set.to_text(), random_set.answer_text())}
     for offset, kind in enumerate(KINDS, start=1):
         sets[kind] = hard_heldout(spec, kind, n_hard, seed + offset)
+    reported = list(tok.arith_format.task_rules.reported_failures)
+    sets["reported"] = (reported, references(reported, tok.arith_format))
     record = {"model": model_name, "operand_digits": [low, high], "items": [2, 5]}
     for key, (texts, answers) in sets.items():
         record[key] = run_set(model, tok, texts, answers, f"{model_name} {key}")
@@ -57,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
         label, _, name = entry.rpartition("=")
         records[label or name] = measure(name, args.random, args.hard, args.seed)
     rows = [(label, key, f"{r[key]['n']:,}", f"{100 * (1 - r[key]['wrong'] / r[key]['n']):.2f} %", r[key]["wrong"],
-             r[key]["silent_wrong"]) for label, r in records.items() for key in ("random", *KINDS)]
+             r[key]["silent_wrong"]) for label, r in records.items() for key in SETS]
     write_results(args.out, {"seed": args.seed, "threads": args.threads, "confidence_threshold": LOW_CONFIDENCE,
                              "models": records}, load_before=load_before, title="Sorting with ties",
                   what="held-out lists of 2-5 items inside the trained digit range: ordinary (random), "
@@ -66,7 +71,7 @@ def main(argv: list[str] | None = None) -> dict:
                   table=markdown_table(["model", "set", "lists", "exact match", "wrong", "silent wrong"], "llrrrr",
                                        rows))
     for label, r in records.items():
-        for key in ("random", *KINDS):
+        for key in SETS:
             print(f"{label} {key}: {r[key]['wrong']} wrong of {r[key]['n']:,} ({r[key]['silent_wrong']} silent)")
     return records
 

@@ -90,6 +90,10 @@ def _list_sets(fmt, max_digits: int, n: int, rng: np.random.Generator) -> dict[s
     }
     for kind in task.stress_kinds:  # hard kinds the task draws itself, each a set under its own name
         sets[kind] = sample(mixed, n, rng, split=None, kind=kind).to_text()
+    reported = [t for t in task.reported_failures
+                if t.count(",") < fmt.max_items and max(map(len, task.parse(t, fmt))) <= max_digits]
+    if base == 10 and reported:
+        sets["reported_failures"] = reported
     return sets
 
 

@@ -41,6 +41,10 @@ def test_sets_follow_task_and_base():
     values = [[item.split(":")[1] for item in text.split(",")] for text in sort["tie_heavy"]]
     assert all(len(set(v)) < len(v) for v in values)
     assert all(len({len(item.split(":")[1]) for item in text.split(",")}) == 1 for text in sort["near_ties"])
+    # The lists the bundled sort model once got wrong, where the format takes their length.
+    wide = stress_sets(NumberFormat(task="sort", max_items=8), max_digits=6, n=5)
+    assert wide["reported_failures"][0] == "a:49565,b:41575,c:41565,d:41575,e:41562"
+    assert references(wide["reported_failures"], NumberFormat(task="sort", max_items=8)) == ["ecbda", "abcde"]
 
 
 def test_scores_by_hand(monkeypatch, add10):

@@ -35,6 +35,8 @@ class Sort(Task):
     grid_axes = ("items", "digits")
     hard_kinds = ("repeated", "hard", "tie_heavy", "near_ties", "ties")
     stress_kinds = ("tie_heavy", "near_ties")
+    # Near ties and repeated values the bundled abacus-gpt2-sort answered wrong at confidence >= 0.9 (issue 57).
+    reported_failures = ("a:49565,b:41575,c:41565,d:41575,e:41562", "a:795524,b:795524,c:811860,d:811860,e:811860")
 
     def check_format(self, fmt):
         if fmt.answer_width:
