@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--hard", type=int, default=1000, help="lists of each tie kind (default 1,000)")
     parser.add_argument("--seed", type=int, default=57)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--note", default=None, help="a line recorded with the figures (how a candidate was trained)")
     parser.add_argument("--out", default=str(RESULTS / "abacus-gpt2-sort-ties.json"))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> dict:
     rows = [(label, key, f"{r[key]['n']:,}", f"{100 * (1 - r[key]['wrong'] / r[key]['n']):.2f} %", r[key]["wrong"],
              r[key]["silent_wrong"]) for label, r in records.items() for key in SETS]
     write_results(args.out, {"seed": args.seed, "threads": args.threads, "confidence_threshold": LOW_CONFIDENCE,
-                             "models": records}, load_before=load_before, title="Sorting with ties",
+                             **({"note": args.note} if args.note else {}), "models": records}, load_before=load_before, title="Sorting with ties",
                   what="held-out lists of 2-5 items inside the trained digit range: ordinary (random), "
                        "tie-heavy (repeated values) and near-tie (values differing in one digit); exact match, "
                        f"wrong answers, and wrong answers at confidence >= {LOW_CONFIDENCE} (silent)",

@@ -100,7 +100,8 @@ class Sort(Task):
         """Lists that uniform sampling almost never draws, with spec's item counts and digit range:
 
         - "tie_heavy": k items taking values from a pool of 1 to k - 1 numbers, so at least two
-          items are equal (up to all of them); equal items must keep their label order;
+          items are equal (up to all of them), in half the lists all of one length; equal items
+          must keep their label order;
         - "near_ties": k items of one length L, each a base number with one digit changed (maybe to
           the same digit, a tie); in half the lists every item changes the same digit place, so
           any two items differ in that one digit, in the other half each item its own place;
@@ -118,6 +119,8 @@ class Sort(Task):
         if kind == "tie_heavy":
             pool = rng.integers(0, base, size=(n, k, width))
             pool_lengths = rng.integers(spec.min_digits, spec.max_digits + 1, size=(n, k))
+            # Half the lists of one length: their values then tie or differ only in their digits.
+            pool_lengths = np.where((rng.random(n) < 0.5)[:, None], pool_lengths[:, :1], pool_lengths)
             distinct = 1 + (rng.random(n) * (count - 1)).astype(np.int64)  # 1 .. k - 1 values per list
             pick = (rng.random((n, k)) * distinct[:, None]).astype(np.int64)
             digits = np.take_along_axis(pool, pick[..., None], axis=1)
