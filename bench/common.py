@@ -9,11 +9,14 @@ import argparse
 import time
 
 import numpy as np
+from tqdm import tqdm
 
 from hf_arith.decoding import greedy_decode
 from hf_arith.formatting import parse_problems
 from hf_arith.limits import answer_budget, max_tokens_per_step, model_limits, problem_spec
-from hf_arith.problems import ProblemSpec, held_out_problems
+from hf_arith.metrics import is_silent_wrong
+from hf_arith.problems import ProblemSpec, held_out_problems, sample
+from hf_arith.solving import LOW_CONFIDENCE, solve
 
 
 # -- command lines ----------------------------------------------------------------------------
@@ -116,3 +119,38 @@ def per_digit(answers, refs) -> list[float]:
         count[: len(r)] += 1
         hits[: len(r)] += [i < len(a) and a[i] == r[i] for i in range(len(r))]
     return [round(float(h), 3) for h in hits / np.maximum(count, 1)]
+
+
+# -- reliability sets ---------------------------------------------------------------------------
+SWEEP_CHUNK = 20_000  # problems per solve call: a progress step, and memory bounded whatever the total
+SHOW = 200  # wrong answers listed per set in the results
+
+
+def hard_heldout(spec, kind: str, n: int, seed: int) -> tuple[list[str], list[str]]:
+    """n distinct test-split problems of one hard kind (`problems.sample`): (texts, answers)."""
+    rng = np.random.default_rng(seed)
+    texts: dict[str, str] = {}
+    for _ in range(100):
+        batch = sample(spec, n, rng, split="test", kind=kind)
+        for text, answer in zip(batch.to_text(), batch.answer_text()):
+            texts.setdefault(text, answer)
+        if len(texts) >= n:
+            break
+    chosen = list(texts.items())[:n]
+    return [t for t, _ in chosen], [a for _, a in chosen]
+
+
+def run_set(model, tok, texts: list[str], answers: list[str], label: str, tokens_per_step: int = 1) -> dict:
+    wrong, silent, lowest_right = [], 0, 1.0
+    start = time.perf_counter()
+    for i in tqdm(range(0, len(texts), SWEEP_CHUNK), desc=label, unit="chunk"):
+        got = solve(model, tok, texts[i:i + SWEEP_CHUNK], return_confidence=True, warn_beyond_training=False,
+                    tokens_per_step=tokens_per_step)
+        for text, answer, (prediction, confidence) in zip(texts[i:i + SWEEP_CHUNK], answers[i:i + SWEEP_CHUNK], got):
+            if prediction != answer:
+                silent += is_silent_wrong(prediction, answer, confidence, LOW_CONFIDENCE)
+                wrong.append({"problem": text, "expected": answer, "got": prediction, "confidence": confidence})
+            else:
+                lowest_right = min(lowest_right, confidence)
+    return {"n": len(texts), "wrong": len(wrong), "silent_wrong": silent, "lowest_confidence_right": lowest_right,
+            "seconds": round(time.perf_counter() - start, 1), "wrong_answers": wrong[:SHOW]}

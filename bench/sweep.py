@@ -7,7 +7,9 @@ lengths the checkpoint was trained on:
 - random: `held_out_problems` with operand lengths uniform in the trained range;
 - repeated digits: operands written with one or two distinct digits, and (addition,
   subtraction) carry chains: every column of a span carries or borrows (`problems.sample` with
-  kind "repeated" and "chains"), where random sampling almost never goes.
+  kind "repeated" and "chains"), where random sampling almost never goes; for sorting, tie-heavy
+  lists (repeated values) and near-tie lists (values differing in one digit), kinds "tie_heavy"
+  and "near_ties" of the sort task.
 Each answer comes from `solve(..., return_confidence=True)`, at one token per forward pass and, for a
 multi-token model, again at all its heads (`tokens_per_step`); a wrong answer is listed with its
 confidence, and counted as silent when that confidence is at or above `LOW_CONFIDENCE` (the CLI
@@ -20,55 +22,21 @@ there, each row dated (the command of each row is in its own file).
 from __future__ import annotations
 
 import json
-import time
 
-import numpy as np
 import torch
-from common import script_parser
+from common import hard_heldout, run_set, script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
-from tqdm import tqdm
 
 from hf_arith.formatting import get_task
 from hf_arith.limits import max_tokens_per_step, model_limits, problem_spec
 from hf_arith.loading import checkpoint_folder, checkpoint_label, load_checkpoint
-from hf_arith.metrics import is_silent_wrong
-from hf_arith.problems import held_out_problems, sample
-from hf_arith.solving import LOW_CONFIDENCE, solve
+from hf_arith.problems import held_out_problems
+from hf_arith.solving import LOW_CONFIDENCE
 
-CHUNK = 20_000  # problems per solve call: a progress step, and memory bounded whatever the total
-SHOW = 200  # wrong answers listed per set in the results
-HARD_SETS = {"repeated_digits": "repeated", "carry_chains": "chains"}  # record key -> problems.sample kind
-SET_NAMES = {"random": "random", "repeated_digits": "repeated digits", "carry_chains": "carry chains"}
-
-
-def hard_heldout(spec, kind: str, n: int, seed: int) -> tuple[list[str], list[str]]:
-    """n distinct test-split problems of one hard kind (`problems.sample`): (texts, answers)."""
-    rng = np.random.default_rng(seed)
-    texts: dict[str, str] = {}
-    for _ in range(100):
-        batch = sample(spec, n, rng, split="test", kind=kind)
-        for text, answer in zip(batch.to_text(), batch.answer_text()):
-            texts.setdefault(text, answer)
-        if len(texts) >= n:
-            break
-    chosen = list(texts.items())[:n]
-    return [t for t, _ in chosen], [a for _, a in chosen]
-
-
-def run_set(model, tok, texts: list[str], answers: list[str], label: str, tokens_per_step: int = 1) -> dict:
-    wrong, silent, lowest_right = [], 0, 1.0
-    start = time.perf_counter()
-    for i in tqdm(range(0, len(texts), CHUNK), desc=label, unit="chunk"):
-        got = solve(model, tok, texts[i:i + CHUNK], return_confidence=True, warn_beyond_training=False,
-                    tokens_per_step=tokens_per_step)
-        for text, answer, (prediction, confidence) in zip(texts[i:i + CHUNK], answers[i:i + CHUNK], got):
-            if prediction != answer:
-                silent += is_silent_wrong(prediction, answer, confidence, LOW_CONFIDENCE)
-                wrong.append({"problem": text, "expected": answer, "got": prediction, "confidence": confidence})
-            else:
-                lowest_right = min(lowest_right, confidence)
-    return {"n": len(texts), "wrong": len(wrong), "silent_wrong": silent, "lowest_confidence_right": lowest_right,
-            "seconds": round(time.perf_counter() - start, 1), "wrong_answers": wrong[:SHOW]}
+# record key -> problems.sample kind; each set is swept for the tasks whose hard_kinds have it.
+HARD_SETS = {"repeated_digits": "repeated", "carry_chains": "chains", "tie_heavy": "tie_heavy", "near_ties": "near_ties"}
+SET_NAMES = {"random": "random", "repeated_digits": "repeated digits", "carry_chains": "carry chains",
+             "tie_heavy": "tie-heavy lists", "near_ties": "near-tie lists"}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -99,7 +67,7 @@ def main(argv: list[str] | None = None) -> dict:
         random_set = held_out_problems(spec, n_random, seed=args.seed)
         sets = {"random": (random_set.to_text(), random_set.answer_text())}
         for offset, (key, kind) in enumerate(HARD_SETS.items(), start=1):
-            if kind != "chains" or "chains" in get_task(spec.task).hard_kinds:
+            if kind in get_task(spec.task).hard_kinds:
                 sets[key] = hard_heldout(spec, kind, args.hard, args.seed + offset)
         record = {"model": name, "operand_digits": [low, high], "seed": args.seed, "threads": args.threads,
                   **({"device": str(model.device)} if args.device else {}), "confidence_threshold": LOW_CONFIDENCE}

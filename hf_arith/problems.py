@@ -93,7 +93,10 @@ def _fix_leading(digits: np.ndarray, lengths: np.ndarray, base: int, rng: np.ran
     digits[np.arange(width)[None, None, :] >= lengths[..., None]] = 0
 
 
-HARD_KINDS = ("repeated", "chains", "hard", "carries")
+# The last three are drawn by the sort task itself (`Task.draw_kind`): lists with repeated values,
+# lists whose values differ in one digit, and "ties": half the one, half the other.
+HARD_KINDS = ("repeated", "chains", "hard", "carries", "tie_heavy", "near_ties", "ties")
+TASK_KINDS = ("tie_heavy", "near_ties", "ties")
 KINDS = ("uniform", *HARD_KINDS)
 
 
@@ -270,10 +273,15 @@ def sample(spec: ProblemSpec, n: int, rng: np.random.Generator, split: str | Non
     """n problems with answers, all from `split` ('train', 'test', or None for no filter).
 
     `kind` other than "uniform" draws the hard cases of `_hard_operands` (repeated digits,
-    carry and borrow chains, or both), or for "carries" the sparse patterns of `_carry_patterns`.
+    carry and borrow chains, or both), for "carries" the sparse patterns of `_carry_patterns`, and
+    for a kind in TASK_KINDS the task's own `draw_kind` (sorting: tie-heavy and near-tie lists).
     """
     if kind not in KINDS:
         raise FormatError(f"unknown problem kind {kind!r}; use one of {KINDS}")
+    task = get_task(spec.task)
+    if kind in TASK_KINDS and kind not in task.hard_kinds:
+        owners = " and ".join(t.title for t in tasks_with_kind(kind))
+        raise FormatError(f"problem kind {kind!r} applies to {owners}, not {task.title}")
     if split not in (*SPLITS, None):
         raise FormatError(f"unknown split {split!r}; use one of {SPLITS}")
     chunks, have = [], 0
@@ -283,6 +291,8 @@ def sample(spec: ProblemSpec, n: int, rng: np.random.Generator, split: str | Non
             digits, lengths = _sample_operands(spec, count, rng)
         elif kind == "carries":
             digits, lengths = _carry_patterns(spec, count, rng)
+        elif kind in TASK_KINDS:
+            digits, lengths = task.draw_kind(kind, spec, count, rng)
         else:
             digits, lengths = _hard_operands(spec, count, rng, kind)
         batch = Problems(spec.task, spec.base, digits, lengths)

@@ -9,6 +9,8 @@
 - repeated digits: operands written with one or two distinct digits (55555555+5555555555), where
   random sampling almost never goes and attention has the most look-alike positions to confuse
   (sorting: lists full of ties);
+- tie-heavy and near-tie lists (sorting: the task's `stress_kinds`, kinds it draws itself): lists
+  with repeated values, and lists whose values differ in one digit;
 - reported failures: wrong answers bundled models once gave, kept as regression cases.
 
 "9" stands for the largest digit of the model's base. Reference answers come from the
@@ -80,12 +82,19 @@ def _list_sets(fmt, max_digits: int, n: int, rng: np.random.Generator) -> dict[s
     # Equal items must keep their label order: k copies of one number, for every length and item count.
     values = [v for k in lengths for v in (*_random_values(base, k, 1, rng), base**k - 1)]
     mixed = ProblemSpec(task=task.name, base=base, min_digits=1, max_digits=max_digits, min_items=2, max_items=items)
-    return {
+    sets = {
         "zero_operands": [task.problem_text(["0"] * k) for k in range(2, fmt.max_items + 1)],
         "max_length": sample(spec, n, rng, split=None).to_text(),
         "ties": [task.problem_text([str(v)] * k) for v in values for k in range(2, fmt.max_items + 1)],
         "repeated_digits": sample(mixed, n, rng, split=None, kind="repeated").to_text(),
     }
+    for kind in task.stress_kinds:  # hard kinds the task draws itself, each a set under its own name
+        sets[kind] = sample(mixed, n, rng, split=None, kind=kind).to_text()
+    reported = [t for t in task.reported_failures
+                if t.count(",") < fmt.max_items and max(map(len, task.parse(t, fmt))) <= max_digits]
+    if base == 10 and reported:
+        sets["reported_failures"] = reported
+    return sets
 
 
 def references(texts: list[str], fmt) -> list[str]:

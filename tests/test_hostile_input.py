@@ -404,7 +404,8 @@ def test_the_cli_note_counts_digits_without_leading_zeros(capsys):
     ("data.hard_fraction_fade=[5,2]", "data.hard_fraction_fade must be [start, end] steps with 0 <= start < end"),
     ("data.hard_fraction_fade=7", "data.hard_fraction_fade must be [start, end] steps"),
     ("data.hard_fraction_fade=[1,2]", "data.hard_fraction_fade needs data.hard_fraction > 0"),
-    ("data.hard_kind=easy", "data.hard_kind must be one of ('repeated', 'chains', 'hard', 'carries'), got 'easy'"),
+    ("data.hard_kind=easy", "data.hard_kind must be one of ('repeated', 'chains', 'hard', 'carries', 'tie_heavy', 'near_ties', "
+                              "'ties'), got 'easy'"),
     ("data.sample_by=digit", "data.sample_by must be one of ('length', 'value'), got 'digit'"),
     ("optim.wd_drop_exact=0.01", "optim.wd_drop_exact (0.01) lowers the weight decay, but optim.weight_decay is"),
     ("eval.samples=100000000000", "eval.samples must be from 1 to 1,000,000"),
@@ -421,6 +422,13 @@ def test_carry_patterns_are_refused_for_another_task(tmp_path, capsys):
     message = fails(capsys, "train", "abacus-gpt2-sub", *TINY, "--set", "data.hard_fraction=0.5",
                     "--set", "data.hard_kind=carries", "--output-dir", tmp_path / "o")
     assert message == "data.hard_kind 'carries' applies to addition, not subtraction"
+    assert not (tmp_path / "o").exists()
+
+
+def test_tie_lists_are_refused_for_another_task(tmp_path, capsys):
+    message = fails(capsys, "train", "abacus-gpt2-sub", *TINY, "--set", "data.hard_fraction=0.5",
+                    "--set", "data.hard_kind=near_ties", "--output-dir", tmp_path / "o")
+    assert message == "data.hard_kind 'near_ties' applies to sorting, not subtraction"
     assert not (tmp_path / "o").exists()
 
 

@@ -337,6 +337,60 @@ def test_hard_sorting_lists_are_full_of_ties():
     assert share(uniform, all_equal_long) == 0 and share(hard, all_equal_long) > 0.001
 
 
+TIE_SPEC = ProblemSpec(task="sort", min_digits=1, max_digits=6, min_items=2, max_items=5)
+
+
+def _label_order(values):
+    """Labels by value, equal values by label: the order the answer must have, written out."""
+    order = []
+    for value in sorted(set(values)):
+        order += [i for i, v in enumerate(values) if v == value]  # ascending label among equals
+    return "".join("abcdefgh"[i] for i in order)
+
+
+def _digit_places_apart(x: int, y: int) -> int:
+    return sum(a != b for a, b in zip(str(x), str(y)))
+
+
+@pytest.mark.parametrize("split", ["test", "train"])
+def test_tie_heavy_lists_repeat_values_and_answers_order_equal_values_by_label(split):
+    problems = sample(TIE_SPEC, 2000, np.random.default_rng(5), split=split, kind="tie_heavy")
+    assert (split_of(problems) == (split == "test")).all()  # held out when asked, never when not
+    values = problems.operand_values()
+    assert all(len(set(v)) < len(v) for v in values)  # every list has two equal items or more
+    assert {len(v) for v in values} == {2, 3, 4, 5}
+    assert {len(str(x)) for v in values for x in v} == set(range(1, 7))
+    assert np.mean([len(set(v)) > 1 for v in values]) > 0.3  # not only lists of one value
+    one_length = [len(set(v)) > 1 and len({len(str(x)) for x in v}) == 1 for v in values]
+    assert np.mean(one_length) > 0.15  # distinct values of one length, as in 'a:795524,b:795524,c:811860'
+    assert problems.answer_text() == [_label_order(v) for v in values]
+    # A tie of three: 'a:7,b:3,c:7,d:7,e:3' -> 'beacd', labels kept in order among equals.
+    assert any(len(v) - len(set(v)) >= 2 for v in values)
+
+
+def test_near_tie_lists_differ_in_one_digit():
+    problems = sample(TIE_SPEC, 2000, np.random.default_rng(6), split="test", kind="near_ties")
+    assert split_of(problems).all()
+    values = problems.operand_values()
+    assert all(len({len(str(x)) for x in v}) == 1 for v in values)  # one length per list
+    apart = [max(_digit_places_apart(x, y) for x in v for y in v) for v in values]
+    assert max(apart) == 2  # each item changes one place of the list's base number
+    assert np.mean([a == 1 for a in apart]) > 0.4  # half the lists change the same place in every item
+    long_values = [v for v in values if v[0] >= 10**4]
+    assert np.mean([len(set(v)) > 1 for v in long_values]) > 0.9  # near ties, mostly not equal
+    assert problems.answer_text() == [_label_order(v) for v in values]
+
+
+def test_ties_kind_draws_both_and_only_for_sorting():
+    values = sample(TIE_SPEC, 2000, np.random.default_rng(7), split="train", kind="ties").operand_values()
+    mixed_lengths = np.mean([len({len(str(x)) for x in v}) > 1 for v in values])
+    assert 0.05 < mixed_lengths < 0.3  # tie-heavy lists (lengths drawn per value) among near ties (one length)
+    assert all(len(set(v)) < len(v) or len({len(str(x)) for x in v}) == 1 for v in values)
+    for kind in ("tie_heavy", "near_ties", "ties"):
+        with pytest.raises(FormatError, match=f"problem kind '{kind}' applies to sorting, not addition"):
+            sample(ProblemSpec(task="add"), 10, np.random.default_rng(0), kind=kind)
+
+
 def test_sampling_by_value_weights_each_length_by_how_many_values_have_it():
     spec = ProblemSpec("add", 1, 4, sample_by="value")
     lengths = sample(spec, 40_000, np.random.default_rng(0), split=None).lengths.ravel()

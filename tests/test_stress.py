@@ -29,13 +29,22 @@ def test_sets_follow_task_and_base():
     mul = stress_sets(NumberFormat(task="mul", base=7), max_digits=2)
     assert mul["carry_chains"][:2] == ["6*6", "48*6"]  # 6 and 66 in base 7, times the largest digit
     sort = stress_sets(NumberFormat(task="sort", max_items=4), max_digits=2, n=5)
-    assert set(sort) == {"zero_operands", "max_length", "ties", "repeated_digits"}
+    assert set(sort) == {"zero_operands", "max_length", "ties", "repeated_digits", "tie_heavy", "near_ties"}
     assert sort["zero_operands"][0] == "a:0,b:0"
     # Ties: k copies of one number for every item count and length, the answer the labels in order.
     assert "a:99,b:99,c:99,d:99" in sort["ties"] and len(sort["ties"]) == 2 * 2 * 3
     assert all(len({t.split(":")[1] for t in text.split(",")}) == 1 for text in sort["ties"])
     assert set(references(sort["ties"], NumberFormat(task="sort", max_items=4))) == {"ab", "abc", "abcd"}
     assert len(sort["repeated_digits"]) == 5
+    # The sort task's own kinds: every tie-heavy list repeats a value, every near-tie list is of one length.
+    assert len(sort["tie_heavy"]) == len(sort["near_ties"]) == 5
+    values = [[item.split(":")[1] for item in text.split(",")] for text in sort["tie_heavy"]]
+    assert all(len(set(v)) < len(v) for v in values)
+    assert all(len({len(item.split(":")[1]) for item in text.split(",")}) == 1 for text in sort["near_ties"])
+    # The lists the bundled sort model once got wrong, where the format takes their length.
+    wide = stress_sets(NumberFormat(task="sort", max_items=8), max_digits=6, n=5)
+    assert wide["reported_failures"][0] == "a:49565,b:41575,c:41565,d:41575,e:41562"
+    assert references(wide["reported_failures"], NumberFormat(task="sort", max_items=8)) == ["ecbda", "abcde"]
 
 
 def test_scores_by_hand(monkeypatch, add10):

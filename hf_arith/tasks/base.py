@@ -40,7 +40,9 @@ class Task:
     name: the short name used in configs ('add'); title: the word used in messages ('addition').
     hash_id: a stable number mixed into every problem's train/test hash (unique per task).
     operator: the symbol between the two operands of a binary task (None for other problem shapes).
-    hard_kinds: the hard problem kinds its data may draw ('repeated', 'chains', 'hard', 'carries').
+    hard_kinds: the hard problem kinds its data may draw ('repeated', 'chains', 'hard', 'carries';
+    sorting also 'tie_heavy', 'near_ties' and 'ties', drawn by its own `draw_kind`).
+    stress_kinds: the hard kinds it draws itself that are also stress sets, each under its kind's name.
     chain: 'carry' or 'borrow' for tasks whose hard cases include carry or borrow chains.
     negative_answers: how an answer below zero may be written ('sign' always).
     scratchpads: the written working the format may put before the answer (besides 'none').
@@ -68,6 +70,7 @@ class Task:
     digit_answers: bool = True
     default_digits: tuple[int, int] = (1, 10)
     reported_failures: tuple[str, ...] = ()
+    stress_kinds: tuple[str, ...] = ()
     work_exponent: int = 1
 
     def __repr__(self) -> str:
@@ -134,6 +137,11 @@ class Task:
         return []
 
     # -- sampling --------------------------------------------------------------------------
+    def draw_kind(self, kind: str, spec, n: int, rng: np.random.Generator):
+        """(digits [n, k, width], lengths [n, k]) of n problems of a hard kind the task draws itself
+        (problems.TASK_KINDS, listed in its `hard_kinds`); digits least significant first."""
+        raise FormatError(f"{self.title} draws no problems of kind {kind!r}")
+
     def choose_items(self, lengths: np.ndarray, digits: np.ndarray, min_items: int, max_items: int,
                      rng: np.random.Generator) -> np.ndarray:
         """Operand lengths after dropping the slots a problem does not use (a list task: its item count)."""

@@ -33,6 +33,10 @@ class Sort(Task):
     digit_answers = False  # labels
     default_digits = (1, 5)
     grid_axes = ("items", "digits")
+    hard_kinds = ("repeated", "hard", "tie_heavy", "near_ties", "ties")
+    stress_kinds = ("tie_heavy", "near_ties")
+    # Near ties and repeated values the bundled abacus-gpt2-sort answered wrong at confidence >= 0.9 (issue 57).
+    reported_failures = ("a:49565,b:41575,c:41565,d:41575,e:41562", "a:795524,b:795524,c:811860,d:811860,e:811860")
 
     def check_format(self, fmt):
         if fmt.answer_width:
@@ -101,6 +105,57 @@ class Sort(Task):
         absent = np.arange(lengths.shape[1])[None, :] >= count[:, None]
         digits[absent] = 0
         return np.where(absent, 0, lengths)
+
+    def draw_kind(self, kind, spec, n, rng):
+        """Lists that uniform sampling almost never draws, with spec's item counts and digit range:
+
+        - "tie_heavy": k items taking values from a pool of 1 to k - 1 numbers, so at least two
+          items are equal (up to all of them), in half the lists all of one length; equal items
+          must keep their label order;
+        - "near_ties": k items of one length L, each a base number with one digit changed (maybe to
+          the same digit, a tie); in half the lists every item changes the same digit place, so
+          any two items differ in that one digit, in the other half each item its own place;
+        - "ties": each list one of the two, half and half.
+        """
+        base, width = spec.base, spec.max_digits
+        count = rng.integers(spec.min_items, spec.max_items + 1, size=n)
+        k = self.n_operands(spec.max_items)
+        absent = np.arange(k)[None, :] >= count[:, None]
+        if kind == "ties":
+            heavy = self.draw_kind("tie_heavy", spec, n, rng)
+            near = self.draw_kind("near_ties", spec, n, rng)
+            rows = rng.random(n) < 0.5
+            return (np.where(rows[:, None, None], heavy[0], near[0]), np.where(rows[:, None], heavy[1], near[1]))
+        if kind == "tie_heavy":
+            pool = rng.integers(0, base, size=(n, k, width))
+            pool_lengths = rng.integers(spec.min_digits, spec.max_digits + 1, size=(n, k))
+            # Half the lists of one length: their values then tie or differ only in their digits.
+            pool_lengths = np.where((rng.random(n) < 0.5)[:, None], pool_lengths[:, :1], pool_lengths)
+            distinct = 1 + (rng.random(n) * (count - 1)).astype(np.int64)  # 1 .. k - 1 values per list
+            pick = (rng.random((n, k)) * distinct[:, None]).astype(np.int64)
+            digits = np.take_along_axis(pool, pick[..., None], axis=1)
+            lengths = np.take_along_axis(pool_lengths, pick, axis=1)
+        elif kind == "near_ties":
+            length = rng.integers(spec.min_digits, spec.max_digits + 1, size=n)
+            lengths = np.broadcast_to(length[:, None], (n, k)).copy()
+            digits = np.broadcast_to(rng.integers(0, base, size=(n, 1, width)), (n, k, width)).copy()
+            shared = rng.random(n) < 0.5
+            place = (rng.random((n, k)) * length[:, None]).astype(np.int64)
+            place = np.where(shared[:, None], place[:, :1], place)
+            np.put_along_axis(digits, place[..., None], rng.integers(0, base, size=(n, k, 1)), axis=2)
+        else:
+            return super().draw_kind(kind, spec, n, rng)
+        # Leading digits of multi-digit numbers non-zero (the same fix for equal numbers keeps them
+        # equal: it is drawn per list, not per item), digits past each length cleared.
+        lead = np.maximum(lengths - 1, 0)[..., None]
+        top = np.take_along_axis(digits, lead, axis=2)[..., 0]
+        fixed = rng.integers(1, base, size=(n, 1))
+        top = np.where((lengths > 1) & (top == 0), fixed, top)
+        np.put_along_axis(digits, lead, top[..., None], axis=2)
+        digits[np.arange(width)[None, None, :] >= lengths[..., None]] = 0
+        lengths[absent] = 0
+        digits[absent] = 0
+        return digits.astype(np.int8), lengths
 
     def solve(self, operands, lengths, base):
         # Order items by value: primary key row, then digits from most significant down;
