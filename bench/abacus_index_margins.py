@@ -19,8 +19,8 @@ import torch
 from common import script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 
-from hf_arith.index_separation import has_abacus_table, index_scores
-from hf_arith.loading import load_checkpoint
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.training.index_separation import has_abacus_table, index_scores
 
 
 @torch.no_grad()

@@ -26,9 +26,9 @@ import torch
 from common import decimal_heldout, decode, per_digit, script_parser
 from machine import RESULTS, load_average, write_results
 
-from hf_arith.limits import max_tokens_per_step
-from hf_arith.loading import load_checkpoint
-from hf_arith.metrics import arith_scores
+from hf_arith.evaluation.metrics import arith_scores
+from hf_arith.runtime.limits import max_tokens_per_step
+from hf_arith.runtime.loading import load_checkpoint
 
 
 def main(argv=None) -> dict:

@@ -11,12 +11,12 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from hf_arith.decoding import greedy_decode
-from hf_arith.formatting import parse_problems
-from hf_arith.limits import answer_budget, max_tokens_per_step, model_limits, problem_spec
-from hf_arith.metrics import is_silent_wrong
-from hf_arith.problems import ProblemSpec, held_out_problems, sample
-from hf_arith.solving import LOW_CONFIDENCE, solve
+from hf_arith.data.formatting import parse_problems
+from hf_arith.data.problems import ProblemSpec, held_out_problems, sample
+from hf_arith.evaluation.metrics import is_silent_wrong
+from hf_arith.runtime.decoding import greedy_decode
+from hf_arith.runtime.limits import answer_budget, max_tokens_per_step, model_limits, problem_spec
+from hf_arith.runtime.solving import LOW_CONFIDENCE, solve
 
 
 # -- command lines ----------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from common import add_model_batch_options, decode_methods, make_batches, proble
 from machine import RESULTS, load_average, markdown_table, write_results
 
 from hf_arith.bundled import bundled_models
-from hf_arith.loading import load_checkpoint
+from hf_arith.runtime.loading import load_checkpoint
 
 METHODS = ("generate", "decoder-cache")
 

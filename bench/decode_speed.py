@@ -7,7 +7,7 @@ For each bundled model (or the models named) and each batch size (1, 64, 256) it
 same held-out problems (in the model's own format, operands of 1 to `--max-digits` digits) with:
 
 - `generate`: `model.generate(do_sample=False, max_new_tokens=<answer budget>)`, eos/pad set;
-- `decoder-nocache`: `hf_arith.decoding.greedy_decode(use_cache=False)` (the whole sequence again each pass);
+- `decoder-nocache`: `hf_arith.runtime.decoding.greedy_decode(use_cache=False)` (the whole sequence again each pass);
 - `decoder-cache`: `greedy_decode(use_cache=True)` (KV cache, only new tokens each pass);
 - `decoder-cache-kN`: the same with `tokens_per_step=N`, for models with `config.num_future_tokens` > 1;
 - with `--compile`: `decoder-cache-compiled`, the cached decoder on `torch.compile(model, dynamic=True)`;
@@ -32,7 +32,7 @@ from common import add_model_batch_options, decode_methods, make_batches, proble
 from machine import RESULTS, load_average, markdown_table, write_results
 
 from hf_arith.bundled import bundled_models
-from hf_arith.loading import load_checkpoint
+from hf_arith.runtime.loading import load_checkpoint
 
 
 def time_methods(table: dict, batches, repeats: int) -> dict:

@@ -1,7 +1,7 @@
 """Wall time of the length-generalization grid (`hf-arith eval MODEL --grid A:B`) for any bundled model.
 
 Usage: python bench/eval_grid.py [MODEL] [--grid 1:30] [--samples-per-cell 100] [--seed 0] [--threads 1]
-Runs `hf_arith.grid.length_grid` end to end (drawing the held-out problems of every cell, batched
+Runs `hf_arith.evaluation.grid.length_grid` end to end (drawing the held-out problems of every cell, batched
 KV-cached greedy decoding through `solve`, the teacher-forced answer perplexity, scoring) and
 writes bench/results/eval_grid_<model>.json (timing, seed, summary, machine, command) and the heatmap
 bench/results/eval_grid_<model>.png. The grid is clipped to what the model's format can write
@@ -18,11 +18,11 @@ from pathlib import Path
 import torch
 from machine import RESULTS, load_average, write_results
 
-from hf_arith.decoding import default_batch_size
-from hf_arith.grid import length_grid, parse_length_range
-from hf_arith.limits import training_range
-from hf_arith.loading import load_checkpoint, resolve_checkpoint
-from hf_arith.plots import plot_grid, save_figure
+from hf_arith.evaluation.grid import length_grid, parse_length_range
+from hf_arith.evaluation.plots import plot_grid, save_figure
+from hf_arith.runtime.decoding import default_batch_size
+from hf_arith.runtime.limits import training_range
+from hf_arith.runtime.loading import load_checkpoint, resolve_checkpoint
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0, help="seed of the held-out problems (default 0, as hf-arith eval)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as hf-arith eval)")
     parser.add_argument("--batch-size", type=int, default=None,
-                        help="rows per batch (default: hf_arith.decoding.default_batch_size of the model)")
+                        help="rows per batch (default: hf_arith.runtime.decoding.default_batch_size of the model)")
     parser.add_argument("--out", default=None, help="JSON path (default bench/results/eval_grid_<model>.json)")
     args = parser.parse_args(argv)
 

@@ -2,10 +2,10 @@
 
     python bench/grid_batch_size.py abacus-gpt2-add --grid 1:30 --samples-per-cell 10
 
-Runs `hf_arith.grid.length_grid` (teacher-forced pass over every problem, then decoding of the
+Runs `hf_arith.evaluation.grid.length_grid` (teacher-forced pass over every problem, then decoding of the
 ones it does not confirm) once per batch size, after one small warm-up grid, on one torch thread
 by default. Writes bench/results/grid_batch_size_<model>.json and .md with the machine and the
-command. This is what `hf_arith.decoding.default_batch_size` is based on.
+command. This is what `hf_arith.runtime.decoding.default_batch_size` is based on.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import torch
 from common import script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 
-from hf_arith.decoding import default_batch_size
-from hf_arith.grid import length_grid, parse_length_range
-from hf_arith.loading import load_checkpoint
+from hf_arith.evaluation.grid import length_grid, parse_length_range
+from hf_arith.runtime.decoding import default_batch_size
+from hf_arith.runtime.loading import load_checkpoint
 
 
 def main(argv: list[str] | None = None) -> dict:

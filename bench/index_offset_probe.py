@@ -20,10 +20,10 @@ import torch
 from common import add_length_probe_options, script_parser
 from machine import command_line, load_average, machine_info, write_results
 
-from hf_arith.formatting import render
-from hf_arith.loading import load_checkpoint
+from hf_arith.data.formatting import render
+from hf_arith.data.problems import ProblemSpec, sample
 from hf_arith.models.abacus_positions import pack_positions, unpack_positions
-from hf_arith.problems import ProblemSpec, sample
+from hf_arith.runtime.loading import load_checkpoint
 
 SEED = 4321  # the same problems for every model
 

@@ -5,7 +5,7 @@
 
 Runs the protocol (10 edge cases + 10,000 pairs from random.Random(2025)) on the model, counts its
 unique parameters as AdderBoard does, places it on the snapshot of the trained table in
-hf_arith/leaderboard.py, and counts what each trick the model uses saves (the model built again
+hf_arith/publishing/leaderboard.py, and counts what each trick the model uses saves (the model built again
 with that one trick undone). Writes bench/results/leaderboard_<model>.json and .md.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 from common import script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 
-from hf_arith.leaderboard import leaderboard_entry
-from hf_arith.loading import checkpoint_label, load_checkpoint
+from hf_arith.publishing.leaderboard import leaderboard_entry
+from hf_arith.runtime.loading import checkpoint_label, load_checkpoint
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -17,7 +17,7 @@ import torch
 from common import add_length_probe_options, decimal_heldout, decode, per_digit, script_parser
 from machine import command_line, load_average, machine_info, write_results
 
-from hf_arith.loading import load_checkpoint
+from hf_arith.runtime.loading import load_checkpoint
 
 SEED = 4321  # the same problems for every model
 

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from hf_arith.hardware import machine_info as hardware_info
+from hf_arith.runtime.hardware import machine_info as hardware_info
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -18,8 +18,8 @@ import torch
 from machine import RESULTS, load_average, write_results
 
 import hf_arith
-from hf_arith.limits import BeyondTrainingWarning
-from hf_arith.loading import load_checkpoint
+from hf_arith.runtime.limits import BeyondTrainingWarning
+from hf_arith.runtime.loading import load_checkpoint
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -7,7 +7,7 @@ model's own format, operands of 1 to `--max-digits` digits), left-padded in batc
 tokens, not seconds:
 - `padded`: tokens one padded forward pass computes (rows x the longest prompt);
 - `real`: the prompts' own tokens;
-- `bucketed`: tokens the decoder's bucketed prefill computes (`hf_arith.decoding.prefill_buckets`),
+- `bucketed`: tokens the decoder's bucketed prefill computes (`hf_arith.runtime.decoding.prefill_buckets`),
   with the number of forward calls it makes.
 Deterministic; results go to bench/results/prefill_padding.json and .md with the machine and command.
 """
@@ -18,8 +18,8 @@ from common import add_model_batch_options, make_batches, problems_for, script_p
 from machine import RESULTS, markdown_table, write_results
 
 from hf_arith.bundled import bundled_models
-from hf_arith.decoding import prefill_buckets
-from hf_arith.loading import load_checkpoint
+from hf_arith.runtime.decoding import prefill_buckets
+from hf_arith.runtime.loading import load_checkpoint
 
 
 def count(batches) -> dict:

@@ -21,11 +21,11 @@ import torch
 from common import hard_heldout, run_set, script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 
-from hf_arith.limits import model_limits, problem_spec
-from hf_arith.loading import checkpoint_folder, load_checkpoint
-from hf_arith.problems import held_out_problems
-from hf_arith.solving import LOW_CONFIDENCE
-from hf_arith.stress import references
+from hf_arith.data.problems import held_out_problems
+from hf_arith.evaluation.stress import references
+from hf_arith.runtime.limits import model_limits, problem_spec
+from hf_arith.runtime.loading import checkpoint_folder, load_checkpoint
+from hf_arith.runtime.solving import LOW_CONFIDENCE
 
 KINDS = {"tie_heavy": "tie-heavy lists", "near_ties": "near-tie lists"}
 SETS = ("random", *KINDS, "reported")

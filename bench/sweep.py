@@ -27,11 +27,11 @@ import torch
 from common import hard_heldout, run_set, script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 
-from hf_arith.formatting import get_task
-from hf_arith.limits import max_tokens_per_step, model_limits, problem_spec
-from hf_arith.loading import checkpoint_folder, checkpoint_label, load_checkpoint
-from hf_arith.problems import held_out_problems
-from hf_arith.solving import LOW_CONFIDENCE
+from hf_arith.data.formatting import get_task
+from hf_arith.data.problems import held_out_problems
+from hf_arith.runtime.limits import max_tokens_per_step, model_limits, problem_spec
+from hf_arith.runtime.loading import checkpoint_folder, checkpoint_label, load_checkpoint
+from hf_arith.runtime.solving import LOW_CONFIDENCE
 
 # record key -> problems.sample kind; each set is swept for the tasks whose hard_kinds have it.
 HARD_SETS = {"repeated_digits": "repeated", "carry_chains": "chains", "tie_heavy": "tie_heavy", "near_ties": "near_ties"}

@@ -3,7 +3,7 @@
     python bench/threads.py                      # minimal-add10 preset, 300 training steps per setting
     python bench/threads.py --steps 600 --compile
 
-Training: `hf_arith.training.train` on the minimal-add10 preset (evaluation off), once per thread
+Training: `hf_arith.training.run.train` on the minimal-add10 preset (evaluation off), once per thread
 count (and, with --compile, compiled too); the figure is steady-state seconds per step, from
 per-step timestamps after the first `--warmup` steps (so torch.compile's one-off compile time is
 reported apart, as `first_steps_seconds`). Decoding: the tiny-adder `verify` (10,010 problems,
@@ -21,10 +21,10 @@ import torch
 from common import script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 
-import hf_arith.training as training
-from hf_arith.evaluation import verify_tiny_adder
-from hf_arith.loading import load_checkpoint
-from hf_arith.train_config import load_recipe
+import hf_arith.training.run as training
+from hf_arith.evaluation.held_out import verify_tiny_adder
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.training.recipe import load_recipe
 
 
 def timed_training(threads: int, compile_: bool, steps: int, warmup: int) -> dict:

@@ -20,8 +20,8 @@ from pathlib import Path
 from common import script_parser
 from machine import RESULTS, load_average, write_results
 
-from hf_arith.train_config import load_recipe
-from hf_arith.training import train
+from hf_arith.training.recipe import load_recipe
+from hf_arith.training.run import train
 
 
 def main(argv: list[str] | None = None) -> dict:

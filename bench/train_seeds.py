@@ -24,7 +24,7 @@ from pathlib import Path
 from common import script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 
-from hf_arith.adderboard import PASS_ACCURACY
+from hf_arith.publishing.adderboard import PASS_ACCURACY
 
 
 def seed_result(preset: str, seed: int) -> Path:

@@ -13,8 +13,8 @@ import torch
 from common import script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 
-from hf_arith.evaluation import verify_tiny_adder
-from hf_arith.loading import checkpoint_label, load_checkpoint
+from hf_arith.evaluation.held_out import verify_tiny_adder
+from hf_arith.runtime.loading import checkpoint_label, load_checkpoint
 
 DEFAULT_SEEDS = [2025, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
 

@@ -1,7 +1,7 @@
 """How long the tiny-adder `verify` protocol (10,010 problems) takes, by torch threads and batch size.
 
 Usage: python bench/verify_speed.py [MODEL] [--repeats 3]
-Times `hf_arith.evaluation.verify_tiny_adder` end to end (parse, format, batched KV-cached greedy
+Times `hf_arith.evaluation.held_out.verify_tiny_adder` end to end (parse, format, batched KV-cached greedy
 decoding, answer decoding) and reports the best of `--repeats` runs per setting. Results go to
 bench/results/verify_speed.json together with the machine, its load average and the command.
 """
@@ -15,8 +15,8 @@ import torch
 from machine import RESULTS, load_average, write_results
 
 import hf_arith
-from hf_arith.evaluation import verify_tiny_adder
-from hf_arith.loading import load_checkpoint
+from hf_arith.evaluation.held_out import verify_tiny_adder
+from hf_arith.runtime.loading import load_checkpoint
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -21,11 +21,11 @@ _EXPORTS = {
     "AbacusGPT2Config": "models", "AbacusGPT2ForCausalLM": "models", "AbacusGPT2Model": "models",
     "LoopedConfig": "models", "LoopedForCausalLM": "models", "LoopedModel": "models",
     "MinimalConfig": "models", "MinimalForCausalLM": "models", "MinimalModel": "models",
-    "ArithTokenizer": "tokenization_arith", "ArithmeticPipeline": "pipeline_arithmetic",
-    "Answer": "solving", "solve": "solving", "BeyondTrainingWarning": "limits",
-    "CheckpointError": "loading", "load": "loading", "FormatError": "formatting", "NumberFormat": "formatting",
-    "HfArithError": "errors", "bundled_models": "bundled", "bundled_path": "bundled",
-    "compute_metrics": "metrics", "metric_path": "metrics",
+    "ArithTokenizer": "data.tokenization_arith", "ArithmeticPipeline": "runtime.pipeline_arithmetic",
+    "Answer": "runtime.solving", "solve": "runtime.solving", "BeyondTrainingWarning": "runtime.limits",
+    "CheckpointError": "runtime.loading", "load": "runtime.loading", "FormatError": "data.formatting", "NumberFormat": "data.formatting",
+    "HfArithError": "data.errors", "bundled_models": "bundled", "bundled_path": "bundled",
+    "compute_metrics": "evaluation.metrics", "metric_path": "evaluation.metrics",
 }
 __all__ = sorted([*_EXPORTS, "PIPELINE_TASK", "register"])
 
@@ -42,8 +42,8 @@ def register() -> None:
     from transformers.pipelines import PIPELINE_REGISTRY
 
     from . import models
-    from .pipeline_arithmetic import TASK, ArithmeticPipeline
-    from .tokenization_arith import ArithTokenizer
+    from .data.tokenization_arith import ArithTokenizer
+    from .runtime.pipeline_arithmetic import TASK, ArithmeticPipeline
 
     for config_cls, base_cls, lm_cls in ((models.MinimalConfig, models.MinimalModel, models.MinimalForCausalLM),
                                          (models.AbacusGPT2Config, models.AbacusGPT2Model, models.AbacusGPT2ForCausalLM),
@@ -64,7 +64,7 @@ def register() -> None:
 
 def __getattr__(name: str):
     if name == "PIPELINE_TASK":
-        from .pipeline_arithmetic import TASK
+        from .runtime.pipeline_arithmetic import TASK
 
         return TASK
     if name in _EXPORTS:

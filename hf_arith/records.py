@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 import tempfile
 from pathlib import Path
 
-from .errors import HfArithError
+from .data.errors import HfArithError
 
 SUMMARY_FILE = "training_summary.json"
 NOTES_FILE = "notes.json"
@@ -119,5 +120,19 @@ def training_stages(summary: dict | None, notes: dict | None) -> list[dict]:
     return []
 
 
-__all__ = ["NOTES_FILE", "SUMMARY_FILE", "RecordError", "read_notes", "read_summary", "training_stages", "write_atomic",
+def library_versions() -> dict:
+    """The versions of the libraries a result depends on (hf_arith's own included)."""
+    import numpy
+    import tokenizers
+    import torch
+    import transformers
+
+    from . import __version__
+
+    return {"hf_arith": __version__, "python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
+            "numpy": numpy.__version__}
+
+
+__all__ = ["NOTES_FILE", "library_versions", "SUMMARY_FILE", "RecordError", "read_notes", "read_summary", "training_stages", "write_atomic",
            "write_json"]

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from hf_arith.bundled import BUNDLED_DIR
 from hf_arith.cli import main as hf_arith
-from hf_arith.model_card import EVAL_FILE, GRID_FILE, HEATMAP_FILE
+from hf_arith.publishing.model_card import EVAL_FILE, GRID_FILE, HEATMAP_FILE
 from hf_arith.records import LOOPS_FILE, LOOPS_PICTURE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

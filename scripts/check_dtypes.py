@@ -25,9 +25,11 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import hf_arith
-from hf_arith.hardware import machine_info
-from hf_arith.limits import model_limits, problem_spec
-from hf_arith.loading import (
+from hf_arith.data.problems import held_out_problems
+from hf_arith.evaluation.metrics import arith_scores
+from hf_arith.runtime.hardware import machine_info
+from hf_arith.runtime.limits import model_limits, problem_spec
+from hf_arith.runtime.loading import (
     DTYPE_CHECK_FILE,
     DTYPES,
     REFERENCE_DTYPE,
@@ -36,8 +38,6 @@ from hf_arith.loading import (
     one_line,
     resolve_checkpoint,
 )
-from hf_arith.metrics import arith_scores
-from hf_arith.problems import held_out_problems
 
 DEFAULT_SAMPLES = 2000
 EVAL_FILE = "eval_results.json"

@@ -15,10 +15,10 @@ from pathlib import Path
 import torch
 
 import hf_arith
-from hf_arith.limits import model_limits, problem_spec
-from hf_arith.loading import load_checkpoint
-from hf_arith.problems import held_out_problems
-from hf_arith.stress import stress_sets
+from hf_arith.data.problems import held_out_problems
+from hf_arith.evaluation.stress import stress_sets
+from hf_arith.runtime.limits import model_limits, problem_spec
+from hf_arith.runtime.loading import load_checkpoint
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "bundled_answers.json"
 

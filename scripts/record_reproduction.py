@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from hf_arith.model_card import training_device
+from hf_arith.publishing.model_card import training_device
 
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 

@@ -71,8 +71,8 @@ def tiny_checkpoint(tmp_path_factory, name: str, overrides: list[str]):
     final = root / "final"
     if not (final / "config.json").is_file():
         base = ["optim.steps=5", "optim.compile=false", "eval.samples=20", "eval.verify=false", "optim.save_steps=1000"]
-        from hf_arith.train_config import load_recipe
-        from hf_arith.training import train
+        from hf_arith.training.recipe import load_recipe
+        from hf_arith.training.run import train
 
         train(load_recipe("minimal-add10", [*base, *overrides, f"output_dir={root}"]))
     return final

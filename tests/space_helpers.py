@@ -53,8 +53,8 @@ def published_cache(root: Path, repos: dict[str, str]) -> Path:
     """An HF_HOME holding `hf-arith push`'s exact Hub folder of each bundled model, under its repo id
     ({repo_id: bundled name}); returns the HF_HOME."""
     import hf_arith
-    from hf_arith.model_card import GRID_FILE
-    from hf_arith.publishing import build_model_folder
+    from hf_arith.publishing.hub_folder import build_model_folder
+    from hf_arith.publishing.model_card import GRID_FILE
 
     hf_home = root / "hf_home"
     for repo_id, name in repos.items():

@@ -10,8 +10,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 import hf_arith
 from hf_arith import AbacusGPT2Config, AbacusGPT2ForCausalLM, ArithTokenizer, NumberFormat
-from hf_arith.decoding import greedy_decode
-from hf_arith.formatting import FormatError
+from hf_arith.data.formatting import FormatError
 from hf_arith.models.abacus_positions import (
     abacus_position_ids,
     check_abacus_range,
@@ -22,7 +21,8 @@ from hf_arith.models.abacus_positions import (
     unpack_positions,
     window_allowed,
 )
-from hf_arith.saving import save_checkpoint
+from hf_arith.runtime.decoding import greedy_decode
+from hf_arith.runtime.saving import save_checkpoint
 
 REVERSED = NumberFormat(task="add", reverse_operands=True, reverse_answer=True, end_token=True)
 PROBLEMS = ["1342+879", "5+12345", "0+0", "99999999+1"]
@@ -442,8 +442,8 @@ def test_remote_code_loads_without_hf_arith(tmp_path):
 # -- the preset through the Trainer ----------------------------------------------------------------
 def share_of_weights_changed(recipe, trained) -> float:
     """The share of the trained model's weight tensors that differ from the seeded init of its recipe."""
-    from hf_arith.streaming import worst_case_length
-    from hf_arith.training import build_model, build_tokenizer, check_recipe, recipe_spec
+    from hf_arith.data.streaming import worst_case_length
+    from hf_arith.training.run import build_model, build_tokenizer, check_recipe, recipe_spec
 
     fmt = check_recipe(recipe)
     context = worst_case_length(recipe_spec(recipe, fmt), fmt)
@@ -454,9 +454,9 @@ def share_of_weights_changed(recipe, trained) -> float:
 
 @pytest.mark.parametrize("preset", ["abacus-gpt2-add", "abacus-gpt2-add-hex"])
 def test_presets_train_multi_token_models_with_the_trainer(tmp_path, preset):
-    from hf_arith.loading import load_checkpoint
-    from hf_arith.train_config import load_stages
-    from hf_arith.training import train
+    from hf_arith.runtime.loading import load_checkpoint
+    from hf_arith.training.recipe import load_stages
+    from hf_arith.training.run import train
 
     overrides = ["optim.steps=4", "optim.compile=false", "optim.save_steps=1000", "eval.samples=16",
                  "model.hidden_size=16", "model.num_hidden_layers=1", "model.intermediate_size=32",

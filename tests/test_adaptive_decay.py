@@ -1,4 +1,4 @@
-"""Adaptive weight decay (hf_arith.adaptive_decay): the schedule, the held-out score it reads, and a
+"""Adaptive weight decay (hf_arith.training.adaptive_decay): the schedule, the held-out score it reads, and a
 resumed run that goes on at the decay it stopped at."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from hf_arith.adaptive_decay import DECAY_FILE, AdaptiveWeightDecayCallback, decay_scale, teacher_forced_scores
-from hf_arith.loading import load_checkpoint
+from hf_arith.data.problems import ProblemSpec, sample
+from hf_arith.data.streaming import encode_examples
 from hf_arith.models.modeling_common import IGNORE_INDEX
-from hf_arith.problems import ProblemSpec, sample
-from hf_arith.streaming import encode_examples
-from hf_arith.train_config import RecipeError, load_recipe
-from hf_arith.training import train
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.training.adaptive_decay import DECAY_FILE, AdaptiveWeightDecayCallback, decay_scale, teacher_forced_scores
+from hf_arith.training.recipe import RecipeError, load_recipe
+from hf_arith.training.run import train
 from tests.test_training import SMALL
 
 
@@ -43,7 +43,7 @@ def test_the_optimizer_follows_the_latest_score_both_ways(monkeypatch):
                                            final_exact=0.05, min_token_accuracy=0.7, factor=0.1)
     scores = iter([{"exact_match": 0.02, "token_accuracy": 0.8}, {"exact_match": 0.3, "token_accuracy": 0.9},
                    {"exact_match": 0.0, "token_accuracy": 0.5}])
-    monkeypatch.setattr("hf_arith.adaptive_decay.teacher_forced_scores", lambda *a, **k: next(scores))
+    monkeypatch.setattr("hf_arith.training.adaptive_decay.teacher_forced_scores", lambda *a, **k: next(scores))
     seen = []
     for step in range(1, 31):
         state = SimpleNamespace(global_step=step, is_world_process_zero=True)
@@ -117,7 +117,7 @@ def test_a_resumed_run_goes_on_at_the_decay_it_stopped_at(tmp_path):
 def test_decay_all_decays_the_norms_the_trainer_leaves_out():
     from transformers import Trainer
 
-    from hf_arith.training import ArithTrainer
+    from hf_arith.training.run import ArithTrainer
     model, _ = load_checkpoint("minimal-add10")
     names = [name for name, _ in model.named_parameters()]
     default = Trainer.get_decay_parameter_names(SimpleNamespace(), model)

@@ -24,13 +24,13 @@ import torch
 from cli_contract import fails
 
 from hf_arith import FormatError, NumberFormat, solve
-from hf_arith.adderboard import write_submission
 from hf_arith.cli import main
-from hf_arith.decoding import greedy_decode
-from hf_arith.evaluation import TINY_ADDER_EDGE_CASES, tiny_adder_cases
-from hf_arith.loading import load_checkpoint
-from hf_arith.model_summary import parameter_counts
+from hf_arith.evaluation.held_out import TINY_ADDER_EDGE_CASES, tiny_adder_cases
+from hf_arith.evaluation.model_summary import parameter_counts
 from hf_arith.models import abacus_position_ids, minimal_core
+from hf_arith.publishing.adderboard import write_submission
+from hf_arith.runtime.decoding import greedy_decode
+from hf_arith.runtime.loading import load_checkpoint
 from tests.test_minimal_model import FMT10, SPLIT, make
 
 RANDOM_PAIRS = 300  # of the protocol's 10,000 (the exported file answers ~100 pairs a second here)
@@ -343,7 +343,7 @@ def test_cli_refuses_an_unwritable_folder(tmp_path, capsys):
 
 
 def test_a_model_that_fails_the_protocol_is_refused_unless_forced(tmp_path, capsys):
-    from hf_arith.adderboard import ProtocolFailure
+    from hf_arith.publishing.adderboard import ProtocolFailure
 
     model, tok = random_model(**TINY, digit_embedding="circular_arc", special_embedding="arc")
     with pytest.raises(ProtocolFailure, match=r"protocol problems right \(\d+\.\d\d %\), below the 99 %") as err:

@@ -13,11 +13,11 @@ from test_grid import FAMILY_PRESETS, random_model
 from test_plots import assert_png
 
 from hf_arith import solve
-from hf_arith.attention_maps import attention_maps, map_labels, plot_attention
 from hf_arith.cli import main
-from hf_arith.formatting import OPERATORS, FormatError
-from hf_arith.loading import load_checkpoint
-from hf_arith.plots import attention_figsize, save_figure
+from hf_arith.data.formatting import OPERATORS, FormatError
+from hf_arith.evaluation.attention_maps import attention_maps, map_labels, plot_attention
+from hf_arith.evaluation.plots import attention_figsize, save_figure
+from hf_arith.runtime.loading import load_checkpoint
 
 
 @pytest.fixture(scope="module")

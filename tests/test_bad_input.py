@@ -15,8 +15,8 @@ from conftest import tiny_checkpoint
 from transformers import AutoTokenizer
 
 import hf_arith.bundled
-from hf_arith.formatting import FormatError
-from hf_arith.loading import CheckpointError, load_checkpoint
+from hf_arith.data.formatting import FormatError
+from hf_arith.runtime.loading import CheckpointError, load_checkpoint
 
 LONG = "1" * 40  # a 40-digit operand
 

@@ -1,5 +1,5 @@
-"""Early stopping and best-weights keeping on the held-out scores (hf_arith.best_held_out), and the
-screen on held-out token accuracy (hf_arith.seed_screen)."""
+"""Early stopping and best-weights keeping on the held-out scores (hf_arith.training.best_held_out), and the
+screen on held-out token accuracy (hf_arith.training.seed_screen)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import pytest
 import torch
 from transformers import TrainerControl
 
-from hf_arith.adaptive_decay import DECAY_FILE
-from hf_arith.best_held_out import BEST_FILE, BEST_WEIGHTS, BestHeldoutCallback
-from hf_arith.loading import load_checkpoint
-from hf_arith.seed_screen import SCREEN_FILE
-from hf_arith.train_config import RecipeError, load_recipe
-from hf_arith.training import train
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.training.adaptive_decay import DECAY_FILE
+from hf_arith.training.best_held_out import BEST_FILE, BEST_WEIGHTS, BestHeldoutCallback
+from hf_arith.training.recipe import RecipeError, load_recipe
+from hf_arith.training.run import train
+from hf_arith.training.seed_screen import SCREEN_FILE
 from tests.test_training import SMALL
 
 SCORED = SMALL + ["eval.samples=20", "optim.steps=300", "optim.weight_decay=0.01", "optim.wd_drop_exact=1.0",

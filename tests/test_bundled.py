@@ -9,9 +9,9 @@ import pytest
 
 import hf_arith
 from hf_arith.bundled import bundled_models
-from hf_arith.limits import model_limits
-from hf_arith.loading import load_checkpoint
-from hf_arith.problems import ProblemSpec, held_out_problems
+from hf_arith.data.problems import ProblemSpec, held_out_problems
+from hf_arith.runtime.limits import model_limits
+from hf_arith.runtime.loading import load_checkpoint
 
 PACKAGE = Path(hf_arith.__file__).parent
 
@@ -84,8 +84,8 @@ def _multi_token_models() -> list[str]:
 
 @pytest.mark.parametrize("name", _multi_token_models())
 def test_bundled_multi_token_model_answers_with_fewer_forward_passes(name):
-    from hf_arith.decoding import greedy_decode
-    from hf_arith.solving import answer_budget
+    from hf_arith.runtime.decoding import greedy_decode
+    from hf_arith.runtime.solving import answer_budget
 
     model, tok = load_checkpoint(name)
     k = model.config.num_future_tokens

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import hf_arith
-from hf_arith.loading import load_checkpoint
+from hf_arith.runtime.loading import load_checkpoint
 
 RECORD = json.loads((Path(__file__).parent / "data" / "bundled_answers.json").read_text())
 

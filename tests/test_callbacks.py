@@ -11,11 +11,11 @@ import torch
 from test_plots import assert_png
 from transformers import Trainer, TrainingArguments
 
-from hf_arith.callbacks import EmbeddingTrajectoryCallback, pca_2d
-from hf_arith.plots import TRAJECTORY_SIZE
-from hf_arith.streaming import ProblemStream, stack_examples, worst_case_length
-from hf_arith.train_config import load_recipe
-from hf_arith.training import build_model, build_tokenizer, check_recipe, recipe_spec
+from hf_arith.data.streaming import ProblemStream, stack_examples, worst_case_length
+from hf_arith.evaluation.plots import TRAJECTORY_SIZE
+from hf_arith.training.callbacks import EmbeddingTrajectoryCallback, pca_2d
+from hf_arith.training.recipe import load_recipe
+from hf_arith.training.run import build_model, build_tokenizer, check_recipe, recipe_spec
 
 
 def test_pca_of_points_on_a_line():
@@ -59,8 +59,8 @@ def test_records_during_a_real_training_run(tmp_path):
 
 
 def test_every_must_be_positive():
-    from hf_arith.formatting import NumberFormat
-    from hf_arith.tokenization_arith import ArithTokenizer
+    from hf_arith.data.formatting import NumberFormat
+    from hf_arith.data.tokenization_arith import ArithTokenizer
 
     with pytest.raises(ValueError, match="every"):
         EmbeddingTrajectoryCallback(ArithTokenizer(number_format=NumberFormat()), every=0)

@@ -19,9 +19,9 @@ import torch
 import hf_arith.bundled
 from hf_arith.bundled import bundled_models
 from hf_arith.cli import main
-from hf_arith.errors import HfArithError
-from hf_arith.loading import CheckpointError, checkpoint_label, load_checkpoint
-from hf_arith.solving import Answer
+from hf_arith.data.errors import HfArithError
+from hf_arith.runtime.loading import CheckpointError, checkpoint_label, load_checkpoint
+from hf_arith.runtime.solving import Answer
 
 # An answer, then '?' and a note when the model was unsure of a token (an untrained checkpoint always is).
 ANSWER_LINE = re.compile(r"^(\S+) = (\d+|<malformed>)( \?  \(low confidence: [0-9.]+ %, below 90 %\))?$")
@@ -47,10 +47,10 @@ def test_solve_prints_one_answer_per_line(add10, capsys):
 
 
 def test_solve_defaults_to_the_bundled_minimal_add10(capsys, monkeypatch):
-    import hf_arith.loading
+    import hf_arith.runtime.loading
 
     loaded = []
-    monkeypatch.setattr(hf_arith.loading, "load_checkpoint", lambda name, **kw: loaded.append(name) or load_checkpoint(name, **kw))
+    monkeypatch.setattr(hf_arith.runtime.loading, "load_checkpoint", lambda name, **kw: loaded.append(name) or load_checkpoint(name, **kw))
     code, out, err = run(capsys, "solve", "1234567890+9876543210")
     assert code == 0, err
     assert loaded == ["minimal-add10"] and "minimal-add10" in bundled_models()
@@ -65,9 +65,9 @@ def test_solve_flags_operands_longer_than_the_training_range(capsys):
 
 
 def test_solve_marks_malformed_answers(add10, capsys, monkeypatch):
-    import hf_arith.solving
+    import hf_arith.runtime.solving
 
-    monkeypatch.setattr(hf_arith.solving, "solve", lambda model, tok, problems, **options: [Answer(None, 0.2), Answer("3", 0.99)])
+    monkeypatch.setattr(hf_arith.runtime.solving, "solve", lambda model, tok, problems, **options: [Answer(None, 0.2), Answer("3", 0.99)])
     code, out, _ = run(capsys, "solve", "1+1", "1+2", "--model", add10)
     assert code == 0
     assert out.splitlines() == ["1+1 = <malformed>", "1+2 = 3"]
@@ -76,7 +76,7 @@ def test_solve_marks_malformed_answers(add10, capsys, monkeypatch):
 def test_the_command_line_shows_no_weight_loading_bars(capsys, monkeypatch):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import hf_arith.loading
+    import hf_arith.runtime.loading
 
     def raw_load(name, **_):  # transformers' own loading, which draws a "Loading weights" bar by default
         path = hf_arith.bundled.bundled_path(name)
@@ -84,7 +84,7 @@ def test_the_command_line_shows_no_weight_loading_bars(capsys, monkeypatch):
 
     raw_load("minimal-add10")
     assert "Loading weights" in capsys.readouterr().err  # outside the command line the bar shows
-    monkeypatch.setattr(hf_arith.loading, "load_checkpoint", raw_load)
+    monkeypatch.setattr(hf_arith.runtime.loading, "load_checkpoint", raw_load)
     code, out, err = run(capsys, "solve", "1+2")
     assert code == 0 and out == "1+2 = 3\n"
     assert "Loading weights" not in err
@@ -207,7 +207,7 @@ def test_models_lists_bundled_checkpoints(capsys):
 
 
 def test_models_shows_each_models_syntax_example_and_ranges(capsys):
-    from hf_arith.limits import model_limits
+    from hf_arith.runtime.limits import model_limits
 
     code, out, err = run(capsys, "models")
     assert code == 0, err
@@ -287,7 +287,7 @@ def test_data_export_passes_the_options_on(tmp_path, capsys, monkeypatch):
         (out / "data" / "train-00000.parquet").write_bytes(b"PAR1")
         return out
 
-    monkeypatch.setitem(sys.modules, "hf_arith.export", types.SimpleNamespace(export_parquet=fake_export))
+    monkeypatch.setitem(sys.modules, "hf_arith.data.dataset_export", types.SimpleNamespace(export_parquet=fake_export))
     target = tmp_path / "x"
     code, out, err = run(capsys, "data", "export", target, "--task", "mul", "--train-size", 10,
                          "--test-size", 5, "--seed", 3, "--min-digits", 2, "--max-digits", 4, "--base", 16)
@@ -346,11 +346,11 @@ def test_checkpoint_label_names_a_run_by_its_folder_not_final():
 
 # -- eval --grid ----------------------------------------------------------------------------
 def test_eval_grid_runs_the_held_out_evaluation_only_when_asked(add10, tmp_path, capsys, monkeypatch):
-    import hf_arith.evaluation
+    import hf_arith.evaluation.held_out
 
-    evaluate = hf_arith.evaluation.evaluate_model
+    evaluate = hf_arith.evaluation.held_out.evaluate_model
     calls = []
-    monkeypatch.setattr(hf_arith.evaluation, "evaluate_model", lambda *a, **k: calls.append(k) or evaluate(*a, **k))
+    monkeypatch.setattr(hf_arith.evaluation.held_out, "evaluate_model", lambda *a, **k: calls.append(k) or evaluate(*a, **k))
     argv = ["eval", add10, "--grid", "1:2", "--samples-per-cell", 2, "--samples", 20, "--output-dir", tmp_path / "g"]
     code, out, err = run(capsys, *argv)
     assert code == 0, err
@@ -360,3 +360,25 @@ def test_eval_grid_runs_the_held_out_evaluation_only_when_asked(add10, tmp_path,
     assert code == 0, err
     assert len(calls) == 1 and "Held-out exact match" in out and "Length grid 1-2 x 1-2" in out
     assert json.loads((tmp_path / "g" / "summary.json").read_text())["heldout"]["n"] == 20
+
+
+def test_eval_builds_the_model_limits_once_for_every_run_it_makes(add10, tmp_path, capsys, monkeypatch):
+    """One `eval --grid --stress --heldout` reads the model's limits once and passes them down."""
+    import hf_arith.evaluation.grid
+    import hf_arith.evaluation.held_out
+    import hf_arith.evaluation.stress
+    import hf_arith.runtime.limits
+    import hf_arith.runtime.solving
+
+    built = []
+    real = hf_arith.runtime.limits.model_limits
+    counting = lambda *a, **k: built.append(1) or real(*a, **k)  # noqa: E731
+    # the CLI imports it when the command runs; the others hold it from their import
+    for module in (hf_arith.runtime.limits, hf_arith.evaluation.grid, hf_arith.evaluation.held_out,
+                   hf_arith.evaluation.stress, hf_arith.runtime.solving):
+        monkeypatch.setattr(module, "model_limits", counting)
+    code, out, err = run(capsys, "eval", add10, "--grid", "1:2", "--samples-per-cell", 2, "--samples", 20, "--heldout",
+                         "--stress", "--output-dir", tmp_path / "g")
+    assert code == 0, err
+    assert "Length grid 1-2 x 1-2" in out and "Held-out exact match" in out and "stress set" in out
+    assert len(built) == 1

@@ -9,7 +9,7 @@ import sys
 import pytest
 from cli_contract import fails
 
-import hf_arith.solving
+import hf_arith.runtime.solving
 from hf_arith.cli import command_paths, main
 
 ADD10 = "minimal-add10"
@@ -19,7 +19,7 @@ def plant(monkeypatch, error: BaseException) -> None:
     """Make `solve` raise `error`, as a bug inside it would."""
     def broken(*_, **__):
         raise error
-    monkeypatch.setattr(hf_arith.solving, "solve", broken)
+    monkeypatch.setattr(hf_arith.runtime.solving, "solve", broken)
 
 
 def test_a_bug_inside_solve_propagates_with_its_traceback(monkeypatch, capsys):
@@ -30,7 +30,7 @@ def test_a_bug_inside_solve_propagates_with_its_traceback(monkeypatch, capsys):
 
 
 def test_a_bug_exits_1_with_a_traceback_and_bad_input_exits_2_with_one_line():
-    script = ("import sys\nimport hf_arith.solving as s\n"
+    script = ("import sys\nimport hf_arith.runtime.solving as s\n"
               "def broken(*a, **k):\n    raise KeyError('planted')\n"
               "s.solve = broken\nfrom hf_arith.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     bug = subprocess.run([sys.executable, "-c", script, "solve", "1+2"], capture_output=True, text=True, timeout=600)
@@ -55,14 +55,14 @@ def test_an_os_error_without_a_path_is_a_bug(monkeypatch):
 
 
 def test_every_user_error_class_is_the_package_error_type():
-    from hf_arith.adderboard import ProtocolFailure
-    from hf_arith.errors import CLIError, HfArithError
-    from hf_arith.formatting import FormatError
-    from hf_arith.loading import CheckpointError
-    from hf_arith.publishing import PublishError
-    from hf_arith.space_build import SpaceError
-    from hf_arith.train_config import RecipeError
-    from hf_arith.warm_start import WarmStartError
+    from hf_arith.data.errors import CLIError, HfArithError
+    from hf_arith.data.formatting import FormatError
+    from hf_arith.publishing.adderboard import ProtocolFailure
+    from hf_arith.publishing.hub_folder import PublishError
+    from hf_arith.publishing.space_build import SpaceError
+    from hf_arith.runtime.loading import CheckpointError
+    from hf_arith.training.recipe import RecipeError
+    from hf_arith.training.warm_start import WarmStartError
 
     for cls in (FormatError, CheckpointError, RecipeError, WarmStartError, PublishError, SpaceError,
                 ProtocolFailure, CLIError):
@@ -72,7 +72,7 @@ def test_every_user_error_class_is_the_package_error_type():
 def test_an_unknown_set_key_lists_every_valid_key(capsys):
     from dataclasses import fields
 
-    from hf_arith.train_config import OptimRecipe
+    from hf_arith.training.recipe import OptimRecipe
 
     message = fails(capsys, "train", "--set", "optim.nonsense=1")
     assert "more characters" not in message and "'nonsense'" in message
@@ -81,10 +81,10 @@ def test_an_unknown_set_key_lists_every_valid_key(capsys):
 
 def test_the_parsers_constants_agree_with_the_modules_that_own_them():
     from hf_arith.cli import common
-    from hf_arith.loading import DTYPES
+    from hf_arith.runtime.loading import DTYPES
 
     assert common.DTYPE_NAMES == tuple(DTYPES)
-    assert common.LOW_CONFIDENCE == hf_arith.solving.LOW_CONFIDENCE
+    assert common.LOW_CONFIDENCE == hf_arith.runtime.solving.LOW_CONFIDENCE
 
 
 def every_help() -> list[list[str]]:

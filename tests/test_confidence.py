@@ -14,11 +14,11 @@ import torch
 import hf_arith
 from hf_arith import Answer, ArithmeticPipeline, solve
 from hf_arith.cli import main
-from hf_arith.decoding import greedy_decode
-from hf_arith.formatting import get_task
-from hf_arith.metrics import confidence_scores
-from hf_arith.solving import LOW_CONFIDENCE
-from hf_arith.stress import stress_sets
+from hf_arith.data.formatting import get_task
+from hf_arith.evaluation.metrics import confidence_scores
+from hf_arith.evaluation.stress import stress_sets
+from hf_arith.runtime.decoding import greedy_decode
+from hf_arith.runtime.solving import LOW_CONFIDENCE
 from tests.cli_contract import fails
 
 # Known wrong answers of the bundled models, given with low confidence, both beyond the 1-10 training

@@ -8,11 +8,11 @@ import pytest
 from transformers import pipeline
 
 import hf_arith
-from hf_arith.formatting import FormatError, NumberFormat, parse_problems
-from hf_arith.problems import ProblemSpec, sample
-from hf_arith.tasks import Task, get_task, register_task, task_names, unregister_task
-from hf_arith.train_config import load_recipe
-from hf_arith.training import recipe_held_out, train
+from hf_arith.data.formatting import FormatError, NumberFormat, parse_problems
+from hf_arith.data.problems import ProblemSpec, sample
+from hf_arith.data.tasks import Task, get_task, register_task, task_names, unregister_task
+from hf_arith.training.recipe import load_recipe
+from hf_arith.training.run import recipe_held_out, train
 
 
 class Larger(Task):

@@ -8,10 +8,10 @@ import datasets
 import pytest
 from huggingface_hub import DatasetCard
 
-from hf_arith.dataset_builder import FEATURES, ArithProblems, ArithProblemsConfig, infinite_dataset
-from hf_arith.export import export_parquet, template_path
-from hf_arith.formatting import TASKS, int_to_digits, problems_from_ints
-from hf_arith.problems import split_of
+from hf_arith.data.dataset_builder import FEATURES, ArithProblems, ArithProblemsConfig, infinite_dataset
+from hf_arith.data.dataset_export import export_parquet, template_path
+from hf_arith.data.formatting import TASKS, int_to_digits, problems_from_ints
+from hf_arith.data.problems import split_of
 
 SMALL = dict(train_size=300, test_size=60)
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from hf_arith.decoding import (
+from hf_arith.runtime.decoding import (
     PreallocatedLayer,
     confirmed_greedy_decode,
     decoding_cache,
@@ -15,8 +15,8 @@ from hf_arith.decoding import (
     greedy_decode,
     prefill_buckets,
 )
-from hf_arith.hardware import available_cpu_cores
-from hf_arith.loading import load_checkpoint
+from hf_arith.runtime.hardware import available_cpu_cores
+from hf_arith.runtime.loading import load_checkpoint
 
 
 def test_preallocated_layer_returns_what_dynamic_layer_returns_and_grows_past_capacity():
@@ -117,8 +117,8 @@ def test_confirmed_multi_token_decoding_writes_what_one_token_per_pass_writes():
     one token per pass. Within them, every way of decoding writes the true sums."""
     from hf_arith import solve
     from hf_arith.bundled import CATALOGUE
-    from hf_arith.limits import answer_budget
-    from hf_arith.problems import ProblemSpec, held_out_problems
+    from hf_arith.data.problems import ProblemSpec, held_out_problems
+    from hf_arith.runtime.limits import answer_budget
 
     name = "abacus-gpt2-add-window-10-k2"
     model, tok = load_checkpoint(name)

@@ -17,10 +17,17 @@ from cli_contract import fails
 
 import hf_arith
 from hf_arith.cli import main
-from hf_arith.limits import problem_spec
-from hf_arith.loading import DTYPE_CHECK_FILE, DTYPES, CheckpointError, DtypeWarning, load_checkpoint, read_dtype_check
-from hf_arith.model_card import dtype_rows
-from hf_arith.problems import held_out_problems
+from hf_arith.data.problems import held_out_problems
+from hf_arith.publishing.model_card import dtype_rows
+from hf_arith.runtime.limits import problem_spec
+from hf_arith.runtime.loading import (
+    DTYPE_CHECK_FILE,
+    DTYPES,
+    CheckpointError,
+    DtypeWarning,
+    load_checkpoint,
+    read_dtype_check,
+)
 
 PROBLEM, ANSWER = "1234567890+9876543210", "11111111100"
 BUNDLED = hf_arith.bundled_models()
@@ -122,7 +129,7 @@ def test_an_unchecked_folder_warns_and_runs(tmp_path, capsys):
     ({"device": "cuda:x"}, ["'cuda:x'", "cpu, cuda, cuda:N, mps"]),
 ])
 def test_unsupported_device_or_dtype_is_one_line_before_anything(monkeypatch, kwargs, expected):
-    monkeypatch.setattr("hf_arith.loading.resolve_checkpoint", lambda *a, **k: pytest.fail("resolved the model"))
+    monkeypatch.setattr("hf_arith.runtime.loading.resolve_checkpoint", lambda *a, **k: pytest.fail("resolved the model"))
     with pytest.raises(CheckpointError) as info:
         hf_arith.load("minimal-add10", **kwargs)
     for part in expected:
@@ -131,7 +138,7 @@ def test_unsupported_device_or_dtype_is_one_line_before_anything(monkeypatch, kw
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
 def test_a_missing_gpu_is_one_line(capsys, monkeypatch):
-    monkeypatch.setattr("hf_arith.loading.resolve_checkpoint", lambda *a, **k: pytest.fail("resolved the model"))
+    monkeypatch.setattr("hf_arith.runtime.loading.resolve_checkpoint", lambda *a, **k: pytest.fail("resolved the model"))
     for device in ("cuda", "cuda:1"):
         with pytest.raises(CheckpointError, match=f"device '{device}': no CUDA GPU is available here"):
             hf_arith.load("minimal-add10", device=device)
@@ -166,7 +173,7 @@ def test_cpu_device_and_the_commands_that_run_a_model(capsys, tmp_path):
 
 # -- the model card ------------------------------------------------------------------------------------
 def test_card_lists_the_checked_dtypes(tmp_path):
-    from hf_arith.publishing import build_model_folder
+    from hf_arith.publishing.hub_folder import build_model_folder
 
     out = build_model_folder("minimal-add10", tmp_path / "upload", repo_id="me/minimal-add10", grid_samples=0)
     assert json.loads((out / DTYPE_CHECK_FILE).read_text()) == record("minimal-add10")  # it travels with the model

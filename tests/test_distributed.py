@@ -18,13 +18,13 @@ import pytest
 import torch
 
 from hf_arith.cli import main
-from hf_arith.train_config import RecipeError, load_recipe
-from hf_arith.training import available_cpu_cores, check_launch, check_recipe
+from hf_arith.training.recipe import RecipeError, load_recipe
+from hf_arith.training.run import available_cpu_cores, check_launch, check_recipe
 
 # Runs the CLI and records, on every rank, what each training step received and the curriculum range.
 RECORDER = r'''
 import json, os, sys
-import hf_arith.training as training
+import hf_arith.training.run as training
 from hf_arith.cli import main
 
 seen = []
@@ -75,7 +75,7 @@ def _run(tmp_path, name: str, launcher: list[str]) -> tuple[dict, list[list[dict
 @pytest.mark.slow  # three training processes
 @pytest.mark.skipif(available_cpu_cores() < 2 and not torch.cuda.is_available(), reason="needs two CPU cores")
 def test_torchrun_two_processes_match_one_process(tmp_path):
-    from hf_arith.loading import load_checkpoint
+    from hf_arith.runtime.loading import load_checkpoint
 
     single_state, (single,), _ = _run(tmp_path, "one", [sys.executable])
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
@@ -150,7 +150,7 @@ def test_more_processes_than_gpus_is_refused_on_the_command_line(monkeypatch, tm
     ("trainer.bf16=3", "must be true or false"),
 ])
 def test_trainer_pass_through_refuses_what_it_cannot_honour(tmp_path, override, message):
-    from hf_arith.training import training_arguments
+    from hf_arith.training.run import training_arguments
 
     recipe = load_recipe("minimal-add10", [override])
     with pytest.raises(RecipeError, match=message):
@@ -159,7 +159,7 @@ def test_trainer_pass_through_refuses_what_it_cannot_honour(tmp_path, override, 
 
 
 def test_trainer_pass_through_reaches_the_training_arguments(tmp_path):
-    from hf_arith.training import training_arguments
+    from hf_arith.training.run import training_arguments
 
     recipe = load_recipe("minimal-add10", ["trainer.gradient_accumulation_steps=3", "trainer.save_total_limit=5",
                                            "trainer.logging_first_step=true"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hf_arith.formatting import (
+from hf_arith.data.formatting import (
     EOS_TOKEN,
     PAD_TOKEN,
     SCRATCHPAD_TASKS,
@@ -17,7 +17,7 @@ from hf_arith.formatting import (
     problems_from_ints,
     render,
 )
-from hf_arith.problems import ProblemSpec, sample, with_answers
+from hf_arith.data.problems import ProblemSpec, sample, with_answers
 
 
 def rendered(task: str, rows: list[list[int]], **settings) -> list[tuple[str, str]]:

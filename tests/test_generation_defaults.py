@@ -9,11 +9,11 @@ import torch
 
 import hf_arith
 from hf_arith import ArithTokenizer, MinimalConfig, MinimalForCausalLM, NumberFormat
-from hf_arith.decoding import greedy_decode
-from hf_arith.limits import model_limits
-from hf_arith.loading import load_checkpoint
-from hf_arith.problems import reference_answer
-from hf_arith.saving import save_checkpoint
+from hf_arith.data.problems import reference_answer
+from hf_arith.runtime.decoding import greedy_decode
+from hf_arith.runtime.limits import model_limits
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.runtime.saving import save_checkpoint
 
 
 def plain_generate(model, tok, problem: str, **kwargs) -> torch.Tensor:

@@ -16,11 +16,12 @@ import torch
 from cli_contract import fails
 from test_plots import assert_png
 
-import hf_arith.evaluation as evaluation
+import hf_arith.evaluation.held_out as evaluation
 from hf_arith.cli import main
-from hf_arith.families import FAMILIES
-from hf_arith.formatting import FormatError, NumberFormat, problems_from_ints, render
-from hf_arith.grid import (
+from hf_arith.data.formatting import FormatError, NumberFormat, problems_from_ints, render
+from hf_arith.data.problems import reference_answer, split_of, with_answers
+from hf_arith.data.streaming import worst_case_length
+from hf_arith.evaluation.grid import (
     answer_perplexity,
     cell_problems,
     grid_report,
@@ -31,15 +32,14 @@ from hf_arith.grid import (
     sort_cell_problems,
     stack,
 )
-from hf_arith.limits import model_limits, training_range
-from hf_arith.loading import load_checkpoint
-from hf_arith.metrics import metric_path
-from hf_arith.plots import GRID_SIZE, LOOPS_SIZE
-from hf_arith.problems import reference_answer, split_of, with_answers
-from hf_arith.saving import save_checkpoint
-from hf_arith.streaming import worst_case_length
-from hf_arith.train_config import list_presets, load_recipe
-from hf_arith.training import build_model, build_tokenizer, check_recipe, recipe_spec
+from hf_arith.evaluation.metrics import metric_path
+from hf_arith.evaluation.plots import GRID_SIZE, LOOPS_SIZE
+from hf_arith.families import FAMILIES
+from hf_arith.runtime.limits import model_limits, training_range
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.runtime.saving import save_checkpoint
+from hf_arith.training.recipe import list_presets, load_recipe
+from hf_arith.training.run import build_model, build_tokenizer, check_recipe, recipe_spec
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_sort_cells_hold_lists_of_that_size_with_every_number_that_long(items, d
 
 
 def test_a_sorting_grid_has_list_sizes_for_rows_and_item_digits_for_columns():
-    from hf_arith.plots import plot_grid
+    from hf_arith.evaluation.plots import plot_grid
 
     model, tok = random_model("abacus-gpt2-sort")
     result = length_grid(model, tok, (1, 3), samples_per_cell=4, items=(2, 4), train_range=(1, 2),
@@ -253,7 +253,7 @@ def test_answer_perplexity_matches_an_unbatched_forward(tiny):
     model, tok = tiny
     problems = with_answers(stack([cell_problems("add", 10, a, b, 2, seed=9)[0] for a, b in ((1, 2), (6, 3))]))
     batched = answer_perplexity(model, tok, problems, batch_size=3)
-    from hf_arith.formatting import render
+    from hf_arith.data.formatting import render
 
     ids, lengths, prompts = render(problems, tok.arith_format, with_answer=True)
     for i in range(len(problems)):
@@ -330,7 +330,7 @@ def test_loops_curve_by_hand(tiny, monkeypatch):
     texts, answers = ["1+1", "2+2", "3+3", "4+4"], ["2", "4", "6", "8"]
     inside = [True, True, False, False]
 
-    def fake_solve(model, tokenizer, problems, batch_size, model_kwargs, checked):
+    def fake_solve(model, tokenizer, problems, batch_size, model_kwargs, checked, limits=None):
         assert checked  # loops_curve checked the problems once, before the first run
         n = model_kwargs["num_recurrences"]  # n loops get the first n problems right
         return [a if i < n else None for i, a in enumerate(answers)]
@@ -419,7 +419,7 @@ def test_eval_bad_options_are_one_line_errors(add10, tmp_path, capsys, argv, wor
 
 
 def test_eval_beyond_the_models_limits_fails_before_evaluating(saved, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("hf_arith.evaluation.evaluate_model", lambda *_, **__: pytest.fail("evaluated first"))
+    monkeypatch.setattr("hf_arith.evaluation.held_out.evaluate_model", lambda *_, **__: pytest.fail("evaluated first"))
     config = json.loads((saved["abacus_gpt2"] / "config.json").read_text())
     digits, context = config["abacus_max_digits"], config["max_position_embeddings"]
     message = fails(capsys, "eval", saved["abacus_gpt2"], "--grid", f"1:{digits}", "--output-dir", tmp_path / "a")
@@ -433,14 +433,14 @@ def test_eval_beyond_the_models_limits_fails_before_evaluating(saved, tmp_path, 
 def test_eval_unwritable_output_dir_fails_before_evaluating(add10, tmp_path, capsys, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    monkeypatch.setattr("hf_arith.loading.load_checkpoint", lambda *_, **__: pytest.fail("loaded a model first"))
+    monkeypatch.setattr("hf_arith.runtime.loading.load_checkpoint", lambda *_, **__: pytest.fail("loaded a model first"))
     message = fails(capsys, "eval", add10, "--grid", "1:2", "--output-dir", blocker / "sub")
     assert "--output-dir" in message and str(blocker / "sub") in message and "cannot write" in message
 
 
 def test_default_digits_of_a_sort_model_stay_inside_its_abacus_range():
     # A sort's answer is shorter than its operands: the operands themselves must fit the abacus table.
-    from hf_arith.problems import example_problem
+    from hf_arith.data.problems import example_problem
 
     model, tok = random_model("looped-sort")
     limits = model_limits(model, tok)

@@ -1,4 +1,4 @@
-"""Grokfast-EMA (hf_arith.grokfast) and the cosine floor: recipe keys, not forks of the training loop."""
+"""Grokfast-EMA (hf_arith.training.grokfast) and the cosine floor: recipe keys, not forks of the training loop."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from hf_arith.grokfast import GROKFAST_FILE, GrokfastCallback
-from hf_arith.loading import load_checkpoint
-from hf_arith.train_config import RecipeError, load_recipe
-from hf_arith.training import cosine_with_restart, train
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.training.grokfast import GROKFAST_FILE, GrokfastCallback
+from hf_arith.training.recipe import RecipeError, load_recipe
+from hf_arith.training.run import cosine_with_restart, train
 from tests.test_training import SMALL
 
 

@@ -1,4 +1,4 @@
-"""The learning-rate drop on the held-out scores (hf_arith.held_out_lr)."""
+"""The learning-rate drop on the held-out scores (hf_arith.training.held_out_lr)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 import torch
 from transformers import TrainerControl
 
-from hf_arith.adaptive_decay import DECAY_FILE
-from hf_arith.held_out_lr import HeldoutLearningRateDrop
-from hf_arith.train_config import RecipeError, load_recipe
-from hf_arith.training import train
+from hf_arith.training.adaptive_decay import DECAY_FILE
+from hf_arith.training.held_out_lr import HeldoutLearningRateDrop
+from hf_arith.training.recipe import RecipeError, load_recipe
+from hf_arith.training.run import train
 from tests.test_best_held_out import SCORED
 from tests.test_training import SMALL
 

@@ -1,6 +1,6 @@
 """Evaluation never scores a problem from the training split, whichever public entry point draws it.
 
-The oracle is the split hash itself (`hf_arith.problems.split_of`): each problem an entry point
+The oracle is the split hash itself (`hf_arith.data.problems.split_of`): each problem an entry point
 hands to the model is rebuilt from its plain text and must hash into the test split. Every
 held-out accuracy the project publishes rests on this.
 """
@@ -12,14 +12,14 @@ import json
 import numpy as np
 import pytest
 
-import hf_arith.evaluation as evaluation
+import hf_arith.evaluation.held_out as evaluation
 from hf_arith.cli import main
-from hf_arith.formatting import problems_from_ints
-from hf_arith.grid import length_grid
-from hf_arith.loading import load_checkpoint
-from hf_arith.problems import split_of
-from hf_arith.train_config import load_recipe
-from hf_arith.training import train
+from hf_arith.data.formatting import problems_from_ints
+from hf_arith.data.problems import split_of
+from hf_arith.evaluation.grid import length_grid
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.training.recipe import load_recipe
+from hf_arith.training.run import train
 
 
 def in_test_split(texts: list[str]) -> np.ndarray:

@@ -16,13 +16,13 @@ from cli_contract import fails
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import hf_arith
-from hf_arith import export
 from hf_arith.cli import main
-from hf_arith.formatting import FormatError, NumberFormat
-from hf_arith.limits import FINGERPRINT_KEY, BeyondTrainingWarning
-from hf_arith.loading import CheckpointError, load_checkpoint
-from hf_arith.train_config import RecipeError, load_recipe
-from hf_arith.training import (
+from hf_arith.data import dataset_export as export
+from hf_arith.data.formatting import FormatError, NumberFormat
+from hf_arith.runtime.limits import FINGERPRINT_KEY, BeyondTrainingWarning
+from hf_arith.runtime.loading import CheckpointError, load_checkpoint
+from hf_arith.training.recipe import RecipeError, load_recipe
+from hf_arith.training.run import (
     LOSS_FILE,
     RECIPE_FILE,
     check_resume,
@@ -480,7 +480,7 @@ def test_error_lines_are_capped_in_length(capsys):
 # act while it holds the output folder, then kill it.
 BLOCKING = r'''
 import os, sys, time
-import hf_arith.training as training
+import hf_arith.training.run as training
 from hf_arith.cli import main
 
 block_at, marker = int(os.environ["BLOCK_AT"]), os.environ["MARKER"]
@@ -552,7 +552,7 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over():
     import subprocess
     import sys
 
-    from hf_arith.run_lock import LOCK_FILE, lock_output
+    from hf_arith.training.run_lock import LOCK_FILE, lock_output
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(dead.stdout)
@@ -578,7 +578,7 @@ def test_a_full_disk_while_writing_final_leaves_no_partial_final_and_resume_writ
 
     from safetensors.torch import load_file
 
-    import hf_arith.training as training
+    import hf_arith.training.run as training
 
     out = tmp_path / "run"
     saved = training.save_checkpoint
@@ -805,7 +805,7 @@ def test_a_config_that_does_not_match_its_weights_is_refused_before_loading(tmp_
 
 
 def test_attention_refuses_a_problem_beyond_the_tokens_it_draws(capsys, tmp_path):
-    from hf_arith.attention_maps import MAX_ATTENTION_TOKENS
+    from hf_arith.evaluation.attention_maps import MAX_ATTENTION_TOKENS
 
     problem = "9" * 50 + "+" + "9" * 50  # within the window model's range (it adds 100-digit numbers)
     message = fails(capsys, "attention", "abacus-gpt2-add-window-10-k2", problem, "--output", tmp_path / "a.png")
@@ -825,7 +825,7 @@ def test_export_refuses_multiplication_too_long_to_finish(tmp_path, capsys):
 
 
 def test_export_refuses_splits_larger_than_their_distinct_problems(tmp_path, capsys):
-    from hf_arith.dataset_builder import distinct_in_splits, make_spec
+    from hf_arith.data.dataset_builder import distinct_in_splits, make_spec
 
     available = distinct_in_splits(make_spec("add", min_digits=1, max_digits=1), 0.1)
     assert sum(available.values()) == 100 and 0 < available["test"] < 30  # counted, not assumed
@@ -840,8 +840,8 @@ def test_export_refuses_splits_larger_than_their_distinct_problems(tmp_path, cap
 
 # == Issue 57: confidence beyond the trained range =======================================================
 def test_no_wrong_answer_beyond_the_trained_range_reports_confidence_of_a_checked_one():
-    from hf_arith.limits import BEYOND_TRAINING_CONFIDENCE
-    from hf_arith.solving import LOW_CONFIDENCE
+    from hf_arith.runtime.limits import BEYOND_TRAINING_CONFIDENCE
+    from hf_arith.runtime.solving import LOW_CONFIDENCE
 
     assert BEYOND_TRAINING_CONFIDENCE < LOW_CONFIDENCE
     model, tokenizer = load_checkpoint("abacus-gpt2-add")  # trained on 1-10 digits, exact on 1-20
@@ -868,7 +868,7 @@ def test_no_wrong_answer_beyond_the_trained_range_reports_confidence_of_a_checke
 
 
 def test_sorting_lists_longer_than_trained_are_warned_about_and_capped(capsys):
-    from hf_arith.limits import BEYOND_TRAINING_CONFIDENCE
+    from hf_arith.runtime.limits import BEYOND_TRAINING_CONFIDENCE
 
     model, tokenizer = load_checkpoint("abacus-gpt2-sort")  # lists of 2-5 items
     lists = ["a:12,b:7,c:30,d:1,e:9,f:4", "a:5,b:3,c:8,d:1,e:2,f:9,g:6,h:4", "a:31,b:7,c:120"]
@@ -904,7 +904,7 @@ def test_adderboard_refuses_control_characters_in_names(tmp_path, capsys, option
 @pytest.mark.parametrize("name, problem, truth", [(K2, K2_WRONG, str(sum(map(int, K2_WRONG.split("+"))))),
                                                   ("abacus-gpt2-mul", "5233908*4", "20935632")])
 def test_the_reported_confident_wrong_answers_beyond_the_range_are_capped(name, problem, truth):
-    from hf_arith.limits import BEYOND_TRAINING_CONFIDENCE
+    from hf_arith.runtime.limits import BEYOND_TRAINING_CONFIDENCE
 
     model, tokenizer = load_checkpoint(name)
     with pytest.warns(BeyondTrainingWarning):

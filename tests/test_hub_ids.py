@@ -19,8 +19,8 @@ from cli_contract import fails
 
 import hf_arith
 from hf_arith.cli import main
-from hf_arith.loading import CheckpointError, checkpoint_folder, load_checkpoint
-from hf_arith.saving import save_checkpoint
+from hf_arith.runtime.loading import CheckpointError, checkpoint_folder, load_checkpoint
+from hf_arith.runtime.saving import save_checkpoint
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 OTHER_COMMIT = "fedcba9876543210fedcba9876543210fedcba98"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hf_arith.index_separation import abacus_separation_penalty, has_abacus_table
-from hf_arith.loading import load_checkpoint
-from hf_arith.train_config import RecipeError, load_recipe, load_stages
-from hf_arith.training import train
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.training.index_separation import abacus_separation_penalty, has_abacus_table
+from hf_arith.training.recipe import RecipeError, load_recipe, load_stages
+from hf_arith.training.run import train
 
 
 def test_penalty_finds_the_collisions_of_a_first_stage_model_and_descends_them_away():

@@ -1,8 +1,8 @@
-"""hf_arith.leaderboard: the rank on AdderBoard's trained table and each trick's parameter saving."""
+"""hf_arith.publishing.leaderboard: the rank on AdderBoard's trained table and each trick's parameter saving."""
 
 import pytest
 
-from hf_arith.leaderboard import TRAINED_TABLE, parameter_savings, trained_rank
+from hf_arith.publishing.leaderboard import TRAINED_TABLE, parameter_savings, trained_rank
 from tests.test_minimal_model import SPLIT, make
 
 TINY = dict(hidden_size=3, num_attention_heads=1, num_key_value_heads=1, head_dim=4, intermediate_size=2)
@@ -48,10 +48,10 @@ def test_the_split_designs_tricks_save_what_undoing_them_costs():
 
 
 def test_the_tiny_preset_builds_the_58_parameter_design_and_exports_it(tmp_path):
-    from hf_arith.adderboard import write_submission
-    from hf_arith.streaming import worst_case_length
-    from hf_arith.train_config import check_recipe, load_recipe
-    from hf_arith.training import build_model, build_tokenizer, recipe_spec
+    from hf_arith.data.streaming import worst_case_length
+    from hf_arith.publishing.adderboard import write_submission
+    from hf_arith.training.recipe import check_recipe, load_recipe
+    from hf_arith.training.run import build_model, build_tokenizer, recipe_spec
 
     recipe = load_recipe("minimal-add10-tiny")
     fmt = check_recipe(recipe)

@@ -1,4 +1,4 @@
-"""`hf_arith.limits`: each limit against what the model, `solve` or an independent route says."""
+"""`hf_arith.runtime.limits`: each limit against what the model, `solve` or an independent route says."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import torch
 
 import hf_arith
 from hf_arith import solve
-from hf_arith.formatting import OPERATORS, SORT_LABELS, FormatError, NumberFormat, parse_problems, quote, render
-from hf_arith.limits import SORT_ITEMS, ModelLimits, model_limits, problem_spec
-from hf_arith.loading import load_checkpoint
+from hf_arith.data.formatting import OPERATORS, SORT_LABELS, FormatError, NumberFormat, parse_problems, quote, render
+from hf_arith.data.problems import example_problem
+from hf_arith.data.streaming import worst_case_length
 from hf_arith.models import MAX_RECURRENCES
-from hf_arith.problems import example_problem
-from hf_arith.streaming import worst_case_length
+from hf_arith.runtime.limits import SORT_ITEMS, ModelLimits, model_limits, problem_spec
+from hf_arith.runtime.loading import load_checkpoint
 
 BUNDLED = hf_arith.bundled_models()
 
@@ -162,7 +162,7 @@ def test_grid_and_digit_range_name_the_option_and_the_limit(bundled):
 def test_the_longest_accepted_problem_decodes_even_when_every_answer_token_is_a_digit(task):
     # A model that writes digits only (no sign, no end token) uses every answer token for digits;
     # the abacus must place all of them: a subtraction answer without its sign has one digit more.
-    from hf_arith.tokenization_arith import ArithTokenizer
+    from hf_arith.data.tokenization_arith import ArithTokenizer
     from tests.test_abacus_model import make
 
     fmt = NumberFormat(task=task, reverse_operands=True, reverse_answer=True, end_token=True)
@@ -181,7 +181,7 @@ def test_running_sums_that_overrun_the_abacus_table_decode_as_none():
     # A multiplication model that writes only digits: its answer runs past the abacus table (the
     # budget of a 5x5 product with its running sums is 45 tokens, the table 24), which the decoder
     # must survive, and the answer is malformed, not an error and not a number.
-    from hf_arith.tokenization_arith import ArithTokenizer
+    from hf_arith.data.tokenization_arith import ArithTokenizer
     from tests.test_abacus_model import make
 
     fmt = NumberFormat(task="mul", scratchpad="running_sums")
@@ -199,7 +199,7 @@ def test_running_sums_that_overrun_the_abacus_table_decode_as_none():
 
 
 def test_running_sums_must_have_the_problems_shape():
-    from hf_arith.tokenization_arith import ArithTokenizer
+    from hf_arith.data.tokenization_arith import ArithTokenizer
 
     tok = ArithTokenizer(number_format=NumberFormat(task="mul", scratchpad="running_sums"))
     written = [tok.convert_tokens_to_ids(list(text)) + [tok.eos_token_id]

@@ -20,12 +20,12 @@ from hf_arith import (
     LoopedForCausalLM,
     NumberFormat,
 )
-from hf_arith.decoding import greedy_decode
 from hf_arith.families import family_classes
 from hf_arith.models import abacus_positions, modeling_abacus_gpt2, modeling_looped
 from hf_arith.models.configuration_looped import MAX_RECURRENCES
 from hf_arith.models.modeling_looped import LoopedModel
-from hf_arith.saving import save_checkpoint
+from hf_arith.runtime.decoding import greedy_decode
+from hf_arith.runtime.saving import save_checkpoint
 
 REVERSED = NumberFormat(task="add", reverse_operands=True, reverse_answer=True, end_token=True)
 PROBLEMS = ["1342+879", "5+12345", "0+0", "99999999+1"]
@@ -404,9 +404,9 @@ def test_remote_code_loads_without_hf_arith(tmp_path):
 
 @pytest.mark.parametrize("preset", ["looped-add", "looped-mul", "looped-sort"])
 def test_presets_train_with_the_trainer_and_load_back(tmp_path, preset):
-    from hf_arith.loading import load_checkpoint
-    from hf_arith.train_config import load_stages
-    from hf_arith.training import train
+    from hf_arith.runtime.loading import load_checkpoint
+    from hf_arith.training.recipe import load_stages
+    from hf_arith.training.run import train
 
     overrides = ["optim.steps=3", "optim.compile=false", "optim.save_steps=1000", "optim.batch_size=16",
                  "eval.samples=8", "model.hidden_size=16", "model.num_hidden_layers=1",
@@ -426,14 +426,14 @@ def test_presets_train_with_the_trainer_and_load_back(tmp_path, preset):
 
 
 def test_recipes_accept_the_abacus_options_and_refuse_misspelt_keys():
-    from hf_arith.train_config import RecipeError, load_recipe
-    from hf_arith.training import check_recipe
+    from hf_arith.training.recipe import RecipeError, load_recipe
+    from hf_arith.training.run import check_recipe
 
     check_recipe(load_recipe("looped-add", ["model.abacus_max_offset=3", "model.progressive_max_k=1"]))
     with pytest.raises(RecipeError, match="unknown key.*abacus_max_ofset"):
         check_recipe(load_recipe("looped-add", ["model.abacus_max_ofset=3"]))
     with pytest.raises(RecipeError, match="num_recurrences must be an integer"):
-        from hf_arith.training import build_model, build_tokenizer
+        from hf_arith.training.run import build_model, build_tokenizer
 
         recipe = load_recipe("looped-add", ["model.num_recurrences=0"])
         build_model(recipe, build_tokenizer(check_recipe(recipe), 64), 64)

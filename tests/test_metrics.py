@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from hf_arith.formatting import NumberFormat, parse_problems, render
-from hf_arith.loading import load_checkpoint
-from hf_arith.metrics import (
+from hf_arith.data.formatting import NumberFormat, parse_problems, render
+from hf_arith.data.problems import with_answers
+from hf_arith.data.streaming import encode_examples
+from hf_arith.data.tokenization_arith import ArithTokenizer
+from hf_arith.evaluation.metrics import (
     IGNORE_INDEX,
     arith_scores,
     compute_metrics,
@@ -19,9 +21,7 @@ from hf_arith.metrics import (
     prompt_operand_lengths,
     teacher_forced_answers,
 )
-from hf_arith.problems import with_answers
-from hf_arith.streaming import encode_examples
-from hf_arith.tokenization_arith import ArithTokenizer
+from hf_arith.runtime.loading import load_checkpoint
 
 
 @pytest.mark.parametrize(("prediction", "reference", "expected"), [
@@ -118,7 +118,7 @@ def test_compute_metrics_scores_teacher_forced_predictions_by_hand():
 def test_compute_metrics_in_a_trainer_matches_a_manual_pass(add10, tmp_path):
     from transformers import Trainer, TrainingArguments
 
-    from hf_arith.metrics import preprocess_logits_for_metrics
+    from hf_arith.evaluation.metrics import preprocess_logits_for_metrics
 
     model, tok = load_checkpoint(add10)
     texts = ["1234+5678", "99+1", "5+0", "123456789+987654321", "7+8", "3000+4000"]

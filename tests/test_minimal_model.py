@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokeni
 
 import hf_arith
 from hf_arith import ArithTokenizer, MinimalConfig, MinimalForCausalLM, NumberFormat
-from hf_arith.decoding import greedy_decode
+from hf_arith.runtime.decoding import greedy_decode
 
 FMT10 = NumberFormat(operand_width=10, answer_width=11, end_token=False)
 
@@ -306,7 +306,7 @@ def test_digit_logits_only_scores_digits_and_never_writes_another_token():
 
 
 def test_digit_logits_only_needs_a_digits_only_format():
-    from hf_arith.train_config import RecipeError, check_recipe, load_recipe
+    from hf_arith.training.recipe import RecipeError, check_recipe, load_recipe
 
     check_recipe(load_recipe("minimal-add10-tiny", ["model.digit_logits_only=true"]))
     for override in ("format.end_token=true", "format.answer_width=0"):

@@ -9,7 +9,7 @@ import torch
 from test_minimal_model import FMT10, SPLIT, make
 
 from hf_arith import ArithTokenizer, MinimalConfig, NumberFormat
-from hf_arith.decoding import greedy_decode
+from hf_arith.runtime.decoding import greedy_decode
 
 
 def make_split(seed=0, fmt=FMT10, **overrides):
@@ -195,7 +195,7 @@ def test_split_only_options_need_the_split_residual(option):
 def test_summary_counts_the_split_model_and_its_compute():
     """The head projection reaches the layers as a module: a parameter among a module's inputs would
     trip the module tracker of torch's FlopCounterMode, which the summary runs under no_grad."""
-    from hf_arith.model_summary import model_summary
+    from hf_arith.evaluation.model_summary import model_summary
 
     model, tok = make_split(seed=6)
     summary = model_summary(model, tok, "9999999999+1")
@@ -205,9 +205,9 @@ def test_summary_counts_the_split_model_and_its_compute():
 
 def preset_and_model(name: str):
     """A preset's recipe and the untrained model it builds."""
-    from hf_arith.streaming import worst_case_length
-    from hf_arith.train_config import check_recipe, load_recipe
-    from hf_arith.training import build_model, build_tokenizer, recipe_spec
+    from hf_arith.data.streaming import worst_case_length
+    from hf_arith.training.recipe import check_recipe, load_recipe
+    from hf_arith.training.run import build_model, build_tokenizer, recipe_spec
 
     recipe = load_recipe(name)
     fmt = check_recipe(recipe)

@@ -8,14 +8,15 @@ import json
 import numpy as np
 import pytest
 
-from hf_arith.formatting import PROMPT_END, NumberFormat, decode_answer, problems_from_ints
-from hf_arith.loading import load_checkpoint
-from hf_arith.mining import MINED_FILE, load_pool, mine_problems, save_pool
-from hf_arith.problems import ProblemSpec, split_of, with_answers
-from hf_arith.solving import solve
-from hf_arith.streaming import IGNORE_INDEX, ProblemStream
-from hf_arith.train_config import RecipeError, check_recipe, load_recipe, load_stages
-from hf_arith.training import train
+from hf_arith.data.formatting import PROMPT_END, NumberFormat, decode_answer, problems_from_ints
+from hf_arith.data.problems import ProblemSpec, split_of, with_answers
+from hf_arith.data.streaming import ProblemStream
+from hf_arith.models import IGNORE_INDEX
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.runtime.solving import solve
+from hf_arith.training.mining import MINED_FILE, load_pool, mine_problems, save_pool
+from hf_arith.training.recipe import RecipeError, check_recipe, load_recipe, load_stages
+from hf_arith.training.run import train
 
 TINY = ["optim.steps=2", "optim.batch_size=16", "optim.compile=false", "optim.save_steps=1",
         "eval.samples=20", "eval.verify=false"]

@@ -10,8 +10,14 @@ from test_grid import FAMILY_PRESETS, random_model
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from hf_arith.cli import main
-from hf_arith.loading import load_checkpoint
-from hf_arith.model_summary import model_summary, multiply_adds, parameter_counts, parameter_table, tied_groups
+from hf_arith.evaluation.model_summary import (
+    model_summary,
+    multiply_adds,
+    parameter_counts,
+    parameter_table,
+    tied_groups,
+)
+from hf_arith.runtime.loading import load_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -67,8 +67,8 @@ def ran(check, monkeypatch) -> list[str]:
 
 
 def test_the_check_stops_before_running_anything_when_a_pattern_is_stale(check, monkeypatch, ran):
-    stale = [check.Mutation("gone-a", "", "hf_arith/grid.py", "no such text a", "", ("tests/test_grid.py",)),
-             check.Mutation("gone-b", "", "hf_arith/grid.py", "no such text b", "", ("tests/test_grid.py",))]
+    stale = [check.Mutation("gone-a", "", "hf_arith/evaluation/grid.py", "no such text a", "", ("tests/test_grid.py",)),
+             check.Mutation("gone-b", "", "hf_arith/evaluation/grid.py", "no such text b", "", ("tests/test_grid.py",))]
     monkeypatch.setattr(check, "MUTATIONS", [*check.MUTATIONS, *stale])
     with pytest.raises(SystemExit) as stop:
         check.main(["--only", check.MUTATIONS[0].name])

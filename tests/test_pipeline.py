@@ -17,10 +17,10 @@ from test_recurrences import LOOP_SENSITIVE
 from transformers import pipeline
 
 import hf_arith
-from hf_arith.formatting import FormatError
-from hf_arith.loading import load_checkpoint
-from hf_arith.pipeline_arithmetic import DEFAULT_BATCH_SIZE, ArithmeticPipeline
-from hf_arith.saving import save_checkpoint
+from hf_arith.data.formatting import FormatError
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.runtime.pipeline_arithmetic import DEFAULT_BATCH_SIZE, ArithmeticPipeline
+from hf_arith.runtime.saving import save_checkpoint
 
 RECORD = json.loads((Path(__file__).parent / "data" / "bundled_answers.json").read_text())
 CUSTOM_PIPELINES = {"arithmetic": {"impl": "pipeline_arithmetic.ArithmeticPipeline", "pt": ["AutoModelForCausalLM"],
@@ -81,7 +81,7 @@ def test_the_pipeline_writes_what_solve_writes(pipe, name):
 def test_a_list_is_decoded_in_batches(pipe, monkeypatch):
     p = pipe("abacus-gpt2-add")
     calls = []
-    import hf_arith.pipeline_arithmetic as module
+    import hf_arith.runtime.pipeline_arithmetic as module
 
     decode = module.greedy_decode
     monkeypatch.setattr(module, "greedy_decode", lambda model, ids, *a, **kw: calls.append(ids.shape[0]) or
@@ -228,7 +228,7 @@ def test_text_generation_and_the_tokenizer_without_hf_arith(tmp_path):
     """Where hf_arith cannot be imported: `pipeline("text-generation")` prints the plain decimal answer,
     `tok.decode` reads a whole generated sequence so, `text_target` gives labels, and `truncation=True`
     keeps the longest problem the model takes whole (model_max_length covers it)."""
-    from hf_arith.limits import model_limits
+    from hf_arith.runtime.limits import model_limits
 
     model, tok = load_checkpoint("abacus-gpt2-mul")
     folder = save_checkpoint(model, tok, tmp_path / "mul")

@@ -8,8 +8,8 @@ import pytest
 from matplotlib.image import imread
 from matplotlib.patches import Rectangle
 
-from hf_arith.grid import grid_report
-from hf_arith.plots import (
+from hf_arith.evaluation.grid import grid_report
+from hf_arith.evaluation.plots import (
     DPI,
     GRID_SIZE,
     LOOPS_SIZE,

@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from hf_arith.formatting import FormatError, Problems, digits_to_int, int_to_digits, problems_from_ints
-from hf_arith.problems import ProblemSpec, problem_hash, sample, solve_digits, split_of, with_answers
+from hf_arith.data.formatting import FormatError, Problems, digits_to_int, int_to_digits, problems_from_ints
+from hf_arith.data.problems import ProblemSpec, problem_hash, sample, solve_digits, split_of, with_answers
 
 ARITH = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
 

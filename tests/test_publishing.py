@@ -1,6 +1,6 @@
 """Hub publishing: the exact upload folder, the model card, loading it without hf_arith, the upload.
 
-The card's content (hf_arith.model_card) is tested through the folders hf_arith.publishing builds.
+The card's content (hf_arith.publishing.model_card) is tested through the folders hf_arith.publishing.hub_folder builds.
 
 Nothing here reaches the Hub: the upload tests replace only `HfApi.create_repo` and
 `HfApi.upload_folder`, and the "no network" test points a real HfApi at a closed local port.
@@ -25,12 +25,9 @@ from remote_code import BLOCK_HF_ARITH
 import hf_arith
 from hf_arith.bundled import BUNDLED_DIR
 from hf_arith.cli import main
-from hf_arith.evaluation import verify_tiny_adder
-from hf_arith.limits import training_range
-from hf_arith.loading import load_checkpoint
-from hf_arith.model_card import EVAL_FILE, GRID_FILE, HEATMAP_FILE, SUMMARY_FILE, training_details
-from hf_arith.problems import ProblemSpec, held_out_problems
-from hf_arith.publishing import (
+from hf_arith.data.problems import ProblemSpec, held_out_problems
+from hf_arith.evaluation.held_out import verify_tiny_adder
+from hf_arith.publishing.hub_folder import (
     PNG_MAGIC,
     PublishError,
     build_model_folder,
@@ -39,7 +36,10 @@ from hf_arith.publishing import (
     push_model,
     upload_folder,
 )
-from hf_arith.solving import answer_budget
+from hf_arith.publishing.model_card import EVAL_FILE, GRID_FILE, HEATMAP_FILE, SUMMARY_FILE, training_details
+from hf_arith.runtime.limits import training_range
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.runtime.solving import answer_budget
 
 BUNDLED = hf_arith.bundled_models()
 EVAL_SAMPLES = 100  # problems of each real `hf-arith eval --json` run here (small, to keep the suite quick)
@@ -252,7 +252,7 @@ ADDERS = [name for name in BUNDLED
 
 @pytest.mark.parametrize("name", ADDERS)
 def test_adder_cards_say_where_the_model_would_rank_and_what_each_trick_saves(built, name):
-    from hf_arith.leaderboard import TRAINED_TABLE, parameter_savings, trained_rank
+    from hf_arith.publishing.leaderboard import TRAINED_TABLE, parameter_savings, trained_rank
 
     model, tokenizer = load_checkpoint(name)
     text = (built[name] / "README.md").read_text()
@@ -380,7 +380,7 @@ def _family_presets() -> list[str]:
     """One preset per model family (so a family no bundled model uses yet is published too), plus a
     sorting one: sorting has no length grid and its answers are labels."""
     from hf_arith.families import FAMILIES
-    from hf_arith.train_config import list_presets, load_recipe
+    from hf_arith.training.recipe import list_presets, load_recipe
 
     recipes = {name: load_recipe(name) for name in list_presets()}
     chosen = [next(n for n, r in sorted(recipes.items()) if r.family == family)
@@ -395,10 +395,10 @@ FAMILY_PRESETS = _family_presets()
 @pytest.fixture(scope="module")
 def untrained(tmp_path_factory):
     """For each preset in FAMILY_PRESETS: (checkpoint, its upload folder, its eval report); tiny, untrained."""
-    from hf_arith.saving import save_checkpoint
-    from hf_arith.streaming import worst_case_length
-    from hf_arith.train_config import load_recipe
-    from hf_arith.training import build_model, build_tokenizer, check_recipe, recipe_spec
+    from hf_arith.data.streaming import worst_case_length
+    from hf_arith.runtime.saving import save_checkpoint
+    from hf_arith.training.recipe import load_recipe
+    from hf_arith.training.run import build_model, build_tokenizer, check_recipe, recipe_spec
 
     root = tmp_path_factory.mktemp("untrained")
     out = {}
@@ -421,7 +421,7 @@ def untrained(tmp_path_factory):
 
 def test_every_family_has_a_preset_here():
     from hf_arith.families import FAMILIES
-    from hf_arith.train_config import load_recipe
+    from hf_arith.training.recipe import load_recipe
 
     assert {load_recipe(n).family for n in FAMILY_PRESETS} == set(FAMILIES)
 
@@ -541,7 +541,7 @@ def test_push_model_can_keep_the_folder_it_uploads(online, tmp_path):
 
 
 def test_push_model_makes_each_check_once(online, monkeypatch, tmp_path):
-    import hf_arith.publishing as publishing
+    import hf_arith.publishing.hub_folder as publishing
 
     checks = ["check_repo_id", "resolve_checkpoint", "find_eval_results", "_check_png", "hub_token", "_empty_out_dir"]
     calls = []
@@ -772,7 +772,7 @@ def test_wheel_carries_the_card_templates(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     (wheel,) = tmp_path.glob("hf_arith-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "hf_arith/hub_cards/model_card.md" in names and "hf_arith/hub_cards/dataset_card.md" in names
+    assert "hf_arith/publishing/hub_cards/model_card.md" in names and "hf_arith/publishing/hub_cards/dataset_card.md" in names
     assert "hf_arith/bundled/minimal-add10/eval_results.json" in names
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_arith.train_config import PRESETS_DIR, RecipeError, list_presets, load_recipe, load_stages, preset_catalogue
+from hf_arith.training.recipe import PRESETS_DIR, RecipeError, list_presets, load_recipe, load_stages, preset_catalogue
 
 # A short minimal-add10 run: every stage of the chains below trains this little (overrides reach every stage).
 SHORT = ["--set", "optim.steps=2", "--set", "optim.save_steps=1", "--set", "optim.compile=false",
@@ -177,7 +177,7 @@ def test_every_bundled_model_is_the_last_stage_of_the_preset_of_its_name():
     must give that recipe as its last stage (thread counts and checkpoint spacing change no weight),
     with as many stages before it as the record lists."""
     from hf_arith.bundled import BUNDLED_DIR, bundled_models
-    from hf_arith.train_config import recipe_from_dict
+    from hf_arith.training.recipe import recipe_from_dict
 
     sections = ("family", "model", "format", "data", "optim", "eval", "trainer")
     run_only = {"threads", "save_steps", "logging_steps"}

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from hf_arith.cli import main
-from hf_arith.grid import length_grid
-from hf_arith.limits import answer_budget
-from hf_arith.loading import load_checkpoint
-from hf_arith.problems import ProblemSpec, held_out_problems
-from hf_arith.solving import solve
+from hf_arith.data.problems import ProblemSpec, held_out_problems
+from hf_arith.evaluation.grid import length_grid
+from hf_arith.runtime.limits import answer_budget
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.runtime.solving import solve
 
 LOOPED = "looped-add-window"
 # Held-out problems with 101-115-digit operands (beyond the 100 digits where its answers are measured

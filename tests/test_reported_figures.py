@@ -4,7 +4,7 @@ A bundled model scores 1.0 on exact match, per-digit accuracy and every length, 
 report or a grid cell that shows the wrong figure (another metric, another length, another cell)
 still looks right on it. Here the answers come from a made-up model whose exact match,
 per-digit accuracy and malformed share differ, overall and from one length or cell to the next,
-and the expected figures are counted here from the answers themselves (not with hf_arith.metrics).
+and the expected figures are counted here from the answers themselves (not with hf_arith.evaluation.metrics).
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import pytest
 from huggingface_hub import ModelCard
 
 import hf_arith
-import hf_arith.evaluation as evaluation
-import hf_arith.grid as grid
+import hf_arith.evaluation.grid as grid
+import hf_arith.evaluation.held_out as evaluation
 from hf_arith.cli import main
-from hf_arith.formatting import NumberFormat
-from hf_arith.loading import load_checkpoint
-from hf_arith.model_card import EVAL_FILE, model_card
-from hf_arith.problems import reference_answer
-from hf_arith.publishing import build_model_folder
-from hf_arith.solving import Answer
+from hf_arith.data.formatting import NumberFormat
+from hf_arith.data.problems import reference_answer
+from hf_arith.publishing.hub_folder import build_model_folder
+from hf_arith.publishing.model_card import EVAL_FILE, model_card
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.runtime.solving import Answer
 
 
 # -- the made-up model --------------------------------------------------------------------------

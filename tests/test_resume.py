@@ -20,14 +20,14 @@ import pytest
 import torch
 
 from hf_arith.cli import main
-from hf_arith.train_config import RecipeError, load_recipe
-from hf_arith.training import last_checkpoint, train
+from hf_arith.training.recipe import RecipeError, load_recipe
+from hf_arith.training.run import last_checkpoint, train
 
 # Runs the CLI, appending (step, curriculum range, batch digest) per training step to a log;
 # with BLOCK_AT set it stops making progress at that step (so the test can kill it there).
 RECORDER = r'''
 import hashlib, json, os, sys, time
-import hf_arith.training as training
+import hf_arith.training.run as training
 from hf_arith.cli import main
 
 log = open(sys.argv[1], "a", buffering=1)
@@ -181,7 +181,7 @@ def test_resume_may_extend_the_run_and_cli_errors_are_one_line(short_run, tmp_pa
 def test_a_checkpoint_from_before_a_new_recipe_option_resumes_when_the_option_is_at_its_default(short_run, tmp_path):
     import shutil
 
-    from hf_arith.training import RECIPE_FILE
+    from hf_arith.training.run import RECIPE_FILE
 
     out, common = short_run
     older = tmp_path / "older"

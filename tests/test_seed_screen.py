@@ -1,4 +1,4 @@
-"""Random restarts (hf_arith.seed_screen): candidate inits screened on their early loss, one continued."""
+"""Random restarts (hf_arith.training.seed_screen): candidate inits screened on their early loss, one continued."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import shutil
 import pytest
 import torch
 
-from hf_arith.loading import load_checkpoint
-from hf_arith.seed_screen import SCREEN_FILE, logged_loss, logged_losses
-from hf_arith.train_config import RecipeError, load_recipe
-from hf_arith.training import train
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.training.recipe import RecipeError, load_recipe
+from hf_arith.training.run import train
+from hf_arith.training.seed_screen import SCREEN_FILE, logged_loss, logged_losses
 from tests.test_training import SMALL
 
 BASE = SMALL + ["optim.steps=20", "optim.save_steps=10", "optim.logging_steps=5", "eval.samples=20"]

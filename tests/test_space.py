@@ -12,10 +12,10 @@ import pytest
 from space_helpers import SPACE, free_port, load_app
 
 import hf_arith
-from hf_arith.limits import model_limits
-from hf_arith.loading import load_checkpoint
-from hf_arith.problems import example_problem, reference_answer
-from hf_arith.tasks import get_task, task_names
+from hf_arith.data.problems import example_problem, reference_answer
+from hf_arith.data.tasks import get_task, task_names
+from hf_arith.runtime.limits import model_limits
+from hf_arith.runtime.loading import load_checkpoint
 
 LOOPED = "looped-add-window"
 
@@ -56,7 +56,7 @@ EMOJI = re.compile("[\u2600-\u27bf\U0001f300-\U0001faff\ufe0f]")
 # -- the app's own pieces agree with hf_arith ------------------------------------------------------------
 @pytest.mark.parametrize("name", hf_arith.bundled_models())
 def test_limits_are_hf_ariths(app, name):
-    """What the app finds from the pipeline and the config is what hf_arith.limits says."""
+    """What the app finds from the pipeline and the config is what hf_arith.runtime.limits says."""
     entry = app.load(name)
     model, tok = load_checkpoint(name)
     limits = model_limits(model, tok, hf_arith.bundled_path(name))
@@ -430,7 +430,7 @@ def test_the_source_folder_is_the_app_and_its_readme(app):
     assert sorted(p.name for p in SPACE.iterdir() if not p.name.startswith((".", "__"))) == ["README.md", "app.py"]
     readme = (SPACE / "README.md").read_text()
     assert "python spaces/arith-playground/app.py" in readme and "hf-arith space build" in readme
-    from hf_arith import plots
+    from hf_arith.evaluation import plots
 
     assert app.hf_arith is hf_arith and app.plots is plots
 

@@ -151,7 +151,7 @@ def test_solve_in_the_browser_and_screenshot(page_url, browser, tmp_path):
     from selenium.webdriver.support import expected_conditions as ec
 
     import hf_arith
-    from hf_arith.problems import example_problem, reference_answer
+    from hf_arith.data.problems import example_problem, reference_answer
 
     # The page opens on the first model, whatever is bundled: give it a problem it takes.
     app = load_app()
@@ -335,7 +335,7 @@ BUILT_MODELS = {"org/minimal-add10": ("minimal-add10", "1234567890+9876543210"),
 
 @pytest.fixture(scope="module")
 def built_url(tmp_path_factory):
-    from hf_arith.space_build import build_space
+    from hf_arith.publishing.space_build import build_space
 
     folder = build_space(tmp_path_factory.mktemp("space") / "space", list(BUILT_MODELS))
     hf_home = published_cache(tmp_path_factory.mktemp("published"),
@@ -358,7 +358,7 @@ def test_a_built_space_in_the_browser(built_url, browser, tmp_path):
 def test_every_task_in_a_built_space(built_url, browser, tmp_path):
     """A built Space without hf_arith, one model of every task: each answers right and its strip's
     colours agree with the verdict (the working of multiplication and sorting is not red)."""
-    from hf_arith.tasks import task_names
+    from hf_arith.data.tasks import task_names
 
     app = load_app()
     assert {app.load(bundled).fmt.task for bundled, _ in BUILT_MODELS.values()} == set(task_names())

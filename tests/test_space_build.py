@@ -19,7 +19,7 @@ from space_helpers import SPACE, BuiltSpace, published_cache
 
 import hf_arith
 from hf_arith.cli import main
-from hf_arith.space_build import PLOTS_NAME, REQUIREMENTS, TORCH_INDEX, SpaceError, build_space
+from hf_arith.publishing.space_build import PLOTS_NAME, REQUIREMENTS, TORCH_INDEX, SpaceError, build_space
 
 ROOT = Path(__file__).resolve().parent.parent
 REPOS = {"org/looped-add-window": "looped-add-window", "org/minimal-add10": "minimal-add10"}
@@ -41,7 +41,7 @@ def built(tmp_path_factory):
 def test_the_folder_holds_the_app_its_plots_requirements_and_card(built):
     assert sorted(p.name for p in built.iterdir()) == ["README.md", "app.py", PLOTS_NAME, "requirements.txt"]
     assert (built / "app.py").read_bytes() == (SPACE / "app.py").read_bytes()  # the one app, as is
-    assert (built / PLOTS_NAME).read_bytes() == (ROOT / "hf_arith" / "plots.py").read_bytes()
+    assert (built / PLOTS_NAME).read_bytes() == (ROOT / "hf_arith" / "evaluation" / "plots.py").read_bytes()
 
 
 def test_the_copied_plots_module_needs_only_numpy_and_matplotlib(built):

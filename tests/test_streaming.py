@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 import torch
 
-from hf_arith.formatting import EOS_TOKEN, PROMPT_END, NumberFormat, Problems, decode_answer, problems_from_ints
-from hf_arith.problems import ProblemSpec, split_of, with_answers
-from hf_arith.streaming import (
-    IGNORE_INDEX,
+from hf_arith.data.formatting import EOS_TOKEN, PROMPT_END, NumberFormat, Problems, decode_answer, problems_from_ints
+from hf_arith.data.problems import ProblemSpec, split_of, with_answers
+from hf_arith.data.streaming import (
     CurriculumState,
     ProblemStream,
     encode_examples,
     stack_examples,
     worst_case_length,
 )
+from hf_arith.models import IGNORE_INDEX
 
 
 def take(stream, n: int) -> list[dict]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-import hf_arith.stress as stress
-from hf_arith.formatting import NumberFormat
-from hf_arith.loading import load_checkpoint
-from hf_arith.solving import LOW_CONFIDENCE, Answer, solve
-from hf_arith.stress import references, stress_sets, stress_test
+import hf_arith.evaluation.stress as stress
+from hf_arith.data.formatting import NumberFormat
+from hf_arith.evaluation.stress import references, stress_sets, stress_test
+from hf_arith.runtime.loading import load_checkpoint
+from hf_arith.runtime.solving import LOW_CONFIDENCE, Answer, solve
 
 
 def test_addition_sets():

@@ -114,7 +114,7 @@ def test_direct_encoding_equals_the_tokenizers_backend_on_formatted_text(fmt, kw
     """tok(problems) renders ids directly; the backend tokenizing the formatted strings must agree."""
     import numpy as np
 
-    from hf_arith.problems import ProblemSpec, sample
+    from hf_arith.data.problems import ProblemSpec, sample
 
     spec = ProblemSpec(task=fmt.task, base=fmt.base, max_digits=8, max_items=5)
     problems = sample(spec, 50, np.random.default_rng(0), split=None).to_text()
@@ -156,8 +156,8 @@ def test_model_max_length_covers_every_problem_the_model_takes(tmp_path, name):
     """Saved with its model, the tokenizer's model_max_length is the longest sequence the model takes, so
     `truncation=True` leaves the longest problem it takes whole (the training data's 34 cut a 20-digit sum)."""
     import hf_arith
-    from hf_arith.limits import model_limits
-    from hf_arith.saving import save_checkpoint
+    from hf_arith.runtime.limits import model_limits
+    from hf_arith.runtime.saving import save_checkpoint
 
     model, tok = hf_arith.load(name)
     limits = model_limits(model, tok)
@@ -191,16 +191,16 @@ def test_text_target_gives_the_labels_training_uses(name):
     import numpy as np
 
     import hf_arith
-    from hf_arith.formatting import parse_problems
+    from hf_arith.data.formatting import parse_problems
+    from hf_arith.data.streaming import encode_examples
+    from hf_arith.data.tokenization_arith import LABEL_IGNORE
     from hf_arith.models import IGNORE_INDEX
-    from hf_arith.streaming import encode_examples
-    from hf_arith.tokenization_arith import LABEL_IGNORE
 
     assert LABEL_IGNORE == IGNORE_INDEX
     _, tok = hf_arith.load(name)
     fmt = tok.arith_format
     problems = [ONE_PER_TASK[name], fmt.task_rules.example(7, 12, fmt.max_items)]
-    answers = [hf_arith.tasks.get_task(fmt.task).reference([int(v) for v in fmt.task_rules.parse(p, fmt)])
+    answers = [hf_arith.data.tasks.get_task(fmt.task).reference([int(v) for v in fmt.task_rules.parse(p, fmt)])
                for p in problems]
     single = tok(problems[0], text_target=answers[0])
     assert set(single) == {"input_ids", "attention_mask", "labels"}

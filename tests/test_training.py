@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
-from hf_arith.streaming import CurriculumState
-from hf_arith.train_config import CurriculumPhase, RecipeError, load_recipe
-from hf_arith.training import CurriculumCallback, cosine_with_restart, train
+from hf_arith.data.streaming import CurriculumState
+from hf_arith.training.recipe import CurriculumPhase, RecipeError, load_recipe
+from hf_arith.training.run import CurriculumCallback, cosine_with_restart, train
 
 # A small but not tiny model on unpadded 1-2 digit addition: ~98% held-out after 1,200 steps (~15 s).
 SMALL = [
@@ -119,7 +119,7 @@ def test_misspelt_model_key_is_refused_before_training(tmp_path):
 
 @pytest.mark.slow
 def test_compiled_training_saves_a_plain_loadable_checkpoint(tmp_path):
-    from hf_arith.loading import load_checkpoint
+    from hf_arith.runtime.loading import load_checkpoint
 
     recipe = load_recipe("minimal-add10", ["optim.steps=30", "optim.compile=true", "eval.verify=false",
                                            "eval.samples=20", "optim.save_steps=1000", f"output_dir={tmp_path}"])
@@ -129,7 +129,7 @@ def test_compiled_training_saves_a_plain_loadable_checkpoint(tmp_path):
 
 
 def test_compile_without_a_cpp_compiler_falls_back_with_a_warning(tmp_path, monkeypatch, capsys):
-    import hf_arith.training as training
+    import hf_arith.training.run as training
 
     monkeypatch.setattr(training.torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(training.shutil, "which", lambda name: None)
@@ -139,7 +139,7 @@ def test_compile_without_a_cpp_compiler_falls_back_with_a_warning(tmp_path, monk
 
 
 def test_each_entry_point_checks_the_recipe_and_finds_the_checkpoint_once(tmp_path, monkeypatch, capsys):
-    import hf_arith.training as training
+    import hf_arith.training.run as training
     from hf_arith.cli import main
 
     calls = []

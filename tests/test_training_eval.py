@@ -15,13 +15,13 @@ from huggingface_hub import ModelCard
 
 import hf_arith
 from hf_arith.cli import main
-from hf_arith.formatting import parse_problems
+from hf_arith.data.formatting import parse_problems
+from hf_arith.data.problems import split_of
+from hf_arith.data.streaming import ProblemStream, worst_case_length
 from hf_arith.models.modeling_common import IGNORE_INDEX
-from hf_arith.problems import split_of
-from hf_arith.publishing import build_model_folder
-from hf_arith.streaming import ProblemStream, worst_case_length
-from hf_arith.train_config import ARGUMENT_RECIPE_KEYS, RecipeError, load_recipe, recipe_from_dict
-from hf_arith.training import (
+from hf_arith.publishing.hub_folder import build_model_folder
+from hf_arith.training.recipe import ARGUMENT_RECIPE_KEYS, RecipeError, load_recipe, recipe_from_dict
+from hf_arith.training.run import (
     HeldoutExamples,
     build_tokenizer,
     prepare_run,
@@ -119,7 +119,7 @@ def test_an_evaluation_that_cannot_work_is_refused_before_training(tmp_path, cap
 # -- report_to ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name, package", [("tensorboard", "tensorboard"), ("trackio", "trackio")])
 def test_report_to_without_its_package_is_one_line_naming_it(tmp_path, monkeypatch, capsys, name, package):
-    import hf_arith.train_config as train_config
+    import hf_arith.training.recipe as train_config
 
     installed = train_config._installed
     monkeypatch.setattr(train_config, "_installed", lambda module: module.lower() not in (
@@ -194,7 +194,7 @@ def test_a_training_arguments_name_is_read_as_its_recipe_key(tmp_path, monkeypat
 
 
 def test_the_note_is_printed_once_and_training_uses_the_value(tmp_path, monkeypatch, capsys):
-    import hf_arith.training as training
+    import hf_arith.training.run as training
 
     ran = []
     monkeypatch.setattr(training, "run_training", lambda run, evaluate=True: ran.append(run) or {

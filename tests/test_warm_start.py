@@ -12,10 +12,10 @@ import torch
 from safetensors.torch import load_file
 
 from hf_arith.bundled import bundled_path
-from hf_arith.streaming import worst_case_length
-from hf_arith.train_config import RecipeError, load_recipe, load_stages
-from hf_arith.training import build_model, build_tokenizer, check_recipe, recipe_spec, train
-from hf_arith.warm_start import WarmStartError, warm_start
+from hf_arith.data.streaming import worst_case_length
+from hf_arith.training.recipe import RecipeError, load_recipe, load_stages
+from hf_arith.training.run import build_model, build_tokenizer, check_recipe, recipe_spec, train
+from hf_arith.training.warm_start import WarmStartError, warm_start
 
 
 def model_of(preset: str, overrides=()):
@@ -107,7 +107,7 @@ def test_a_checkpoint_saved_before_a_format_field_existed_matches_its_default(tm
 
 def test_an_earlier_mining_stage_keeps_its_mining_record(tmp_path):
     """A stage that mined before training took that time too: the next stage's record keeps it."""
-    from hf_arith.warm_start import earlier_stages
+    from hf_arith.training.warm_start import earlier_stages
 
     folder = tmp_path / "stage"
     folder.mkdir()

@@ -20,7 +20,7 @@
 MODEL is a bundled name, a checkpoint folder or a Hub repo id (ORG/NAME, read from the Hugging Face
 cache when it is there; HF_HUB_OFFLINE=1 works from the cache alone).
 
-Every user error (hf_arith.errors.HfArithError: a bad problem, recipe, checkpoint or option; or an
+Every user error (hf_arith.data.errors.HfArithError: a bad problem, recipe, checkpoint or option; or an
 OSError on a path the user named) ends with one line `hf-arith: error: <message>` on stderr and exit
 status 2. Anything else is a bug and keeps its traceback (exit status 1).
 
@@ -37,7 +37,7 @@ import os
 import sys
 
 from .. import __version__
-from ..errors import HfArithError, one_line
+from ..data.errors import HfArithError, one_line
 from . import data, evaluate, publish, solve, train, verify
 from .common import PROG, Parser, parent_parsers, threads
 

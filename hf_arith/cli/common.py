@@ -14,18 +14,18 @@ import sys
 import warnings
 from pathlib import Path
 
-from ..errors import CLIError, one_line
-from ..formatting import FormatError, quote
-from ..hardware import THREADS_PER_CORE, max_threads
+from ..data.errors import CLIError, one_line
+from ..data.formatting import FormatError, quote
+from ..runtime.hardware import THREADS_PER_CORE, max_threads
 from ..text import pct as text_pct
-from ..train_config import MAX_EVAL_SAMPLES
+from ..training.recipe import MAX_EVAL_SAMPLES
 
 PROG = "hf-arith"
 DEFAULT_MODEL = "minimal-add10"
 DEFAULT_PRESET = "minimal-add10"
 MALFORMED = "<malformed>"
 MODEL_HELP = "bundled model name, checkpoint folder or Hub repo id (ORG/NAME)"
-# The names of hf_arith.loading.DTYPES and the value of hf_arith.solving.LOW_CONFIDENCE, here so that the
+# The names of hf_arith.runtime.loading.DTYPES and the value of hf_arith.runtime.solving.LOW_CONFIDENCE, here so that the
 # parser needs no torch (tests/test_cli_errors.py checks that they agree).
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
 LOW_CONFIDENCE = 0.9
@@ -106,7 +106,7 @@ threads = int_in(1, max_threads, f" ({THREADS_PER_CORE} per CPU core of this mac
 
 def device(text: str) -> str:
     """--device: cpu, cuda, cuda:N or mps, and only one this machine has (checked before any loading)."""
-    from ..loading import CheckpointError, check_device
+    from ..runtime.loading import CheckpointError, check_device
 
     try:
         check_device(text)
@@ -116,7 +116,7 @@ def device(text: str) -> str:
 
 
 def length_range(text: str) -> tuple[int, int]:
-    from ..grid import parse_length_range
+    from ..evaluation.grid import parse_length_range
 
     try:
         return parse_length_range(text, "")
@@ -185,7 +185,7 @@ def set_threads(args, default: int | None) -> None:
 def load(args):
     """(model, tokenizer) of args.model with the command's --revision, --trust-remote-code, --device
     and --dtype; a dtype that was never checked for this model is named in one warning line."""
-    from .. import loading
+    from ..runtime import loading
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", loading.DtypeWarning)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import CLIError, one_line
+from ..data.errors import CLIError, one_line
 from .common import integer, positive_int, seed
 
 # The problem options of `data export` and `data push`: (flag, type, metavar, help).
@@ -58,7 +58,7 @@ def _task(options: dict, exporter) -> str:
 
 def cmd_data_export(args) -> int:
     try:
-        from ..export import export_parquet
+        from ..data.dataset_export import export_parquet
     except ImportError as err:
         raise CLIError(f"data export is not available in this installation ({one_line(err)})") from None
     options = _problem_options(args)
@@ -76,7 +76,7 @@ def cmd_data_export(args) -> int:
 
 
 def cmd_data_push(args) -> int:
-    from ..export import export_parquet, push_dataset
+    from ..data.dataset_export import export_parquet, push_dataset
 
     options = _problem_options(args)
     _, url = push_dataset(args.repo_id, output_dir=args.output_dir, private=args.private, **options)

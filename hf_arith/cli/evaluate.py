@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import CLIError
-from ..formatting import quote
+from ..data.errors import CLIError
+from ..data.formatting import quote
 from ..records import write_atomic, write_json
 from .common import (
     LOW_CONFIDENCE,
@@ -110,10 +110,10 @@ def print_report(report: dict) -> None:
 
 
 def cmd_eval(args) -> int:
-    from ..decoding import default_threads
-    from ..evaluation import evaluate_model
-    from ..limits import model_limits, problem_spec
-    from ..loading import checkpoint_folder, checkpoint_label, weights_fingerprint
+    from ..evaluation.held_out import evaluate_model
+    from ..runtime.decoding import default_threads
+    from ..runtime.limits import model_limits, problem_spec
+    from ..runtime.loading import checkpoint_folder, checkpoint_label, weights_fingerprint
 
     if args.json:
         target = Path(args.json)
@@ -146,7 +146,7 @@ def cmd_eval(args) -> int:
     spec = problem_spec(fmt, min_digits, max_digits, args.items)
     report = None
     if heldout:
-        report = evaluate_model(model, tokenizer, spec, n=args.samples, seed=args.seed)
+        report = evaluate_model(model, tokenizer, spec, n=args.samples, seed=args.seed, limits=limits)
         lists = f"lists of {spec.min_items}-{spec.max_items} items, " if fmt.task_rules.item_list else ""
         print(f"{args.model}: {describe_format(fmt)}; {lists}operands of {min_digits}-{max_digits} digits, "
               f"seed {args.seed}")
@@ -174,7 +174,8 @@ def _eval_record(args, min_digits: int, max_digits: int) -> dict:
     import shlex
     import time
 
-    from ..hardware import library_versions, machine_info
+    from ..records import library_versions
+    from ..runtime.hardware import machine_info
 
     command = [PROG, "eval", str(args.model), "--samples", str(args.samples), "--min-digits", str(min_digits),
                "--max-digits", str(max_digits), "--seed", str(args.seed), "--json", str(args.json)]
@@ -195,11 +196,11 @@ def _eval_record(args, min_digits: int, max_digits: int) -> dict:
 def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_dir: Path) -> None:
     """--grid, --loops and --stress: JSON and PNG files in out_dir, plus summary.json for the model card
     (with the held-out scores when they were measured)."""
-    from ..evaluation import loops_curve
-    from ..grid import length_grid
-    from ..plots import plot_grid, plot_loops, save_figure  # matplotlib only when pictures are drawn
-    from ..problems import held_out_problems
-    from ..stress import stress_test
+    from ..data.problems import held_out_problems
+    from ..evaluation.grid import length_grid
+    from ..evaluation.held_out import loops_curve
+    from ..evaluation.plots import plot_grid, plot_loops, save_figure  # matplotlib only when pictures are drawn
+    from ..evaluation.stress import stress_test
 
     fmt = tokenizer.arith_format
     train = args.train_range or limits.training_range
@@ -213,7 +214,7 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
         sort = fmt.task_rules.item_list
         result = length_grid(model, tokenizer, args.grid, args.samples_per_cell, seed=args.seed, train_range=train,
                              progress=sys.stderr.isatty(), keep_problems=True, items=args.items if sort else None,
-                             train_items=limits.training_items)
+                             train_items=limits.training_items, limits=limits)
         problems = result.pop("problems")
         grid_set = ([p["problem"] for p in problems], [p["answer"] for p in problems],
                     [_in_training_range(p, train, result.get("train_items")) for p in problems])
@@ -228,7 +229,8 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
         if grid_set is None:
             held = held_out_problems(spec, args.samples, args.seed)
             grid_set = (held.to_text(), held.answer_text(), None)
-        curve = loops_curve(model, tokenizer, grid_set[0], grid_set[1], args.loops, inside=grid_set[2])
+        curve = loops_curve(model, tokenizer, grid_set[0], grid_set[1], args.loops, inside=grid_set[2],
+                            limits=limits)
         curve["problems"] = f"the --grid {args.grid[0]}:{args.grid[1]} problems" if args.grid else "held-out sample"
         written += [write_json(out_dir / "loops.json", curve), save_figure(plot_loops(curve), out_dir / "loops.png")]
         summary["loops"] = curve
@@ -236,7 +238,7 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
         for n, acc in zip(curve["loops"], curve["exact_match"]):
             print(f"  {n:>9}   {pct(acc):>11}")
     if args.stress:
-        stress = stress_test(model, tokenizer, max_digits, seed=args.seed)
+        stress = stress_test(model, tokenizer, max_digits, seed=args.seed, limits=limits)
         written.append(write_json(out_dir / "stress.json", stress))
         summary["stress"] = {name: r["exact_match"] for name, r in stress.items()}
         if "commutativity" in stress:
@@ -274,9 +276,9 @@ def _print_grid(result: dict) -> None:
 
 # -- attention and summary ------------------------------------------------------------------
 def cmd_attention(args) -> int:
-    from ..attention_maps import attention_maps, map_labels, plot_attention
-    from ..limits import model_limits
-    from ..plots import save_figure
+    from ..evaluation.attention_maps import attention_maps, map_labels, plot_attention
+    from ..evaluation.plots import save_figure
+    from ..runtime.limits import model_limits
 
     target = Path(args.output)
     writable_dir(str(target.parent), "--output")
@@ -293,8 +295,8 @@ def cmd_attention(args) -> int:
 
 
 def cmd_summary(args) -> int:
-    from ..limits import model_limits
-    from ..model_summary import format_summary, model_summary
+    from ..evaluation.model_summary import format_summary, model_summary
+    from ..runtime.limits import model_limits
 
     if args.json and not Path(args.json).parent.is_dir():
         raise CLIError(f"--json {args.json}: folder {str(Path(args.json).parent)!r} does not exist")

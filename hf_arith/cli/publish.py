@@ -39,7 +39,7 @@ def add_parsers(sub, parents) -> None:
 
 
 def cmd_push(args) -> int:
-    from ..publishing import push_model
+    from ..publishing.hub_folder import push_model
 
     folder, url = push_model(args.model, args.repo_id, output_dir=args.output_dir, upload=args.output_dir is None,
                              revision=args.revision, trust_remote_code=args.trust_remote_code,
@@ -56,9 +56,9 @@ def cmd_push(args) -> int:
 
 
 def cmd_space_build(args) -> int:
-    from ..errors import CLIError
-    from ..loading import cached_revisions
-    from ..space_build import build_space, check_models
+    from ..data.errors import CLIError
+    from ..publishing.space_build import build_space, check_models
+    from ..runtime.loading import cached_revisions
 
     # A repo id that is not in the local cache may not exist: the Space would fail when deployed.
     for repo_id in check_models(args.model):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..formatting import SORT_LABELS, FormatError
+from ..data.formatting import SORT_LABELS, FormatError
 from .common import (
     DEFAULT_MODEL,
     LOW_CONFIDENCE,
@@ -67,7 +67,7 @@ def accepted_ranges(limits) -> str:
 
 def format_help(limits) -> str:
     """One line on what a model takes: syntax, an example and the accepted ranges."""
-    from ..problems import example_problem
+    from ..data.problems import example_problem
 
     trained = limits.training_range
     example = example_problem(limits.fmt, min(trained[1] if trained else 3, limits.max_digits))
@@ -76,10 +76,10 @@ def format_help(limits) -> str:
 
 # -- solve ----------------------------------------------------------------------------------
 def cmd_solve(args) -> int:
-    from ..formatting import parse_problems
-    from ..limits import BeyondTrainingWarning, model_limits
-    from ..loading import checkpoint_folder
-    from ..solving import solve
+    from ..data.formatting import parse_problems
+    from ..runtime.limits import BeyondTrainingWarning, model_limits
+    from ..runtime.loading import checkpoint_folder
+    from ..runtime.solving import solve
 
     set_threads(args, default=1)
     model, tokenizer = load(args)
@@ -112,10 +112,10 @@ def cmd_solve(args) -> int:
 # -- models ---------------------------------------------------------------------------------
 def cmd_models(args) -> int:
     from ..bundled import bundled_models, bundled_path, catalogue_entry
-    from ..errors import one_line
+    from ..data.errors import one_line
     from ..families import family_of
-    from ..limits import model_limits
-    from ..loading import CheckpointError, load_checkpoint
+    from ..runtime.limits import model_limits
+    from ..runtime.loading import CheckpointError, load_checkpoint
 
     set_threads(args, default=1)
     names = bundled_models()

@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import CLIError
+from ..data.errors import CLIError
 from .common import DEFAULT_PRESET, PROG, describe_format
 
 
 def add_parsers(sub, parents) -> None:
-    from ..train_config import list_presets
+    from ..training.recipe import list_presets
 
     p = sub.add_parser("train", parents=[parents["common"]],
                        help="train a model from a recipe (default: the minimal-add10 preset)",
@@ -29,8 +29,8 @@ def add_parsers(sub, parents) -> None:
 
 def print_presets() -> int:
     """The catalogue of presets: each one's line, task, family, training time and stages."""
-    from ..formatting import get_task
-    from ..train_config import preset_catalogue
+    from ..data.formatting import get_task
+    from ..training.recipe import preset_catalogue
 
     for row in preset_catalogue():
         stages = f"; stages: {' -> '.join(row['stages'])}" if row["stages"] else ""
@@ -44,8 +44,8 @@ def cmd_train(args) -> int:
         return print_presets()
     import torch
 
-    from ..train_config import load_recipe
-    from ..training import is_main_process, prepare_run, run_training, world_size
+    from ..training.recipe import load_recipe
+    from ..training.run import is_main_process, prepare_run, run_training, world_size
     from .evaluate import print_report
     from .verify import print_verify
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import CLIError
+from ..data.errors import CLIError
 from .common import MODEL_HELP, load, pct, seed, set_threads, writable_dir
 
 
@@ -41,7 +41,7 @@ def print_verify(result: dict, name: str) -> None:
 
 
 def cmd_verify(args) -> int:
-    from ..evaluation import verify_tiny_adder
+    from ..evaluation.held_out import verify_tiny_adder
 
     set_threads(args, default=1)
     model, tokenizer = load(args)
@@ -50,7 +50,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_adderboard(args) -> int:
-    from ..adderboard import VERIFY_HINT, write_submission
+    from ..publishing.adderboard import VERIFY_HINT, write_submission
 
     target = Path(args.output)
     if target.is_dir():

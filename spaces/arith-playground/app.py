@@ -61,11 +61,11 @@ except ImportError:
             hf_arith = None
 
 if hf_arith is not None:
-    from hf_arith import plots
-    from hf_arith.loading import checkpoint_folder
+    from hf_arith.evaluation import plots
+    from hf_arith.runtime.loading import checkpoint_folder
 else:
     try:
-        import hf_arith_plots as plots  # hf_arith/plots.py, copied here by `hf-arith space build`
+        import hf_arith_plots as plots  # hf_arith/evaluation/plots.py, copied here by `hf-arith space build`
     except ImportError:
         raise SystemExit("arith-playground: neither hf_arith nor hf_arith_plots.py (next to app.py) can be "
                          "imported; build the Space folder with `hf-arith space build`") from None
@@ -172,7 +172,7 @@ class Entry:
 
     @property
     def formatting(self):
-        """The number format's module (hf_arith.formatting, or the repo's remote-code copy)."""
+        """The number format's module (hf_arith.data.formatting, or the repo's remote-code copy)."""
         name = type(self.fmt).__module__
         return sys.modules.get(name) or importlib.import_module(name)
 

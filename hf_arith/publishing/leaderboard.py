@@ -1,0 +1,103 @@
+"""Where a minimal-family adder would stand on AdderBoard's trained table, and what each trick saves.
+
+`TRAINED_TABLE` is a snapshot of the "Trained Weights" table of github.com/anadim/AdderBoard
+(README at commit of 2026-03-04): (parameters, accuracy on the protocol) per entry. AdderBoard
+ranks qualifying entries (>= 99 % on its protocol) by unique parameter count.
+
+`parameter_savings` counts, for each trick a config uses, how many unique parameters it saves: the
+model is built once more with that one trick undone and the counts compared, so the figures are
+the models' own counts (AdderBoard's rule: tied tensors once, fixed tables not at all).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .adderboard import PASS_ACCURACY
+
+TRAINED_TABLE_SOURCE = "the README of github.com/anadim/AdderBoard, 2026-03-04"
+TRAINED_TABLE = (  # (unique parameters, protocol accuracy), in the table's order
+    (62, 1.0), (67, 1.0), (83, 1.0), (86, 1.0), (89, 1.0), (95, 0.9903), (101, 1.0), (122, 0.9995),
+    (234, 0.9991), (262, 0.9995), (275, 0.9998), (305, 0.9998), (311, 0.99999), (456, 1.0), (491, 0.9997),
+    (512, 0.99988), (777, 0.9969), (1644, 0.9904), (6080, 1.0),
+)
+
+# (what the trick is, the config values that undo it). Each is undone alone.
+TRICKS = (
+    ("every token on one circular arc (digits and delimiters, which continue it or sit at digit 0: 3 parameters)",
+     {"digit_embedding": "learned", "special_embedding": "learned"}),
+    ("circular-arc digit embedding (3 parameters for the 10 digits)", {"digit_embedding": "learned"}),
+    ("tied output head (logits read the embedding table)", {"tie_word_embeddings": False}),
+    ("tied K = V", {"tie_kv": False}),
+    ("tied O = Q^T", {"tie_qo": False}),
+    ("one norm for queries and keys", {"share_qk_norm": False}),
+    ("shared block norms", {"norm_sharing": "none"}),
+    ("low-rank projections", {"projection_rank": 0}),
+    ("RoPE (fixed, uncounted) instead of learned positions", {"position_embedding": "learned"}),
+    ("the head projection is also the FFN's down projection", {"tie_down_head": False}),
+    ("tied K = Q, queries turned by one learned angle", {"tie_qk_rotation": False}),
+    ("low-rank attention output", {"o_proj_rank": 0}),
+    ("fixed (uncounted) instead of learned spiral positions", {"learn_spiral": True}),
+)
+
+
+def trained_rank(params: int, accuracy: float) -> int | None:
+    """The place an entry with this count and protocol accuracy would take on the trained table
+    (1 = first); None when it does not qualify (below 99 %)."""
+    if accuracy < PASS_ACCURACY:
+        return None
+    ahead = sum(1 for p, a in TRAINED_TABLE if p < params or (p == params and a >= accuracy))
+    return ahead + 1
+
+
+def _uses(config, undo: dict) -> bool:
+    if "digit_embedding" in undo:  # the two arc tricks: every token on the arc, or the digits only
+        every_token = "special_embedding" in undo
+        return config.digit_embedding == "circular_arc" and (config.special_embedding != "learned") == every_token
+    if "position_embedding" in undo:
+        return config.position_embedding == "rope"
+    if "learn_spiral" in undo:
+        return config.position_embedding == "spiral" and not config.learn_spiral
+    return any(getattr(config, key) != value for key, value in undo.items())
+
+
+def parameter_savings(model) -> list[tuple[str, int]]:
+    """(trick, unique parameters it saves) for each trick the minimal-family model uses."""
+    from ..models import MinimalConfig
+    from ..models.modeling_minimal import MinimalForCausalLM
+
+    config = model.config
+    base = config.to_dict()
+    out = []
+    for name, undo in TRICKS:
+        if not _uses(config, undo):
+            continue
+        variant = MinimalConfig(**{**base, **undo})
+        with torch.device("meta"):  # counted, never run: no weights allocated
+            other = MinimalForCausalLM(variant)
+        saving = other.num_parameters() - model.num_parameters()
+        if saving:
+            out.append((name, saving))
+    return out
+
+
+def leaderboard_entry(model, tokenizer) -> dict | None:
+    """For a minimal-family 10-digit adder: its protocol result (seed 2025), the rank it would take on
+    the trained table, and each trick's saving; None for any other model."""
+    from ..evaluation.held_out import is_tiny_adder_format, verify_tiny_adder
+    from .adderboard import MODEL_TYPE
+
+    fmt = getattr(tokenizer, "arith_format", None)
+    if model.config.model_type != MODEL_TYPE or fmt is None or not is_tiny_adder_format(fmt):
+        return None
+    report = verify_tiny_adder(model, tokenizer)
+    params = model.num_parameters()
+    return {
+        "params": params, "accuracy": report["accuracy"], "correct": report["correct"], "total": report["total"],
+        "rank": trained_rank(params, report["accuracy"]), "entries": len(TRAINED_TABLE),
+        "first": TRAINED_TABLE[0][0], "source": TRAINED_TABLE_SOURCE,
+        "savings": [{"trick": t, "saving": s} for t, s in parameter_savings(model)],
+    }
+
+
+__all__ = ["TRAINED_TABLE", "TRAINED_TABLE_SOURCE", "leaderboard_entry", "parameter_savings", "trained_rank"]

@@ -1,0 +1,421 @@
+"""Batched greedy decoding with a KV cache, shared by `solve`, eval, verify and the CLI.
+
+Generic autoregressive decoding: it knows nothing about arithmetic. Each row stops at the
+end token; rows that have stopped are filled with the pad token. Models with several
+prediction heads (`config.num_future_tokens` > 1) can emit up to that many tokens per forward
+pass (`tokens_per_step`); the model returns the extra heads' logits as `future_logits`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from .hardware import available_cpu_cores
+
+
+class PreallocatedLayer(DynamicLayer):
+    """A cache layer that writes into a buffer sized for the whole decode and hands out views of it.
+
+    DynamicLayer grows by torch.cat, copying the whole cache at every step: at batch 4096 that copy
+    cost more than the attention itself. The decoder knows the final length up front, so one buffer
+    per layer suffices; the views it returns are what DynamicLayer would return.
+    """
+
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity = capacity
+        self.key_buffer = self.value_buffer = None
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        self.key_buffer = key_states.new_empty(*key_states.shape[:2], self.capacity, key_states.shape[-1])
+        self.value_buffer = value_states.new_empty(*value_states.shape[:2], self.capacity, value_states.shape[-1])
+        self.length = 0
+
+    # Under torch.compile the buffer and its views would be aliased graph inputs, which inductor
+    # rejects; the write stays outside the graph (a graph break per layer).
+    @torch.compiler.disable
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.length + key_states.shape[-2]
+        if self.key_buffer is None or end > self.capacity:  # past the stated length: grow from here on
+            self.key_buffer = self.value_buffer = None
+            return super().update(key_states, value_states)
+        self.key_buffer[:, :, self.length:end] = key_states
+        self.value_buffer[:, :, self.length:end] = value_states
+        self.length = end
+        self.keys, self.values = self.key_buffer[:, :, :end], self.value_buffer[:, :, :end]
+        return self.keys, self.values
+
+    # Anything that edits the cache other than `update` (generate's reordering, cropping) works on
+    # DynamicLayer's tensors, so the layer stops writing into its buffer first.
+    def _stop_preallocating(self) -> None:
+        self.key_buffer = self.value_buffer = None
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        # The decoder drops finished rows with this: select the buffers' rows and keep writing there.
+        if self.key_buffer is None:
+            super().batch_select_indices(indices)
+            return
+        self.key_buffer, self.value_buffer = self.key_buffer[indices], self.value_buffer[indices]
+        self.keys, self.values = self.key_buffer[:, :, : self.length], self.value_buffer[:, :, : self.length]
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        self.batch_select_indices(beam_idx.to(self.keys.device) if self.is_initialized else beam_idx)
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        self._stop_preallocating()
+        super().batch_repeat_interleave(repeats)
+
+    def crop(self, tokens_to_remove: int) -> None:
+        self._stop_preallocating()
+        super().crop(tokens_to_remove)
+
+    def reset(self) -> None:
+        self._stop_preallocating()
+        super().reset()
+
+
+def decoding_cache(capacity: int) -> DynamicCache:
+    """A DynamicCache whose layers (created lazily, as many as the model writes) hold `capacity` tokens."""
+    cache = DynamicCache()
+    cache.layer_class_to_replicate = functools.partial(PreallocatedLayer, capacity)
+    return cache
+
+
+def widest_layer(model) -> int:
+    """The model's largest activation width (hidden or MLP), which sets its per-row memory traffic."""
+    config = model.config
+    return max(getattr(config, "hidden_size", 1) or 1, getattr(config, "intermediate_size", 1) or 1)
+
+
+def default_batch_size(model) -> int:
+    """Rows per batch for batched decoding and scoring when the caller names none.
+
+    On a GPU, as many as fit comfortably. On a CPU, per-step overhead favours big batches for tiny
+    models, but once a batch's activations outgrow the cache, memory traffic costs more than the
+    overhead saved: abacus-gpt2-add (width 256) ran its grid 1.6x faster at 128 rows than at 4096
+    (bench/results/grid_batch_size_abacus-gpt2-add.md), while the 244-parameter minimal-add10
+    verified fastest at 4096-16384 (bench/results/verify_speed.json). So rows scale inversely with
+    the model's widest layer.
+    """
+    if next(model.parameters()).is_cuda:
+        return 4096
+    return int(min(4096, max(64, 2**15 // widest_layer(model))))
+
+
+def default_threads(model) -> int:
+    """Torch CPU threads for batched decoding and scoring when the caller names none.
+
+    Tiny models (widest layer under 128) take one: their steps are mostly per-op overhead, and on
+    a shared 2-core machine two threads made minimal-add10 many times slower
+    (bench/results/threads.md). Wider models take every available core: the 30x30 grid of the
+    first-stage abacus-gpt2-add (width 256) ran 1.8x faster on two threads than on one
+    (bench/results/eval_grid_abacus-gpt2-add-first-stage*.json).
+    """
+    if widest_layer(model) < 128:
+        return 1
+    return available_cpu_cores()
+
+
+def can_retire_rows(model_kwargs: dict, batch: int) -> bool:
+    """Rows may be regrouped or dropped unless a per-row tensor among the model's kwargs would have to follow."""
+    return not any(torch.is_tensor(v) and v.dim() and v.shape[0] == batch for v in model_kwargs.values())
+
+
+def _step_logits(out, tokens_per_step: int) -> torch.Tensor:
+    """The last position's logits of each head used this step: [batch, tokens_per_step, vocab]."""
+    first = out.logits[:, -1:]
+    if tokens_per_step == 1:
+        return first
+    return torch.cat([first, out.future_logits[:, -1, : tokens_per_step - 1]], dim=1)
+
+
+def token_probabilities(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """The probability the model gave each chosen token: softmax of `logits` [..., vocab] at `tokens` [...]."""
+    return logits.float().softmax(-1).gather(-1, tokens[..., None])[..., 0]
+
+
+def prefill_buckets(lengths: list[int], max_buckets: int = 4, call_cost: int = 256) -> list[int]:
+    """Bucket boundaries for prefilling left-padded prompts of these real lengths.
+
+    Returns the ascending prompt lengths that close each bucket: rows whose length is at most a
+    boundary (and above the previous one) are prefilled together, padded to that boundary. Chosen
+    by a small dynamic programme over the distinct lengths that minimises the tokens computed plus
+    `call_cost` tokens per forward call (its fixed overhead), with at most `max_buckets` calls:
+    evaluation batches mix 1- to 10-digit operands, and padding every prompt to the longest one
+    made 40% of abacus-gpt2-add's prefill tokens padding (bench/results/prefill_padding.md).
+    Small batches stay in one call.
+    """
+    counts: dict[int, int] = {}
+    for n in lengths:
+        counts[n] = counts.get(n, 0) + 1
+    distinct = sorted(counts)
+    below = [0]  # rows with length <= distinct[i - 1]
+    for n in distinct:
+        below.append(below[-1] + counts[n])
+    inf = float("inf")
+    # best[b][i]: fewest padded tokens covering the first i distinct lengths with b buckets
+    best = [[inf] * (len(distinct) + 1) for _ in range(max_buckets + 1)]
+    choice = [[0] * (len(distinct) + 1) for _ in range(max_buckets + 1)]
+    best[0][0] = 0
+    for b in range(1, max_buckets + 1):
+        for i in range(1, len(distinct) + 1):
+            for j in range(i):  # the bucket holds distinct lengths j .. i - 1, padded to distinct[i - 1]
+                cost = best[b - 1][j] + (below[i] - below[j]) * distinct[i - 1]
+                if cost < best[b][i]:
+                    best[b][i], choice[b][i] = cost, j
+    b = min(range(1, max_buckets + 1), key=lambda k: (best[k][-1] + k * call_cost, k))
+    bounds, i = [], len(distinct)
+    while i:
+        bounds.append(distinct[i - 1])
+        i, b = choice[b][i], b - 1
+    return bounds[::-1]
+
+
+class _LastLogits:
+    """The first step's outputs of a bucketed prefill, reassembled in row order."""
+
+    def __init__(self, logits, future_logits):
+        self.logits, self.future_logits = logits, future_logits
+
+
+def bucketed_prefill(model, input_ids, attention_mask, cache, extra: dict, positions_of, tokens_per_step: int):
+    """Prefill left-padded prompts in a few buckets of similar length; fill `cache` as one padded pass would.
+
+    Each bucket runs on the last columns of its rows only (the rest is padding), so its forward
+    pass computes little or no padding; its keys and values land right-aligned in the shared
+    cache, whose padding columns stay zero and masked, exactly where a single padded prefill puts
+    them. Returns the last position's logits for every row (and the extra heads' when decoding
+    several tokens per step), or None when one bucket is best (then nothing has run).
+    """
+    batch, width = input_ids.shape
+    lengths = attention_mask.sum(1)
+    bounds = prefill_buckets(lengths.tolist())
+    if len(bounds) == 1:
+        return None
+    logits = future = None
+    for low, high in zip([0] + bounds[:-1], bounds):
+        rows = ((lengths <= high) & (lengths > low)).nonzero().squeeze(1)
+        ids, mask = input_ids[rows, width - high:], attention_mask[rows, width - high:]
+        kwargs = dict(extra)
+        if positions_of is not None:
+            kwargs.update(positions_of(ids, ids.shape[1], generated_from=ids.shape[1]))
+        part = DynamicCache()
+        out = model(input_ids=ids, attention_mask=None if bool(mask.all()) else mask, past_key_values=part,
+                    use_cache=True, logits_to_keep=1, **kwargs)
+        if logits is None:
+            # The shared cache in the padded layout, one layer per layer the model wrote. Padding
+            # columns hold zeros (masked, but they must be finite for the masked softmax).
+            for i, layer in enumerate(part.layers):
+                shape = (batch, layer.keys.shape[1], width, layer.keys.shape[-1])
+                cache.update(layer.keys.new_zeros(shape), layer.values.new_zeros(shape), i)
+            logits = out.logits.new_empty(batch, *out.logits.shape[1:])
+            if tokens_per_step > 1:
+                future = out.future_logits.new_empty(batch, *out.future_logits.shape[1:])
+        for layer, target in zip(part.layers, cache.layers):
+            # `target.keys` is a view of the layer's storage, so these writes land in the cache.
+            target.keys[rows, :, width - high:] = layer.keys
+            target.values[rows, :, width - high:] = layer.values
+        logits[rows] = out.logits
+        if future is not None:
+            future[rows] = out.future_logits
+    return _LastLogits(logits, future)
+
+
+@torch.inference_mode()
+def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, max_new_tokens: int,
+                  eos_token_id: int | None = None, pad_token_id: int = 0, use_cache: bool = True,
+                  tokens_per_step: int = 1, model_kwargs: dict | None = None, return_passes: bool = False,
+                  return_probabilities: bool = False):
+    """Generate up to `max_new_tokens` greedily; returns only the new tokens, [batch, <= max_new_tokens].
+
+    `model_kwargs` go to every forward call (e.g. `num_recurrences` for looped models). With
+    `return_probabilities`, returns (tokens, probabilities): the probability the model gave each
+    token it wrote, same shape, 1.0 after a row's end token. With `return_passes`, the number of
+    forward passes comes last: (tokens, passes) or (tokens, probabilities, passes). The caller has checked its
+    input against the model's limits (`hf_arith.runtime.limits`): `tokens_per_step` at most the model's
+    output heads, prompt + `max_new_tokens` within its context.
+    """
+    batch = input_ids.shape[0]
+    extra = dict(model_kwargs or {})
+    if tokens_per_step > 1:
+        extra["num_future_tokens"] = tokens_per_step
+    if attention_mask is not None and bool(attention_mask.all()):
+        # No padding: without a mask the model needs no mask at all for one-token steps.
+        attention_mask = None
+    # Rows may be regrouped (bucketed prefill) and finished ones leave the batch, unless a per-row
+    # tensor among the model's kwargs would have to follow them.
+    rows_movable = can_retire_rows(extra, batch)
+    can_retire = eos_token_id is not None and rows_movable
+    cache = decoding_cache(input_ids.shape[1] + max_new_tokens) if use_cache else None
+    # Models whose positions depend on the whole sequence (abacus ids) get them computed from it.
+    positions_of = getattr(model, "position_inputs", None)
+    result = input_ids.new_full((batch, max_new_tokens), pad_token_id)
+    probabilities = torch.ones(result.shape, device=input_ids.device) if return_probabilities else None
+    rows = None  # the original row of each row still decoding; None while all are
+    sequence = input_ids
+    finished = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)
+    step_input, produced, passes = input_ids, 0, 0
+    # Padded prompts of mixed lengths: prefill in buckets of similar length (needs the cache).
+    out = None
+    if use_cache and attention_mask is not None and rows_movable:
+        out = bucketed_prefill(model, input_ids, attention_mask, cache, extra, positions_of, tokens_per_step)
+    while produced < max_new_tokens:
+        if out is None:
+            if positions_of is not None:
+                extra.update(positions_of(sequence, step_input.shape[1], generated_from=input_ids.shape[1]))
+            out = model(input_ids=step_input, attention_mask=attention_mask, past_key_values=cache,
+                        use_cache=use_cache, logits_to_keep=1, **extra)
+        passes += 1
+        logits = _step_logits(out, tokens_per_step)[:, : max_new_tokens - produced]
+        step = logits.argmax(-1)
+        chosen = None if probabilities is None else token_probabilities(logits, step).masked_fill(finished[:, None], 1.0)
+        step = _stop_at_end(step, finished, eos_token_id, pad_token_id)
+        span = slice(produced, produced + step.shape[1])
+        if rows is None:
+            result[:, span] = step
+        else:
+            result[rows, span] = step
+        if chosen is not None:
+            _record_probabilities(probabilities, rows, span, chosen, step, eos_token_id)
+        produced += step.shape[1]
+        if eos_token_id is None:
+            done = 0
+        else:
+            done = int(finished.sum())  # the step's one host sync
+            if done == finished.shape[0]:
+                break
+        if attention_mask is not None:
+            attention_mask = torch.cat([attention_mask, torch.ones_like(step)], dim=1)
+        if positions_of is not None or not use_cache:
+            sequence = torch.cat([sequence, step], dim=1)
+        if can_retire and done * 4 >= finished.shape[0]:
+            # A quarter of the rows are done: drop them, so the model stops computing answers that
+            # are already complete (generate() carries them to the end). Rows are independent, so
+            # the others' tokens do not change; copying the cache a few times costs less than that.
+            keep = (~finished).nonzero().squeeze(1)
+            rows = keep if rows is None else rows[keep]
+            finished, step, sequence, attention_mask = _keep_rows(keep, cache, finished, step, sequence, attention_mask)
+        # With a cache the model needs only the new tokens; without one, the whole sequence again.
+        step_input = step if use_cache else sequence
+        out = None
+    outputs = [result[:, :produced], *([] if probabilities is None else [probabilities[:, :produced]]),
+               *([passes] if return_passes else [])]
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _stop_at_end(step, finished, eos_token_id, pad_token_id):
+    """A row stops at its first end token, also inside a step: what it writes after it is padding.
+    Updates `finished` in place."""
+    columns = []
+    for column in step.unbind(1):
+        column = column.masked_fill(finished, pad_token_id)
+        columns.append(column)
+        if eos_token_id is not None:
+            finished |= column == eos_token_id
+    return columns[0][:, None] if len(columns) == 1 else torch.stack(columns, dim=1)
+
+
+def _record_probabilities(probabilities, rows, span: slice, chosen, step, eos_token_id) -> None:
+    """Write a step's token probabilities into `probabilities` (at `rows`, all rows when None); tokens
+    after an end token written inside the step are padding and count as certain."""
+    after_end = (step == eos_token_id).long().cumsum(1) - (step == eos_token_id).long() > 0 \
+        if eos_token_id is not None else torch.zeros_like(step, dtype=torch.bool)
+    chosen = chosen.masked_fill(after_end, 1.0)
+    if rows is None:
+        probabilities[:, span] = chosen
+    else:
+        probabilities[rows, span] = chosen
+
+
+def _keep_rows(keep, cache, *tensors):
+    """The rows `keep` of each per-row tensor (None stays None), and of the cache in place."""
+    if cache is not None:
+        cache.batch_select_indices(keep)
+    return tuple(None if x is None else x[keep] for x in tensors)
+
+
+# -- multi-token decoding, confirmed by the first head ------------------------------------------
+@torch.inference_mode()
+def forced_scores(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, scored: torch.Tensor,
+                  model_kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One teacher-forced pass over whole sequences, read with the first head.
+
+    Returns (log_probabilities [batch, T - 1], agrees [batch]): the model's log-probability of
+    every token after the first given the tokens before it, and whether each row's `scored`
+    tokens ([batch, T - 1], True where scored) are all its argmax there. Greedy decoding one
+    token per pass then writes exactly those tokens: it follows the same path step by step (up
+    to floating-point ties).
+    """
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **(model_kwargs or {})).logits
+    logits, targets = logits[:, :-1], input_ids[:, 1:]  # column c - 1 scores the token at column c
+    log_probabilities = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]
+    agrees = ((logits.argmax(-1) == targets) | ~scored).all(1)
+    return log_probabilities, agrees
+
+
+def confirm_tokens(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, new: torch.Tensor,
+                   eos_token_id: int | None, model_kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`forced_scores` over left-padded prompts followed by the tokens a decoder wrote (`new`).
+
+    Returns (agrees [batch], probabilities [batch, T]): whether every written token, up to and
+    including the row's end token, is the first head's argmax, and the first head's probability
+    of each token (1.0 after the end): the confidence one token per pass would report.
+    """
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    written = torch.ones_like(new, dtype=torch.bool)
+    if eos_token_id is not None:  # up to and including the first end token
+        written = (new == eos_token_id).long().cumsum(1) - (new == eos_token_id).long() == 0
+    prompt = input_ids.shape[1]
+    sequence = torch.cat([input_ids, new], dim=1)
+    scored = torch.cat([torch.zeros_like(input_ids[:, 1:], dtype=torch.bool), written], dim=1)
+    log_probabilities, agrees = forced_scores(model, sequence, torch.cat([attention_mask, written.long()], dim=1),
+                                              scored, model_kwargs)
+    probabilities = log_probabilities[:, prompt - 1:].exp().masked_fill(~written, 1.0)
+    return agrees, probabilities
+
+
+@torch.inference_mode()
+def confirmed_greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, max_new_tokens: int,
+                            eos_token_id: int | None = None, pad_token_id: int = 0, use_cache: bool = True,
+                            tokens_per_step: int = 2, model_kwargs: dict | None = None, return_passes: bool = False,
+                            return_probabilities: bool = False):
+    """`greedy_decode` with `tokens_per_step` heads, then one pass of the first head over what they
+    wrote (`confirm_tokens`); rows it does not confirm are decoded again one token per pass.
+
+    The answers are one-token-per-pass greedy decoding's, in about 1/`tokens_per_step` of its
+    passes plus one: the extra heads only propose, so their mistakes cost time, never a wrong
+    token. Probabilities are the first head's, as one token per pass reports them. Same arguments
+    and return values as `greedy_decode`.
+    """
+    new, passes = greedy_decode(model, input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id,
+                                use_cache, tokens_per_step, model_kwargs, return_passes=True)
+    agrees, probabilities = confirm_tokens(model, input_ids, attention_mask, new, eos_token_id, model_kwargs)
+    passes += 1
+    redo = (~agrees).nonzero().squeeze(1)
+    if len(redo):
+        # Per-row tensors among the kwargs follow their rows.
+        kwargs = {k: v[redo] if torch.is_tensor(v) and v.dim() and v.shape[0] == input_ids.shape[0] else v
+                  for k, v in (model_kwargs or {}).items()}
+        again, again_probabilities, more = greedy_decode(
+            model, input_ids[redo], None if attention_mask is None else attention_mask[redo], max_new_tokens,
+            eos_token_id, pad_token_id, use_cache, 1, kwargs, return_passes=True, return_probabilities=True)
+        width = max(new.shape[1], again.shape[1])
+        new = torch.nn.functional.pad(new, (0, width - new.shape[1]), value=pad_token_id)
+        probabilities = torch.nn.functional.pad(probabilities, (0, width - probabilities.shape[1]), value=1.0)
+        new[redo] = torch.nn.functional.pad(again, (0, width - again.shape[1]), value=pad_token_id)
+        probabilities[redo] = torch.nn.functional.pad(again_probabilities, (0, width - again.shape[1]), value=1.0)
+        passes += more
+    outputs = [new]
+    if return_probabilities:
+        outputs.append(probabilities)
+    if return_passes:
+        outputs.append(passes)
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)

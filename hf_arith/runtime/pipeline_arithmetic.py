@@ -1,0 +1,166 @@
+"""The `arithmetic` pipeline: plain decimal problems in, plain decimal answers out.
+
+    from transformers import pipeline
+    solver = pipeline("arithmetic", model="ORG/NAME", trust_remote_code=True)
+    solver("123+456")                          # {'problem': '123+456', 'answer': '579'}
+    solver(["1+1", "99+1"])                    # a list of such dicts, decoded in batches
+    solver("123+456", return_confidence=True)  # adds 'confidence' and each written token's probability
+
+The model's own tokenizer writes each problem in the model's number format (`tok(...)`) and
+reads the answer back as plain decimal (`tok.decode_answers`: None where the model wrote no
+well-formed answer); the model writes every answer token, decoded greedily in batches with a KV
+cache by the decoder `hf_arith.solve` uses (`decoding.greedy_decode`), so the pipeline and `solve`
+give the same answers. No arithmetic happens here. Looped models take `num_recurrences`. The
+tokenizer checks that it belongs to the model (`check_model`) when the pipeline is built.
+
+`hf_arith.runtime.saving.save_checkpoint` copies this file next to every saved model and names it in
+`config.custom_pipelines`, so it travels with pushed models as Hub remote code: it imports only
+torch, transformers and its sibling `decoding` module, and reaches the number format only through
+the tokenizer object.
+`import hf_arith` registers the task, so local checkpoints work without remote code too.
+"""
+
+from __future__ import annotations
+
+import numbers
+import types
+
+import torch
+from transformers import Pipeline
+
+from .decoding import greedy_decode
+
+TASK = "arithmetic"
+DEFAULT_BATCH_SIZE = 64  # problems per generate call when a list is given and no batch_size
+
+
+class ArithmeticPipeline(Pipeline):
+    """`pipeline("arithmetic", model=...)`: answers problems such as '123+456' with the model alone.
+
+    Call parameters: `return_confidence` (bool) adds `confidence`, the lowest probability the
+    model gave any token of its answer (the end token included), and `tokens`, each written
+    token with its probability, in the order written (reversed formats write the lowest digit
+    first); `num_recurrences` (looped models) sets the loop count; `batch_size`.
+    """
+
+    _load_tokenizer = True
+    _load_processor = False
+    _load_image_processor = False
+    _load_video_processor = False
+    _load_feature_extractor = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not all(hasattr(self.tokenizer, name) for name in ("decode_answers", "answer_budget", "check_model")):
+            raise ValueError(f"the arithmetic pipeline needs the model's hf_arith tokenizer (one with a number "
+                             f"format), got {type(self.tokenizer).__name__}")
+        self.tokenizer.check_model(self.model.config)  # the tokenizer must write problems as the model reads them
+        self._batch_size = DEFAULT_BATCH_SIZE if self._batch_size is None else _batch_size(self._batch_size)
+
+    def __call__(self, inputs, *args, batch_size=None, **kwargs):
+        """Answer one problem (a string; returns a dict) or a list of them (returns a list of dicts)."""
+        if args:
+            raise TypeError(f"the arithmetic pipeline takes the problems and keyword parameters only, got "
+                            f"{len(args)} more positional argument(s)")
+        if isinstance(inputs, (list, tuple)):
+            if not inputs:
+                raise ValueError("inputs: an empty list of problems; give at least one problem such as '123+456'")
+            inputs = list(inputs)
+        elif not isinstance(inputs, (str, types.GeneratorType, torch.utils.data.Dataset)):
+            raise TypeError(f"inputs must be a problem (a string such as '123+456') or a list of problems, "
+                            f"got {type(inputs).__name__}")
+        batch_size = self._batch_size if batch_size is None else _batch_size(batch_size)
+        if isinstance(inputs, list):
+            return self._answer_list(inputs, batch_size, **kwargs)
+        return super().__call__(inputs, batch_size=batch_size, **kwargs)
+
+    def _answer_list(self, problems: list, batch_size: int, **kwargs) -> list[dict]:
+        """A list of problems, `batch_size` at a time: each batch tokenized in one call, decoded in one
+        `_forward`, as `solve` batches them (the pipeline's per-item data loader costs more than decoding)."""
+        _, forward, post = self._sanitize_parameters(**kwargs)
+        forward, post = {**self._forward_params, **forward}, {**self._postprocess_params, **post}
+        answers = []
+        for start in range(0, len(problems), batch_size):
+            chunk = problems[start : start + batch_size]
+            outputs = self.forward(self._prepare(chunk), **forward)
+            for i, problem in enumerate(chunk):
+                row = {k: outputs[k][i : i + 1] for k in ("answer_ids", "budget", "probabilities") if k in outputs}
+                answers.append(self.postprocess({**row, "problem": problem}, **post))
+        return answers
+
+    def _sanitize_parameters(self, return_confidence=None, num_recurrences=None, **unknown):
+        if unknown:
+            raise TypeError(f"the arithmetic pipeline takes no parameter {sorted(unknown)[0]!r}; it takes "
+                            "return_confidence, num_recurrences and batch_size")
+        forward, post = {}, {}
+        if return_confidence is not None:
+            forward["return_confidence"] = post["return_confidence"] = bool(return_confidence)
+        if num_recurrences is not None:
+            if not hasattr(self.model.config, "num_recurrences"):
+                raise ValueError(f"num_recurrences={num_recurrences!r}: {type(self.model).__name__} has no "
+                                 "recurrence (its config has no num_recurrences)")
+            forward["num_recurrences"] = num_recurrences
+        return {}, forward, post
+
+    def preprocess(self, problem):
+        return {**self._prepare([problem]), "problem": problem}
+
+    def _prepare(self, problems: list) -> dict:
+        """Problems (strings) as one left-padded batch with each one's answer budget, every problem
+        checked against the model's answer length and context first (one-line errors)."""
+        for problem in problems:
+            if not isinstance(problem, str):
+                raise TypeError(f"a problem is a string such as '123+456', got {type(problem).__name__}")
+        enc = self.tokenizer(problems, padding=True, return_tensors="pt")  # a malformed problem: one-line ValueError
+        budgets = [self.tokenizer.answer_budget([problem]) for problem in problems]
+        prompts = enc["attention_mask"].sum(1).tolist()
+        limit = self.model.generation_config.max_new_tokens
+        context = getattr(self.model.config, "max_position_embeddings", None)
+        for problem, prompt, budget in zip(problems, prompts, budgets):
+            if limit is not None and budget > limit:
+                raise ValueError(f"{problem!r} is too long for this model: its answer may take {budget} tokens, and "
+                                 f"the model writes at most {limit} (generation_config.max_new_tokens)")
+            if context and prompt + budget > context:
+                raise ValueError(f"{problem!r} is too long for this model: {prompt} prompt + {budget} answer tokens "
+                                 f"exceed its context of {context} positions (config.max_position_embeddings)")
+        if context and enc["input_ids"].shape[1] + max(budgets) > context:
+            raise ValueError(f"these {len(problems)} problems decoded together need {enc['input_ids'].shape[1]} prompt + "
+                             f"{max(budgets)} answer tokens, more than the model's context of {context} positions; "
+                             "use a smaller batch_size")
+        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
+                "budget": torch.tensor(budgets), "problem": problems}
+
+    def _forward(self, inputs, return_confidence: bool = False, num_recurrences=None):
+        extra = {} if num_recurrences is None else {"num_recurrences": num_recurrences}
+        end = self.tokenizer.eos_token_id if self.tokenizer.arith_format.end_token else None
+        written = greedy_decode(self.model, inputs["input_ids"], inputs["attention_mask"], int(inputs["budget"].max()),
+                                eos_token_id=end, pad_token_id=self.tokenizer.pad_token_id, model_kwargs=extra,
+                                return_probabilities=return_confidence)
+        written, probabilities = written if return_confidence else (written, None)
+        result = {"answer_ids": written, "budget": inputs["budget"], "problem": inputs["problem"]}
+        if return_confidence:
+            result["probabilities"] = probabilities
+        return result
+
+    def postprocess(self, outputs, return_confidence: bool = False):
+        # A problem's own budget, also when it shared a batch with longer ones: the same answer either way.
+        written = outputs["answer_ids"][0, : int(outputs["budget"][0])].tolist()
+        result = {"problem": outputs["problem"], "answer": self.tokenizer.decode_answers([written], [outputs["problem"]])[0]}
+        if return_confidence:
+            # The tokens the model wrote: up to and including its end token; generate pads after it.
+            eos = self.tokenizer.eos_token_id
+            n = written.index(eos) + 1 if eos in written else len(written)
+            probabilities = outputs["probabilities"][0, :n].tolist()
+            result["confidence"] = min(probabilities) if probabilities else 0.0
+            result["tokens"] = [{"token": token, "probability": p} for token, p in
+                                zip(self.tokenizer.convert_ids_to_tokens(written[:n]), probabilities)]
+        return result
+
+
+def _batch_size(value) -> int:
+    """A pipeline batch size: a positive integer, else a one-line error naming `batch_size`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"batch_size must be a positive integer, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {value}")
+    return int(value)

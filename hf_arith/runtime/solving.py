@@ -1,0 +1,124 @@
+"""`solve`: plain decimal problems in, plain decimal answers out, through the model alone."""
+
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from ..data.formatting import FormatError, parse_problems
+from .decoding import confirmed_greedy_decode, default_batch_size, greedy_decode
+from .limits import BeyondTrainingWarning, ModelLimits, answer_budget, check_model_kwargs, model_limits
+from .loading import checkpoint_folder
+
+# Below this confidence an answer is flagged (the CLI marks it; eval counts the wrong answers above it).
+# Answers beyond the trained range report at most limits.BEYOND_TRAINING_CONFIDENCE, below it.
+LOW_CONFIDENCE = 0.9
+
+
+class Answer(NamedTuple):
+    """An answer with the model's confidence in it: the lowest probability the model gave any token
+    it wrote, its end token included. None where the output is malformed."""
+
+    answer: str | None
+    confidence: float
+
+
+def _problem_list(problems) -> list:
+    """`problems` as a list: one problem (a string) or an iterable of them; anything else is one line."""
+    if isinstance(problems, str):
+        return [problems]
+    if isinstance(problems, (bytes, bytearray, dict, set, frozenset)):  # a set has no order to answer in
+        raise FormatError(f"problems must be a problem (a string) or a list of problems, got {type(problems).__name__}")
+    try:
+        return list(problems)
+    except TypeError:
+        raise FormatError(f"problems must be a problem (a string) or a list of problems, "
+                          f"got {type(problems).__name__}") from None
+
+
+def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = None, use_cache: bool = True,
+          tokens_per_step: int = 1, model_kwargs: dict | None = None, *, checked: bool = False,
+          warn_beyond_training: bool = True, return_confidence: bool = False, confirm: bool = True,
+          limits: ModelLimits | None = None):
+    """Answer plain problems ('123+456') with greedy decoding; None where the output is malformed.
+
+    With `return_confidence=True` each answer is an `Answer(answer, confidence)`; an answer to a problem
+    beyond the checkpoint's trained range (longer operands, or for sorting longer lists) reports at most
+    `limits.BEYOND_TRAINING_CONFIDENCE` (0.5, below LOW_CONFIDENCE: `ModelLimits.calibrated`).
+
+    The tokenizer writes each problem in the model's format and reads the answer back; the
+    model generates every answer token. No arithmetic happens here. `tokens_per_step` > 1 uses
+    a multi-token model's extra heads to propose tokens, and with `confirm` (the default) one pass
+    of the first head confirms them (`decoding.confirmed_greedy_decode`): the answers and
+    confidences are those of one token per pass, in about half its passes for two heads;
+    `confirm=False` takes the extra heads' tokens as written. `model_kwargs` reach every forward pass (for example
+    `{"num_recurrences": 8}` for a looped model; a name the model's forward does not take is refused).
+    `batch_size` (a positive integer) defaults to `default_batch_size(model)`. `limits`: the model's
+    `ModelLimits`, when the caller built them already (a command builds them once and passes them down).
+
+    Every argument and problem is checked against the model's limits (`hf_arith.runtime.limits`) before the
+    first batch runs, each bad one a one-line FormatError (a ValueError). Problems beyond the range the
+    checkpoint was trained on (operand lengths, list sizes) are answered with one BeyondTrainingWarning per call (unless
+    `warn_beyond_training=False`: evaluations that measure those lengths on purpose). `checked=True`
+    skips the checks and the warning: for callers that have checked the problems already
+    (`length_grid`, `loops_curve`, `stress_test`).
+    """
+    if not callable(getattr(model, "parameters", None)) or getattr(model, "config", None) is None:
+        raise TypeError(f"model must be a transformers model (for example from hf_arith.load), got {type(model).__name__}")
+    if not hasattr(tokenizer, "arith_format"):
+        raise TypeError(f"tokenizer must be the model's hf_arith tokenizer (for example from hf_arith.load), "
+                        f"got {type(tokenizer).__name__}")
+    single = isinstance(problems, str)
+    problems = _problem_list(problems)
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
+                                   or batch_size < 1):
+        raise FormatError(f"batch_size must be a positive integer (or None: the model's default), got {batch_size!r}")
+    if not problems:
+        return []
+    batch_size = int(batch_size or default_batch_size(model))
+    if checked:
+        limits = limits or model_limits(model, tokenizer)
+        parsed = parse_problems(problems, limits.fmt)
+    else:
+        limits = limits or model_limits(model, tokenizer, checkpoint_folder(model))
+        limits.check_tokens_per_step(tokens_per_step)
+        model_kwargs = check_model_kwargs(model, model_kwargs, limits)
+        parsed = limits.check_problems(problems, batch_size=batch_size)
+        message = limits.beyond_training_warning(problems, parsed) if warn_beyond_training else None
+        if message is not None:
+            warnings.warn(message, BeyondTrainingWarning, stacklevel=2)
+    answers = []
+    model_device = next(model.parameters()).device
+    end = tokenizer.eos_token_id if limits.fmt.end_token else None
+    for start in range(0, len(problems), batch_size):
+        chunk = problems[start : start + batch_size]
+        enc = tokenizer(chunk, padding=True, return_tensors="pt")
+        batch = parsed.select(slice(start, start + batch_size))
+        budgets = limits.answer_budgets(batch)
+        budget = int(budgets.max())
+        decode = confirmed_greedy_decode if confirm and tokens_per_step > 1 else greedy_decode
+        new = decode(
+            model, enc["input_ids"].to(model_device), enc["attention_mask"].to(model_device), budget,
+            eos_token_id=end, pad_token_id=tokenizer.pad_token_id, use_cache=use_cache,
+            tokens_per_step=tokens_per_step, model_kwargs=model_kwargs, return_probabilities=return_confidence,
+        )
+        new, probabilities = new if return_confidence else (new, None)
+        # Each answer ends at its own budget, as when it is decoded alone: tokens a shorter problem
+        # wrote only because it shared a batch with a longer one do not count.
+        beyond = torch.arange(new.shape[1], device=new.device) >= torch.as_tensor(budgets, device=new.device)[:, None]
+        new = new.masked_fill(beyond, tokenizer.pad_token_id).cpu()
+        if return_confidence:
+            lowest = probabilities.masked_fill(beyond, 1.0).min(1).values.tolist() if probabilities.shape[1] \
+                else [1.0] * len(chunk)
+            if not checked:  # beyond the trained range, capped below LOW_CONFIDENCE (limits.calibrated)
+                lowest = limits.calibrated(lowest, batch)
+            answers.extend(map(Answer, tokenizer.decode_answers(new, batch), lowest))
+        else:
+            answers.extend(tokenizer.decode_answers(new, batch))
+    return answers[0] if single else answers
+
+
+__all__ = ["LOW_CONFIDENCE", "Answer", "BeyondTrainingWarning", "answer_budget", "solve"]
