@@ -365,6 +365,10 @@ def test_more_tokens_per_step_than_heads_is_a_clear_error():
     ({"num_digit_tokens": 40}, "num_digit_tokens"),
     ({"abacus_attention_window": -1}, "abacus_attention_window"),
     ({"abacus_attention_window": 1.5}, "abacus_attention_window"),
+    ({"abacus_period": 8}, "abacus_period"),  # a period needs a window
+    ({"abacus_period": 5, "abacus_attention_window": 2}, "abacus_period"),  # 2w + 1 indices must keep distinct rows
+    ({"abacus_period": 50, "abacus_attention_window": 2, "abacus_max_digits": 40}, "abacus_period"),
+    ({"abacus_period": -1}, "abacus_period"),
 ])
 def test_malformed_config_names_the_field(bad, field):
     with pytest.raises(ValueError, match=field):
@@ -473,3 +477,36 @@ def test_presets_train_multi_token_models_with_the_trainer(tmp_path, preset):
     assert len(one) == len(two) == 2  # answers or None: an untrained model, but both paths decode
     with pytest.raises(FormatError):
         hf_arith.solve(model, tok, ["12G+3"])  # not a digit in any base the tokenizer reads
+
+
+# -- a periodic abacus table -------------------------------------------------------------------
+def test_a_periodic_table_repeats_its_rows_and_keeps_row_zero_for_unplaced_tokens():
+    from hf_arith.models.abacus_positions import table_rows
+
+    index = torch.tensor([[0, 1, 2, 8, 9, 16, 17, 0]])
+    assert table_rows(index, 8).tolist() == [[0, 1, 2, 8, 1, 8, 1, 0]]
+    assert table_rows(index, 0).tolist() == index.tolist()
+    model, _ = make(abacus_attention_window=2, abacus_period=8, abacus_max_digits=1000)
+    assert model.transformer.abacus.weight.shape[0] == 9  # the table no longer grows with abacus_max_digits
+
+
+def test_with_a_period_and_a_window_only_index_differences_matter():
+    """Moving every placed token by a whole period gives the same logits: what bounded the length (one
+    table row per index) is gone. Without the period the same shift changes them."""
+    kwargs = dict(abacus_attention_window=2, abacus_align_answer=True, answer_start_token_id=11, abacus_max_digits=1000)
+    ids = make()[1](["1342+879", "5+12345"], padding=True, return_tensors="pt").input_ids
+    for period, same in ((8, True), (0, False)):
+        model, _ = make(seed=5, abacus_period=period, **kwargs)
+        index = model.position_ids_from_input_ids(ids)
+        shifted = torch.where(index > 0, index + 3 * 8, index)
+        with torch.no_grad():
+            a, b = model(ids, position_ids=index).logits, model(ids, position_ids=shifted).logits
+        assert torch.allclose(a, b, atol=1e-5) is same
+
+
+def test_a_periodic_model_answers_operands_far_longer_than_its_table():
+    model, tok = make(seed=1, abacus_attention_window=2, abacus_period=8, abacus_max_digits=1000,
+                      abacus_align_answer=True, answer_start_token_id=11, max_position_embeddings=4096)
+    problem = "9" * 600 + "+" + "1" * 600
+    answered = hf_arith.solve(model, tok, [problem])  # an untrained model: any answer, but no index error
+    assert len(answered) == 1

@@ -111,6 +111,15 @@ def check_abacus_range(position_ids: torch.Tensor, max_digits: int) -> None:
         )
 
 
+def table_rows(index: torch.Tensor, period: int) -> torch.Tensor:
+    """The abacus table's row of each index: the index itself, or with a `period` 1 + (index - 1) mod
+    period (row 0 stays the row of tokens with no place). Rows then repeat along a long number; an
+    attention window keeps any two indices one query sees apart."""
+    if not period:
+        return index
+    return torch.where(index > 0, (index - 1) % period + 1, index)
+
+
 def window_allowed(query_index: torch.Tensor, key_index: torch.Tensor, window: int) -> torch.Tensor:
     """Which keys each query may see under an abacus attention window: bool [batch, queries, keys].
 

@@ -46,6 +46,11 @@ class AbacusGPT2Config(ArithConfig):
             query then sees the same keys whatever the operands' length (its index's neighbours in
             each number, and the separators), so no number of far digits can dilute a lookup, which
             is what stops a model trained on 20 digits from adding 100. 0 turns it off.
+        abacus_period: > 0 gives the abacus table this many indices and index i the row
+            1 + (i - 1) mod abacus_period, so no table bounds the length: with an attention window
+            (required, and abacus_period > 2 * abacus_attention_window + 1, so the indices one query
+            sees keep distinct rows) what a digit looks up depends only on its neighbours' offsets.
+            abacus_max_digits is then only the longest number the model accepts. 0 turns it off.
         absolute_position_embedding: also add a learned absolute position (GPT-2's wpe), over
             `max_position_embeddings` tokens.
         max_position_embeddings: the longest sequence the model accepts.
@@ -80,6 +85,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_num_segments: int = 0,
         abacus_line_positions: bool = False,
         abacus_attention_window: int = 0,
+        abacus_period: int = 0,
         absolute_position_embedding: bool = False,
         max_position_embeddings: int = 1024,
         num_future_tokens: int = 1,
@@ -106,6 +112,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_num_segments = abacus_num_segments
         self.abacus_line_positions = abacus_line_positions
         self.abacus_attention_window = abacus_attention_window
+        self.abacus_period = abacus_period
         self.absolute_position_embedding = absolute_position_embedding
         self.max_position_embeddings = max_position_embeddings
         self.num_future_tokens = num_future_tokens
@@ -118,7 +125,8 @@ class AbacusGPT2Config(ArithConfig):
         self.check_integers(("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                              "intermediate_size", "num_digit_tokens", "abacus_max_digits", "max_position_embeddings",
                              "num_future_tokens"))
-        self.check_integers(("abacus_max_offset", "abacus_num_segments", "abacus_attention_window"), minimum=0)
+        self.check_integers(("abacus_max_offset", "abacus_num_segments", "abacus_attention_window", "abacus_period"),
+                            minimum=0)
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"{name}.hidden_size ({self.hidden_size}) must be a multiple of "
                              f"num_attention_heads ({self.num_attention_heads})")
@@ -139,6 +147,12 @@ class AbacusGPT2Config(ArithConfig):
         if self.abacus_offset_per_problem and not self.abacus_offset_per_sequence:
             raise ValueError(f"{name}.abacus_offset_per_problem needs abacus_offset_per_sequence (a draw per problem "
                              "is a draw per sequence, made for each problem)")
+        if self.abacus_period and not (self.abacus_attention_window
+                                       and 2 * self.abacus_attention_window + 1 < self.abacus_period
+                                       <= self.abacus_max_digits):
+            raise ValueError(f"{name}.abacus_period ({self.abacus_period}) needs an abacus_attention_window w > 0 "
+                             f"with 2w + 1 < abacus_period <= abacus_max_digits; got w = {self.abacus_attention_window}, "
+                             f"abacus_max_digits = {self.abacus_max_digits}")
         for field in ("resid_pdrop", "embd_pdrop", "attn_pdrop", "abacus_unshifted_fraction"):
             if not 0.0 <= getattr(self, field) < 1.0:
                 raise ValueError(f"{name}.{field} must lie in [0, 1), got {getattr(self, field)!r}")

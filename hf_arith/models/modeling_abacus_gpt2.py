@@ -30,6 +30,7 @@ from .abacus_positions import (
     problem_ids,
     random_offsets,
     segment_ids,
+    table_rows,
     unpack_positions,
     window_allowed,
 )
@@ -183,7 +184,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
     def __init__(self, config: AbacusGPT2Config):
         super().__init__(config)
         self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.abacus = nn.Embedding(config.abacus_max_digits + 1, config.hidden_size)  # row 0: not a digit
+        # row 0: not a digit; with abacus_period the rows repeat along a number (table_rows)
+        self.abacus = nn.Embedding((config.abacus_period or config.abacus_max_digits) + 1, config.hidden_size)
         self.segment = (nn.Embedding(config.abacus_num_segments, config.hidden_size)
                         if config.abacus_num_segments else None)
         self.wpe = (nn.Embedding(config.max_position_embeddings, config.hidden_size)
@@ -226,7 +228,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             problem = problem_ids(input_ids, c.eos_token_id) if packed else None
             index = random_offsets(index, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence,
                                    c.abacus_unshifted_fraction, c.abacus_offset_all_tokens, problem)
-        hidden = self.wte(input_ids) + self.abacus(index)
+        hidden = self.wte(input_ids) + self.abacus(table_rows(index, c.abacus_period))
         if segment is not None:
             hidden = hidden + self.segment(segment)
         if self.wpe is not None:
