@@ -8,10 +8,21 @@ from transformers import PreTrainedConfig
 
 
 class ArithConfig(PreTrainedConfig):
-    """Subclasses set their own fields, then call `super().__init__(**kwargs)`, which runs `_validate`."""
+    """Subclasses set their own fields, then call `super().__init__(**kwargs)`, which runs `_validate`.
+
+    What the model takes, recorded when it is paired with its tokenizer (hf_arith's training, loading and
+    `save_checkpoint`; None until then), so that the model alone knows it, whatever saves it:
+        max_operand_digits: its hard limit, the longest operand it accepts (its context and abacus range
+            hold every problem of that length); not where it answers right.
+        max_answer_tokens: new tokens the longest answer it can be asked for takes, `<eos>` included: the
+            saved generation config's `max_new_tokens` (`ArithModelMixin.apply_generation_defaults`).
+    """
 
     def __init__(self, tie_word_embeddings: bool = True, pad_token_id: int | None = None,
-                 eos_token_id: int | None = None, bos_token_id: int | None = None, **kwargs):
+                 eos_token_id: int | None = None, bos_token_id: int | None = None,
+                 max_operand_digits: int | None = None, max_answer_tokens: int | None = None, **kwargs):
+        self.max_operand_digits, self.max_answer_tokens = max_operand_digits, max_answer_tokens
+        self.check_integers([f for f in ("max_operand_digits", "max_answer_tokens") if getattr(self, f) is not None])
         self._validate()
         super().__init__(tie_word_embeddings=tie_word_embeddings, pad_token_id=pad_token_id,
                          eos_token_id=eos_token_id, bos_token_id=bos_token_id, **kwargs)
