@@ -7,6 +7,10 @@ Shipped as Hub remote code beside the family's configuration file: imports only 
 from transformers import PreTrainedConfig
 
 
+# What a config records of the model's limits (None: not recorded).
+LIMIT_FIELDS = ("max_operand_digits", "max_answer_tokens", "measured_max_digits")
+
+
 class ArithConfig(PreTrainedConfig):
     """Subclasses set their own fields, then call `super().__init__(**kwargs)`, which runs `_validate`.
 
@@ -16,13 +20,18 @@ class ArithConfig(PreTrainedConfig):
             hold every problem of that length); not where it answers right.
         max_answer_tokens: new tokens the longest answer it can be asked for takes, `<eos>` included: the
             saved generation config's `max_new_tokens` (`ArithModelMixin.apply_generation_defaults`).
+    and where it was measured to answer, recorded with its evaluation (`hf-arith push`, the bundled models):
+        measured_max_digits: every operand length from 1 to this was measured at >= 99 % exact match on
+            held-out problems (`hf_arith.limits.measured_max_digits`); at most max_operand_digits.
     """
 
     def __init__(self, tie_word_embeddings: bool = True, pad_token_id: int | None = None,
                  eos_token_id: int | None = None, bos_token_id: int | None = None,
-                 max_operand_digits: int | None = None, max_answer_tokens: int | None = None, **kwargs):
+                 max_operand_digits: int | None = None, max_answer_tokens: int | None = None,
+                 measured_max_digits: int | None = None, **kwargs):
         self.max_operand_digits, self.max_answer_tokens = max_operand_digits, max_answer_tokens
-        self.check_integers([f for f in ("max_operand_digits", "max_answer_tokens") if getattr(self, f) is not None])
+        self.measured_max_digits = measured_max_digits
+        self.check_integers([f for f in LIMIT_FIELDS if getattr(self, f) is not None])
         self._validate()
         super().__init__(tie_word_embeddings=tie_word_embeddings, pad_token_id=pad_token_id,
                          eos_token_id=eos_token_id, bos_token_id=bos_token_id, **kwargs)
@@ -38,4 +47,4 @@ class ArithConfig(PreTrainedConfig):
                 raise ValueError(f"{type(self).__name__}.{field} must be {what}, got {value!r}")
 
 
-__all__ = ["ArithConfig"]
+__all__ = ["LIMIT_FIELDS", "ArithConfig"]
