@@ -1,11 +1,33 @@
 """The base of every family's configuration: the token ids and tied head all families share, and
 validation that rejects a malformed config with one line naming the field, before torch sees it.
 
-Shipped as Hub remote code beside the family's configuration file: imports only transformers.
+Shipped as Hub remote code beside the family's configuration file: imports only transformers. Every
+family's code loads this file first, so it says in one line which transformers the code needs (the
+transformers 5 API: `PreTrainedConfig`, `transformers.initialization`, `Cache` objects) before an older
+release fails on an import deep inside.
 """
 
-from transformers import PreTrainedConfig
+import transformers
 
+# The oldest transformers release this code runs on (hf_arith's own requirement, `pyproject.toml`).
+MIN_TRANSFORMERS_VERSION = (5, 23)
+
+
+def check_transformers_version(version: str = transformers.__version__) -> None:
+    """Refuse, in one line, a transformers older than MIN_TRANSFORMERS_VERSION."""
+    parts = []
+    for part in version.split(".")[:2]:
+        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        parts.append(int(digits) if digits else 0)
+    if tuple(parts) < MIN_TRANSFORMERS_VERSION:
+        need = ".".join(map(str, MIN_TRANSFORMERS_VERSION))
+        raise ImportError(f"this model's code needs transformers>={need} (installed: {version}); upgrade with "
+                          f"pip install -U 'transformers>={need},<6'")
+
+
+check_transformers_version()
+
+from transformers import PreTrainedConfig  # noqa: E402  (after the version check: older releases lack it)
 
 # What a config records of the model's limits (None: not recorded).
 LIMIT_FIELDS = ("max_operand_digits", "max_answer_tokens", "measured_max_digits")
@@ -47,4 +69,4 @@ class ArithConfig(PreTrainedConfig):
                 raise ValueError(f"{type(self).__name__}.{field} must be {what}, got {value!r}")
 
 
-__all__ = ["LIMIT_FIELDS", "ArithConfig"]
+__all__ = ["LIMIT_FIELDS", "MIN_TRANSFORMERS_VERSION", "ArithConfig", "check_transformers_version"]
