@@ -173,3 +173,21 @@ def test_remote_code_refuses_bfloat16_for_the_wide_arc_adder_without_hf_arith(tm
     assert "refused dtype bfloat16" in out["refused"] and "ignore_dtype_check=True" in out["refused"]
     assert "\n" not in out["refused"]
     assert (out["fine"], out["forced"]) == ("torch.float32", "torch.bfloat16")
+
+
+def test_remote_code_names_the_transformers_it_needs(tmp_path):
+    """Under a transformers older than the code's (4.57 lacks PreTrainedConfig), one line says which to install."""
+    model, _ = bundled_by_transformers("minimal-add10")
+    model.save_pretrained(tmp_path / "saved")
+    out = run_without_hf_arith(f"""
+        import transformers
+        transformers.__version__ = "4.57.1"  # as an old installation reports itself
+        from transformers import AutoConfig
+        try:
+            AutoConfig.from_pretrained({str(tmp_path / "saved")!r}, trust_remote_code=True)
+            error = None
+        except ImportError as err:
+            error = str(err)
+        print(json.dumps({{"error": error}}))
+    """, tmp_path)
+    assert out["error"] and "transformers>=5.23" in out["error"] and "4.57.1" in out["error"]

@@ -34,6 +34,7 @@ import base64
 import functools
 import html
 import importlib
+import itertools
 import json
 import os
 import re
@@ -817,13 +818,14 @@ def placeholder(entry: Entry) -> str:
     return f"e.g. {sample_problem(entry, entry.measured[1])}"
 
 
-def range_examples(entry: Entry) -> list[str]:
+def range_examples(entry: Entry, shown=()) -> list[str]:
     """Three problems (fewer only where the range has fewer lengths) inside the model's measured
-    range: short, middle and its longest."""
+    range: short, middle and its longest, or the next lengths for any of those already `shown`."""
     lo, hi = entry.measured
     short = max(lo, min(3, hi))
     lengths = dict.fromkeys([short, (short + hi) // 2, hi, *range(lo, hi + 1)])
-    return list(dict.fromkeys(sample_problem(entry, n) for n in lengths))[:3]
+    fresh = (p for p in dict.fromkeys(sample_problem(entry, n) for n in lengths) if p not in shown)
+    return list(itertools.islice(fresh, 3))
 
 
 def examples() -> tuple[list[list], list[str]]:
@@ -849,7 +851,8 @@ def examples() -> tuple[list[list], list[str]]:
                       and run(entry, LONG_SUM, many)["answer"] != truth)  # (checked, for whatever model is listed)
             labels.append(f"{entry.name} at {many} loops" + (": more loops break long sums" if breaks else ""))
     for entry in entries:  # (after the few long ones above, which show what the models are about)
-        for problem in range_examples(entry):
+        shown = {r[1] for r in rows if r[0] == entry.name}  # a range up to 100 digits holds the 100-digit sum
+        for problem in range_examples(entry, shown):
             rows.append([entry.name, problem, entry.default_loops or 1])
             labels.append(f"{entry.name}: {problem}")
     return rows, labels
