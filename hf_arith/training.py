@@ -960,6 +960,18 @@ def _stage_summary(run: TrainingRun, spec: ProblemSpec, model, result, record, m
     }
 
 
+def final_figures(summary: dict) -> dict[str, float]:
+    """The final held-out and verify figures of a run's summary as Trainer logs: `test_` keys, which the
+    report_to integrations file under test/ (test/exact_match, test/exact_match_len_10, test/verify_accuracy)."""
+    heldout, verify = summary.get("heldout") or {}, summary.get("verify") or {}
+    logs = {f"test_{k}": float(heldout[k]) for k in ("exact_match", "per_digit_accuracy", "malformed")
+            if isinstance(heldout.get(k), (int, float))}
+    logs.update({f"test_exact_match_len_{k}": float(v) for k, v in (heldout.get("by_max_operand_length") or {}).items()})
+    if isinstance(verify.get("accuracy"), (int, float)):
+        logs["test_verify_accuracy"] = float(verify["accuracy"])
+    return logs
+
+
 def _write_final(run: TrainingRun, spec: ProblemSpec, trainer, model, tokenizer, summary: dict, evaluate: bool) -> dict:
     """Save final/ (weights, tokenizer, held-out evaluation and summary) into a sibling folder and rename
     it into place once complete: a kill or a full disk leaves the old final/ or none, never a partial one."""
@@ -996,6 +1008,7 @@ def _write_final(run: TrainingRun, spec: ProblemSpec, trainer, model, tokenizer,
                                             test_fraction=recipe.data.test_fraction)
         if recipe.eval.verify:
             summary["verify"] = verify_tiny_adder(model, tokenizer)
+        trainer.log(final_figures(summary))  # to report_to too (TensorBoard, Trackio, ...), as test/...
     try:
         write_json(partial / SUMMARY_FILE, summary)
         publish_final(partial, final_dir)
