@@ -24,7 +24,6 @@ import time
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from .decoding import default_batch_size, forced_scores
 from .formatting import FormatError, Problems, get_task, render
@@ -32,6 +31,7 @@ from .limits import model_limits
 from .metrics import arith_scores, group_scores, length_key
 from .problems import DEFAULT_TEST_FRACTION, ProblemSpec, problem_hash, sample, split_of, with_answers
 from .solving import solve
+from .text import progress_bar
 
 ENUMERATE_LIMIT = 200_000  # cells with at most this many problems are enumerated, not sampled
 SOLVED = 0.99  # a cell counts as solved at this exact match (the summary's `solved_up_to`)
@@ -299,7 +299,7 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
     texts, answers = plain_text(problems)
     batch_size = batch_size or default_batch_size(model)
     start = time.perf_counter()
-    bar = tqdm(total=2 * len(texts), desc="grid", unit="problem", disable=not progress)
+    bar = progress_bar(2 * len(texts), "grid", "problem", enabled=progress)
     # One teacher-forced pass gives every answer's perplexity and, with an end token, which rows
     # greedy decoding would answer correctly; only the others are decoded. Without an end token
     # a greedy answer's length is the batch's budget, so every row is decoded.

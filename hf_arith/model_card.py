@@ -411,7 +411,7 @@ def length_grid_figure(model, tokenizer, max_digits: int, source: Path | None = 
         return None
     fmt = tokenizer.arith_format
     try:
-        result = length_grid(model, tokenizer, (1, max_digits), samples_per_cell=samples_per_cell,
+        result = length_grid(model, tokenizer, (1, max_digits), samples_per_cell=samples_per_cell, progress=True,
                              train_range=training_range(fmt, source), train_items=training_items(fmt, source))
     except FormatError:
         return None

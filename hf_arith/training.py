@@ -1005,7 +1005,7 @@ def _write_final(run: TrainingRun, spec: ProblemSpec, trainer, model, tokenizer,
         model.eval()
         summary["heldout"] = evaluate_model(model, tokenizer, spec, n=recipe.eval.samples,
                                             batch_size=recipe.eval.batch_size or None,
-                                            test_fraction=recipe.data.test_fraction)
+                                            test_fraction=recipe.data.test_fraction, progress=True)
         if recipe.eval.verify:
             summary["verify"] = verify_tiny_adder(model, tokenizer)
         trainer.log(final_figures(summary))  # to report_to too (TensorBoard, Trackio, ...), as test/...
