@@ -308,8 +308,7 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
         agrees[:] = False
     predictions = [a if ok else None for a, ok in zip(answers, agrees)]
     to_decode = np.flatnonzero(~agrees)
-    bar.total = len(texts) + len(to_decode)
-    bar.refresh()
+    bar.total = len(texts) + len(to_decode)  # shown at its next draw
     for i in range(0, len(to_decode), batch_size):
         rows = to_decode[i : i + batch_size]
         decoded = solve(model, tokenizer, [texts[r] for r in rows], batch_size=batch_size, model_kwargs=model_kwargs,

@@ -17,7 +17,7 @@ def progress_bar(total: int, desc: str, unit: str, enabled: bool = True):
 
     tty = sys.stderr.isatty()
     interval = 0.1 if tty else PROGRESS_INTERVAL_NO_TTY
-    return tqdm(total=total, desc=desc, unit=f" {unit}", unit_scale=True, disable=not enabled, file=sys.stderr,
+    return tqdm(total=total, desc=desc, unit=f" {unit}", disable=not enabled, file=sys.stderr,
                 delay=PROGRESS_DELAY, mininterval=interval, maxinterval=max(10.0, interval), dynamic_ncols=tty,
                 ascii=not tty)
 
