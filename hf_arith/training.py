@@ -44,10 +44,11 @@ from .index_separation import abacus_separation_penalty, has_abacus_table
 from .limits import FINGERPRINT_KEY, problem_spec
 from .metrics import compute_metrics, preprocess_logits_for_metrics
 from .mining import MINED_FILE, load_pool, mine_problems, save_pool
+from .models.configuration_common import LIMIT_FIELDS
 from .problems import ProblemSpec, held_out_problems
 from .records import SUMMARY_FILE, read_summary, write_json
 from .run_lock import LOCK_FILE, RunLock, lock_output
-from .saving import save_checkpoint
+from .saving import record_limits, save_checkpoint
 from .seed_screen import SCREEN_FILE, SCREEN_FOLDER, StopAtStep, read_screen, screen, screened_recipe
 from .streaming import CurriculumState, ProblemStream, encode_examples, stack_examples, worst_case_length
 from .tokenization_arith import ArithTokenizer
@@ -114,7 +115,9 @@ def build_model(recipe: Recipe, tokenizer: ArithTokenizer, context: int):
     # Every checkpoint of the run records the number format it was trained on (see limits.check_pair).
     setattr(config, FINGERPRINT_KEY, tokenizer.arith_format.fingerprint())
     set_seed(recipe.optim.seed)  # the init is seeded explicitly, before the weights exist
-    return model_cls(config)
+    model = model_cls(config)
+    record_limits(model, tokenizer)  # so every checkpoint the Trainer saves has its generation defaults
+    return model
 
 
 BYTES_PER_PARAMETER = 16  # float32 weights, gradients and Adam's two moments
@@ -374,8 +377,11 @@ def _differences(old: dict, new: dict, skip=()) -> list[str]:
 
 # Config entries that describe a saved file rather than the model.
 # The format fingerprint is not compared: checkpoints from before it have none, and the recipe check compares the format.
+# What a saved config.json records besides the model itself: the remote code it names and the limits derived
+# from the model and its format (`saving.record_limits`), which an older checkpoint may lack.
 _CONFIG_BOOKKEEPING = {"transformers_version", "architectures", "auto_map", "use_cache", "_name_or_path", "dtype",
-                       "torch_dtype", "output_attentions", "output_hidden_states", "return_dict", FINGERPRINT_KEY}
+                       "torch_dtype", "output_attentions", "output_hidden_states", "return_dict", FINGERPRINT_KEY,
+                       "custom_pipelines", *LIMIT_FIELDS}
 
 
 def check_resume(recipe: Recipe, model, checkpoint: str) -> None:

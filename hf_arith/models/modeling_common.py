@@ -261,6 +261,8 @@ class ArithModelMixin:
         pipelines = pipeline[0] if pipeline is not None else None
         with saved_config(self.config, use_cache=True, auto_map=auto_map or None, custom_pipelines=pipelines):
             result = super().save_pretrained(save_directory, *args, **kwargs)
+        if not kwargs.get("is_main_process", True) or not Path(save_directory, "config.json").is_file():
+            return result  # another process of a distributed save writes the folder's files
         if pipeline is not None:
             for source in (pipeline[1], *get_relative_import_files(str(pipeline[1]))):
                 Path(save_directory, Path(source).name).write_bytes(Path(source).read_bytes())
@@ -289,5 +291,7 @@ class ArithModelMixin:
         return loaded
 
 
-__all__ = ["DTYPE_CHECK_FILE", "REFERENCE_DTYPE", "ArithModelMixin", "DtypeWarning", "dtype_verdict", "CACHE_FIELD", "IGNORE_INDEX", "causal_mask", "check_prompt", "eager_attention_forward", "kept_queries",
-           "positions_from_mask", "repeat_kv", "resolve_cache", "restricted_causal_mask"]
+__all__ = ["CACHE_FIELD", "DTYPE_CHECK_FILE", "IGNORE_INDEX", "REFERENCE_DTYPE", "ArithModelMixin", "DtypeWarning",
+           "causal_mask", "check_prompt", "dtype_verdict", "eager_attention_forward", "kept_queries",
+           "positions_from_mask", "read_dtype_record", "repeat_kv", "resolve_cache", "restricted_causal_mask",
+           "saved_config"]
