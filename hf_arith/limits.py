@@ -103,8 +103,9 @@ def measured_accuracy(report: dict | None, grid: dict | None = None) -> dict[int
         counts = report.get("count_by_max_operand_length") or {}
         for key, accuracy in (report.get("by_max_operand_length") or {}).items():
             add(int(key), accuracy, counts.get(key, counts.get(int(key))) or 1)
-    if grid:
-        first, n, matrix = grid["lengths"][0], grid["samples_per_cell"], grid["matrices"]["exact_match"]
+    matrix = ((grid or {}).get("matrices") or {}).get("exact_match")
+    if matrix:  # (a grid's summary alone says nothing per length)
+        first, n = grid["lengths"][0], grid["samples_per_cell"]
         if (grid.get("axes") or ["len_a"])[0] == "items":
             most = (grid.get("train_items") or grid["items"])[1]
             rows = [row for i, row in enumerate(matrix) if grid["items"][0] + i <= most]
