@@ -64,9 +64,9 @@ def accepted_ranges(limits) -> str:
     (its measured range, when its config records one) and those it was trained on, from its limits."""
     fmt = limits.fmt
     unit = "digits" if fmt.base == 10 else f"digits in base {fmt.base} (typed in decimal)"
-    text = f"accepts operands of 1-{limits.max_digits:,} {unit} (hard limit)"
-    if limits.measured_max_digits:
-        text += f", measured >= {measured_percent()} % on 1-{limits.measured_max_digits:,}"
+    text = f"operands of 1-{limits.max_digits:,} {unit}"
+    if limits.measured_max_digits:  # two numbers: what it accepts, and where it was measured to answer
+        text += f" (hard limit; measured >= {measured_percent()} % on 1-{limits.measured_max_digits:,})"
     trained = limits.training_range
     if trained:
         text += f", trained on {trained[0]:,}-{trained[1]:,}"
