@@ -43,7 +43,8 @@ def register() -> None:
 
     from . import models
     from .data.tokenization_arith import ArithTokenizer
-    from .runtime.pipeline_arithmetic import TASK, ArithmeticPipeline
+    from .models.modeling_common import ArithModelMixin
+    from .runtime.pipeline_arithmetic import TASK, ArithmeticPipeline, saved_pipeline
 
     for config_cls, base_cls, lm_cls in ((models.MinimalConfig, models.MinimalModel, models.MinimalForCausalLM),
                                          (models.AbacusGPT2Config, models.AbacusGPT2Model, models.AbacusGPT2ForCausalLM),
@@ -57,6 +58,7 @@ def register() -> None:
         base_cls.register_for_auto_class("AutoModel")
         lm_cls.register_for_auto_class("AutoModelForCausalLM")
     ArithTokenizer.register_for_auto_class("AutoTokenizer")
+    ArithModelMixin.arith_pipeline = saved_pipeline()  # every saved model carries the pipeline
     PIPELINE_REGISTRY.register_pipeline(TASK, pipeline_class=ArithmeticPipeline, pt_model=AutoModelForCausalLM,
                                         type="text")
     _registered = True

@@ -87,11 +87,11 @@ MUTATIONS = [
     Mutation("resume-oldest-checkpoint", "--resume picks the oldest complete checkpoint",
              "hf_arith/training/run.py", "is not None), reverse=True)", "is not None))", ("tests/test_resume.py",)),
     Mutation("exact-match-over-well-formed", "exact match divides by the well-formed answers only",
-             "hf_arith/evaluation/metrics.py", '"exact_match": sum(p == r for p, r in zip(predictions, references)) / n,',
+             "hf_arith/evaluation/metric/scores.py", '"exact_match": sum(p == r for p, r in zip(predictions, references)) / n,',
              '"exact_match": sum(p == r for p, r in zip(predictions, references)) / '
              "max(1, sum(p is not None for p in predictions)),", ("tests/test_metrics.py",)),
     Mutation("per-digit-aligned-left", "per-digit accuracy aligns answers at the leading digit",
-             "hf_arith/evaluation/metrics.py", 'a, b = prediction.rjust(width, " "), reference.rjust(width, " ")',
+             "hf_arith/evaluation/metric/scores.py", 'a, b = prediction.rjust(width, " "), reference.rjust(width, " ")',
              'a, b = prediction.ljust(width, " "), reference.ljust(width, " ")', ("tests/test_metrics.py",)),
     Mutation("progressive-state-not-detached", "the progressive loss backpropagates into its first n passes",
              "hf_arith/models/modeling_looped.py", "start = None if start is None else start.detach()",

@@ -221,6 +221,9 @@ def test_models_shows_each_models_syntax_example_and_ranges(capsys):
         limits = model_limits(model, tok, hf_arith.bundled.bundled_path(name))
         example = rows[name].split("e.g. ")[1].split(";")[0]
         assert syntax in rows[name] and f"operands of 1-{limits.max_digits:,} digits" in rows[name]
+        # Two numbers: what it accepts (its hard limit), and where it was measured at >= 99 %.
+        assert 0 < limits.measured_max_digits <= limits.max_digits
+        assert f"(hard limit; measured >= 99 % on 1-{limits.measured_max_digits:,})" in rows[name]
         assert f"trained on {limits.training_range[0]}-{limits.training_range[1]}" in rows[name]
         assert run(capsys, "solve", example, "--model", name)[0] == 0  # the example is a problem it takes
 

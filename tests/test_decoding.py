@@ -116,13 +116,12 @@ def test_confirmed_multi_token_decoding_writes_what_one_token_per_pass_writes():
     bundled k2's second head often guesses wrong, and the first head's pass sends those rows back to
     one token per pass. Within them, every way of decoding writes the true sums."""
     from hf_arith import solve
-    from hf_arith.bundled import CATALOGUE
     from hf_arith.data.problems import ProblemSpec, held_out_problems
     from hf_arith.runtime.limits import answer_budget
 
     name = "abacus-gpt2-add-window-10-k2"
     model, tok = load_checkpoint(name)
-    measured = int(CATALOGUE[name]["measured"].split("-")[1].split()[0])  # "1-100 digits"
+    measured = model.config.measured_max_digits  # 100
     texts = (held_out_problems(ProblemSpec(min_digits=1, max_digits=measured), 60, seed=11).to_text()
              + held_out_problems(ProblemSpec(min_digits=measured + 6, max_digits=measured + 15), 20, seed=11).to_text())
     sums = [str(int(a) + int(b)) for a, b in (t.split("+") for t in texts)]  # the oracle

@@ -285,7 +285,10 @@ def test_answer_perplexity_matches_an_unbatched_forward_in_every_family(family):
 
 
 @pytest.mark.parametrize("family", sorted(FAMILY_PRESETS))
-def test_small_grid_runs_in_every_family(family, capsys):
+def test_small_grid_runs_in_every_family(family, capsys, monkeypatch):
+    import hf_arith.text
+
+    monkeypatch.setattr(hf_arith.text, "PROGRESS_DELAY", 0.0)  # a bar from the start, however quick the grid
     model, tok = random_model(FAMILY_PRESETS[family])
     result = length_grid(model, tok, (1, 2), samples_per_cell=3, keep_problems=True, progress=True)
     assert np.array(result["matrices"]["mean_perplexity"]).shape == (2, 2)

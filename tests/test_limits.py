@@ -221,3 +221,40 @@ def test_radix_passes_budget_covers_the_longest_items():
         worst = limits.answer_budget(limits.worst_case(limits.max_digits))
         assert limits.max_answer_tokens == max(worst, fmt.max_items + 1)
     assert limits.max_answer_tokens > fmt.max_items + 1
+
+
+# -- the measured range, beside the hard limit ------------------------------------------------------
+def test_measured_range_pools_the_report_and_the_grid_by_longest_operand():
+    from hf_arith.runtime.limits import measured_accuracy, measured_max_digits
+
+    report = {"by_max_operand_length": {"1": 1.0, "2": 1.0}, "count_by_max_operand_length": {"1": 100, "2": 100}}
+    grid = {"lengths": [1, 3], "samples_per_cell": 10, "matrices": {"exact_match": [
+        [1.0, 1.0, 1.0], [1.0, 1.0, 0.5], [1.0, 0.5, 0.0]]}}
+    accuracy = measured_accuracy(report, grid)
+    assert accuracy[2] == 1.0 and accuracy[3] == pytest.approx((10 + 10 + 5 + 5 + 0) / 50)
+    assert measured_max_digits(report, grid) == 2 and measured_max_digits(report) == 2
+    assert measured_max_digits({"by_max_operand_length": {"2": 1.0}}) is None  # 1 digit was not measured
+    sort = {"axes": ["items", "digits"], "items": [2, 4], "train_items": [2, 3], "lengths": [1, 2],
+            "samples_per_cell": 10, "matrices": {"exact_match": [[1.0, 1.0], [1.0, 1.0], [0.0, 0.0]]}}
+    assert measured_max_digits(None, sort) == 2  # lists beyond the trained sizes are not its range
+
+
+@pytest.mark.parametrize("name", hf_arith.bundled_models())
+def test_bundled_configs_record_their_hard_limit_and_measured_range(name):
+    """Two numbers: what the model accepts (max_operand_digits, from its context and abacus range) and where
+    its held-out answers were measured at >= 99 % (measured_max_digits, from the files it ships)."""
+    from hf_arith.publishing.model_card import EVAL_FILE, GRID_FILE, load_grid
+    from hf_arith.runtime.limits import MEASURED_EXACT, measured_accuracy, measured_max_digits
+
+    folder = Path(hf_arith.bundled_path(name))
+    saved = json.loads((folder / "config.json").read_text())
+    model, tok = load_checkpoint(name)
+    limits = model_limits(model, tok)
+    assert saved["max_operand_digits"] == limits.max_digits and saved["max_answer_tokens"] == limits.max_answer_tokens
+    report, grid = json.loads((folder / EVAL_FILE).read_text()), load_grid(folder / GRID_FILE)
+    measured = measured_max_digits(report, grid)
+    assert saved["measured_max_digits"] == measured == limits.measured_max_digits
+    assert 1 <= measured <= limits.max_digits
+    accuracy = measured_accuracy(report, grid)
+    assert all(accuracy[n] >= MEASURED_EXACT for n in range(1, measured + 1))
+    assert accuracy.get(measured + 1, 0.0) < MEASURED_EXACT

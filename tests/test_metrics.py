@@ -76,6 +76,52 @@ def test_evaluate_metric_loads_offline_and_wraps_the_same_code():
     assert "by_operand_lengths" not in plain and plain["exact_match"] == 0.5
 
 
+def test_the_metric_accumulates_batches_with_their_problems():
+    """`add_batch(..., problems=...)` and `add(...)` as evaluate's own metrics take them; a malformed
+    answer (None) may come first; problems are given for every prediction or none."""
+    metric = evaluate.load(metric_path())
+    metric.add_batch(predictions=[None, "579"], references=["10", "579"], problems=["9+1", "123+456"])
+    metric.add(prediction="11", reference="10", problems="5+5")
+    metric.add_batch(predictions=["100"], references=["100"], problems=["1+99"])
+    batched = metric.compute()
+    whole = metric.compute(predictions=[None, "579", "11", "100"], references=["10", "579", "10", "100"],
+                           problems=["9+1", "123+456", "5+5", "1+99"])
+    assert batched == whole and batched["by_max_operand_length"] == {1: 0.0, 2: 1.0, 3: 1.0}
+    metric.add_batch(predictions=["1"], references=["1"])
+    assert metric.compute() == {"exact_match": 1.0, "per_digit_accuracy": 1.0, "malformed": 0.0, "n": 1}
+    metric.add_batch(predictions=["1"], references=["1"], problems=["0+1"])
+    metric.add_batch(predictions=["2"], references=["2"])
+    with pytest.raises(ValueError, match="give every problem or none"):
+        metric.compute()
+
+
+def test_the_metric_loads_from_its_folder_without_hf_arith(tmp_path):
+    """The folder alone (copied elsewhere), in a process where hf_arith cannot be imported, as a metric
+    shared on the Hub would be loaded."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from remote_code import BLOCK_HF_ARITH
+
+    folder = tmp_path / "arith_accuracy"
+    shutil.copytree(metric_path(), folder, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
+    (folder / "metric.py").rename(folder / "arith_accuracy.py")  # evaluate loads NAME/NAME.py
+    script = BLOCK_HF_ARITH + f"""
+import evaluate, json
+metric = evaluate.load({str(folder)!r})
+metric.add_batch(predictions=[None, "579"], references=["10", "579"], problems=["9+1", "123+456"])
+print(json.dumps(metric.compute()))
+"""
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["exact_match"] == 0.5 and result["by_max_operand_length"] == {"1": 0.0, "3": 1.0}
+
+
 @pytest.mark.parametrize("reverse", [True, False])
 def test_prompt_operand_lengths_reads_fixed_width_prompts(reverse):
     fmt = NumberFormat(operand_width=6, answer_width=7, end_token=False, reverse_operands=reverse)

@@ -125,3 +125,28 @@ def test_embedding_picture(tmp_path):
 def test_save_figure_into_a_missing_folder_raises_oserror(tmp_path):
     with pytest.raises(OSError):
         save_figure(plot_loops({"loops": [1, 2], "exact_match": [0.5, 1.0]}), tmp_path / "no" / "such" / "x.png")
+
+
+def test_the_sort_grids_cell_labels_do_not_overlap():
+    """The bundled sorting model's grid (items x digits, perplexities up to a million): every cell's label
+    stays clear of its neighbours' (measured as drawn), in both panels."""
+    import json
+    from pathlib import Path
+
+    import hf_arith
+    from hf_arith.evaluation.plots import compact_number, plot_grid
+
+    grid = json.loads((Path(hf_arith.bundled_path("abacus-gpt2-sort")) / "length_grid.json").read_text())
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = plot_grid(grid)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    for ax in fig.axes[:2]:
+        boxes = [t.get_window_extent(renderer) for t in ax.texts]
+        assert len(boxes) == 7 * 10
+        for i, a in enumerate(boxes):
+            assert not any(a.overlaps(b) for b in boxes[i + 1:]), ax.get_title()
+    assert [compact_number(v) for v in (1.0, 1.324, 92.51, 281.2, 4.37e5, 9.6e5, float("nan"))] == \
+        ["1", "1.32", "92.5", "281", "4e5", "1e6", "-"]

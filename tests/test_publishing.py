@@ -36,7 +36,14 @@ from hf_arith.publishing.hub_folder import (
     push_model,
     upload_folder,
 )
-from hf_arith.publishing.model_card import EVAL_FILE, GRID_FILE, HEATMAP_FILE, SUMMARY_FILE, training_details
+from hf_arith.publishing.model_card import (
+    EVAL_FILE,
+    GENERATED_DATASET_TYPE,
+    GRID_FILE,
+    HEATMAP_FILE,
+    SUMMARY_FILE,
+    training_details,
+)
 from hf_arith.runtime.limits import training_range
 from hf_arith.runtime.loading import load_checkpoint
 from hf_arith.runtime.solving import answer_budget
@@ -141,7 +148,7 @@ def test_card_parses_back_with_the_eval_numbers(built, eval_reports, name):
     assert f"{report['min_digits']}-{report['max_digits']} digits, base {report['base']}" in results[None].dataset_name
     # The card's prose tells the same story as its metadata.
     model, _ = load_checkpoint(name)
-    assert f"**{model.num_parameters()} unique parameters" in card.text
+    assert f"**{model.num_parameters():,} unique parameters" in card.text
     assert f"{100 * report['exact_match']:.2f} %" in card.text
     assert "trust_remote_code=True" in card.text and HEATMAP_FILE in card.text
     assert "{{" not in card.content and "{%" not in card.content
@@ -167,7 +174,7 @@ def test_card_describes_format_architecture_and_training_of_every_bundled_model(
     for fragment in [f"| base | {fmt.base} |", f"| operand digit order | {order[fmt.reverse_operands]} |",
                      f"| answer digit order | {order[fmt.reverse_answer]} |",
                      f"`{type(model).__name__}` (`model_type: {model.config.model_type}`)",
-                     f"**{model.num_parameters()} unique parameters** (tied"]:
+                     f"**{model.num_parameters():,} unique parameters** (tied"]:
         assert fragment in text, fragment
     for key in ("hidden_size", "num_hidden_layers", "num_recurrences", "abacus_max_digits"):
         if hasattr(model.config, key):
@@ -180,7 +187,7 @@ def test_card_describes_format_architecture_and_training_of_every_bundled_model(
     if summary_path.is_file():  # the Training section says what the summary records, and only that
         summary = json.loads(summary_path.read_text())
         assert f"| steps | {summary['steps']:,} |" in training
-        assert f"| training time | {summary['train_seconds']:.0f} s" in training
+        assert f"| training time | {summary['train_seconds']:,.0f} s" in training
         notes = json.loads(notes_path.read_text()) if (notes_path := summary_path.with_name("notes.json")).is_file() else {}
         hardware = training.split("| hardware |")[1].split("\n")[0]
         recorded = isinstance(summary.get("machine"), dict)
@@ -197,6 +204,39 @@ def test_card_describes_format_architecture_and_training_of_every_bundled_model(
         assert ("| training time, all stages |" in training) == bool(stages)
     else:
         assert "No training record" in training
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_cards_a_hub_visitor_can_trust(built, name):
+    """Intended use and Limitations with the hard limit and the measured range as two numbers (the same in
+    the published config), the minimum transformers, citations of the work the model reproduces, the one
+    command that reproduces it, numbers with thousands separators and no '1 digits'."""
+    from hf_arith.models.configuration_common import MIN_TRANSFORMERS_VERSION
+    from hf_arith.runtime.limits import model_limits
+
+    folder = built[name]
+    text = (folder / "README.md").read_text()
+    model, tok = load_checkpoint(name)
+    config = json.loads((folder / "config.json").read_text())
+    hard, measured = model_limits(model, tok).max_digits, config["measured_max_digits"]
+    assert config["max_operand_digits"] == hard and 1 <= measured <= hard
+    limitations = text.split("## Limitations")[1].split("\n## ")[0]
+    assert "## Intended use" in text and f"operands of 1-{measured:,} digit" in text.split("## Intended use")[1]
+    assert f"**Measured range: operands of 1-{measured:,} digit" in limitations
+    assert f"**Hard limit: {hard:,} digit" in limitations
+    need = ".".join(map(str, MIN_TRANSFORMERS_VERSION))
+    assert f"`transformers>={need},<6`" in text
+    citation = text.split("## Citation")[1].split("\n## ")[0]
+    if hasattr(model.config, "abacus_max_digits"):
+        assert "arXiv:2405.17399" in citation and "Language Models are Unsupervised Multitask Learners" in citation
+    else:
+        assert "AdderBoard" in citation and "2405.17399" not in citation
+    assert ("arXiv:2404.19737" in citation) == (getattr(model.config, "num_future_tokens", 1) > 1)
+    assert f"`hf-arith train {name}`" in text  # every bundled model has the preset that trains it
+    assert not re.search(r"\b1 (digits|problems|threads)\b", text)
+    intro = text.split("---", 2)[2].split("```")[0]  # the prose before the first snippet
+    assert re.search(r"\d,\d{3} unique parameters", intro) or model.num_parameters() < 1000
+    assert not re.search(r"\b\d{4,}\b", intro)  # 10,000 problems, 203,840 parameters
 
 
 def test_looped_cards_show_the_loops_curve_and_others_none(built):
@@ -228,7 +268,7 @@ def test_dataset_id_goes_into_the_card_metadata(tmp_path):
     assert {r.dataset_type for r in data.eval_results} == {"me/sums"}
     plain = ModelCard.load(build_model_folder("minimal-add10", tmp_path / "plain", repo_id="me/x",
                                               grid_samples=0) / "README.md").data
-    assert plain.datasets is None and {r.dataset_type for r in plain.eval_results} == {"hf_arith/synthetic"}
+    assert plain.datasets is None and {r.dataset_type for r in plain.eval_results} == {GENERATED_DATASET_TYPE}
 
 
 def test_card_describes_format_training_and_hardware(built):
@@ -239,7 +279,7 @@ def test_card_describes_format_training_and_hardware(built):
     config = json.loads((folder / "config.json").read_text())
     verify = summary["verify"]
     for fragment in ["least significant digit first (reversed)", "zero-padded to 10 digits", "| base | 10 |",
-                     f"| steps | {summary['steps']:,} |", f"training time | {summary['train_seconds']:.0f} s",
+                     f"| steps | {summary['steps']:,} |", f"training time | {summary['train_seconds']:,.0f} s",
                      f"| `rope_theta` | `{config['rope_theta']}` |", "`MinimalForCausalLM`",
                      f"| tiny-adder verify | {100 * verify['accuracy']:.2f} % of {verify['total']} (seed {verify['seed']}) |"]:
         assert fragment in text, fragment
@@ -289,7 +329,7 @@ def test_the_card_is_built_from_the_checkpoint_folder_alone(tmp_path):
     bare = {k: v for k, v in summary.items() if k not in ("machine", "recipe")}
     (checkpoint / SUMMARY_FILE).write_text(json.dumps(bare))
     training = card_training(build_model_folder(checkpoint, tmp_path / "bare", repo_id="me/x", grid_samples=0))
-    assert f"| recipe | `{bare['name']}` |" in training and f"| steps | {bare['steps']:,} |" in training
+    assert f"| run name | `{bare['name']}` |" in training and f"| steps | {bare['steps']:,} |" in training
     assert "| hardware | not recorded |" in training and "Recipe (" not in training
     machine = {"cuda": None, "cpu_count": 7, "machine": "arm64", "threads": 3, "torch": "9.9"}
     recorded = {**bare, "steps": 123, "train_seconds": 61.0, "machine": machine,
@@ -298,7 +338,7 @@ def test_the_card_is_built_from_the_checkpoint_folder_alone(tmp_path):
     folder = build_model_folder(checkpoint, tmp_path / "recorded", repo_id="me/x", grid_samples=0)
     training = card_training(folder)
     for row in ["| steps | 123 |", "| training time | 61 s (1.0 min) |",
-                "| hardware | 7-core arm64 CPU, 3 torch thread(s), torch 9.9 |"]:
+                "| hardware | 7-core arm64 CPU, 3 torch threads, torch 9.9 |"]:
         assert row in training, row
     assert "Recipe (as recorded by the training run)" in training and "steps: 123" in training
     assert json.loads((folder / SUMMARY_FILE).read_text()) == recorded  # the record behind the rows, published
@@ -781,9 +821,9 @@ def test_a_model_trained_in_stages_lists_them_and_their_total_time():
     summary = {"name": "looped-add-separated", "steps": 2000, "train_seconds": 650.0,
                "recipe": {"init_from": "runs/looped-add/final"}, "earlier_stages": [first], "machine": {"cpu_count": 2}}
     rows = dict(training_details(summary)["rows"])
-    assert rows["stage 1 of 2"] == "`looped-add`, 7000 steps, 1950 s"
+    assert rows["stage 1 of 2"] == "`looped-add`, 7,000 steps, 1,950 s"
     assert rows["training time"] == "650 s (10.8 min)"
-    assert rows["training time, all stages"] == "2600 s (43.3 min)"
+    assert rows["training time, all stages"] == "2,600 s (43.3 min)"
     assert "initialised from" not in rows
     del summary["earlier_stages"]  # a warm start without a record of how its checkpoint was made
     rows = dict(training_details(summary)["rows"])
@@ -798,12 +838,12 @@ def test_stages_on_a_cpu_and_a_gpu_get_one_time_total_per_machine():
     summary = {"name": "sort", "steps": 3800, "train_seconds": 160.0, "recipe": {"init_from": "x"},
                "earlier_stages": stages, "machine": gpu}
     rows = dict(training_details(summary)["rows"])
-    assert rows["stage 1 of 3"] == "`sort`, 6000 steps, 1800 s on the CPU"
+    assert rows["stage 1 of 3"] == "`sort`, 6,000 steps, 1,800 s on the CPU"
     assert rows["stage 3 of 3"] == "this run, on NVIDIA H200"
-    assert rows["training time, all stages"] == "2400 s (40.0 min) on the CPU + 160 s (2.7 min) on NVIDIA H200"
+    assert rows["training time, all stages"] == "2,400 s (40.0 min) on the CPU + 160 s (2.7 min) on NVIDIA H200"
     summary["machine"] = cpu  # all on one machine: one total, no machine named per stage
     rows = dict(training_details(summary)["rows"])
-    assert rows["stage 1 of 3"] == "`sort`, 6000 steps, 1800 s" and rows["training time, all stages"] == "2560 s (42.7 min)"
+    assert rows["stage 1 of 3"] == "`sort`, 6,000 steps, 1,800 s" and rows["training time, all stages"] == "2,560 s (42.7 min)"
 
 
 def test_a_mining_stage_says_what_it_mined_in_the_card():

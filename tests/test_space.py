@@ -205,8 +205,8 @@ def test_placeholder_examples_and_description_follow_the_model(app, name):
     model, tok = load_checkpoint(name)
     limits = model_limits(model, tok, hf_arith.bundled_path(name))
     lo, hi = entry.measured
-    assert limits.training_range is None or (lo, hi) == limits.training_range  # bundled: measured = trained
-    assert hi <= entry.max_digits
+    assert (lo, hi) == (1, model.config.measured_max_digits)  # recorded with the model: >= 99 % on each length
+    assert hi <= entry.max_digits == limits.max_digits
     fmt = entry.fmt
     longest = max(app.digits_of(entry, v) for v in entry.formatting.parse_problem(
         app.placeholder(entry).removeprefix("e.g. "), fmt))
@@ -219,6 +219,9 @@ def test_placeholder_examples_and_description_follow_the_model(app, name):
         assert lo <= max(app.digits_of(entry, v) for v in operands) <= hi
         assert app.solve_problem(name, problem, loops)[0] == app.exact_answer(entry, problem)
     text = app.describe(entry)
+    # Two numbers: where it was measured to answer, and what it accepts at most.
+    assert f"answers 1-{hi} digits (measured at >= 99 %)" in text
+    assert f"accepts up to {limits.max_digits:,} digits (its hard limit)" in text
     task = fmt.task_rules
     assert f"**{task.title.capitalize()}**" in text
     others = [t.title for t in map(get_task, task_names()) if t.name != task.name]

@@ -225,6 +225,34 @@ def test_text_target_gives_the_labels_training_uses(name):
 
 
 @pytest.mark.parametrize("name", ONE_PER_TASK)
+def test_a_whole_problem_as_text_encodes_as_training_writes_it(name):
+    """`tok("12+34=46")`: the whole sequence a model trained on the format reads (the answer in its written
+    form, working and <eos> included), what `text_target` gives without the labels; decode reads it back."""
+    import hf_arith
+
+    _, tok = hf_arith.load(name)
+    fmt = tok.arith_format
+    problems = [ONE_PER_TASK[name], fmt.task_rules.example(7, 12, fmt.max_items)]
+    answers = [hf_arith.data.tasks.get_task(fmt.task).reference([int(v) for v in fmt.task_rules.parse(p, fmt)])
+               for p in problems]
+    whole = [f"{p}={a}" for p, a in zip(problems, answers)]
+    expected = tok(problems[0], text_target=answers[0])
+    single = tok(whole[0])
+    assert set(single) == {"input_ids", "attention_mask"}
+    assert single["input_ids"] == expected["input_ids"] and tok.encode(whole[0]) == expected["input_ids"]
+    assert tok.decode(single["input_ids"]) == whole[0]
+    batch = tok(whole, padding=True, return_tensors="pt")
+    reference = tok(problems, text_target=answers, padding=True, return_tensors="pt")
+    assert torch.equal(batch["input_ids"], reference["input_ids"])
+    assert tok(problems[0] + "=")["input_ids"] == tok(problems[0])["input_ids"]  # '=' alone ends a prompt
+    with pytest.raises(FormatError, match=r"is not its answer .*a whole problem is encoded with the exact answer"):
+        tok(f"{problems[0]}=1")
+    with pytest.raises(FormatError, match="separate calls") as err:
+        tok([whole[0], problems[1]])
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ONE_PER_TASK)
 def test_decode_writes_plain_decimal(name):
     """`tok.decode` of a whole generated sequence reads as a person writes it; `raw=True` and
     `convert_ids_to_tokens` keep the model's own format."""

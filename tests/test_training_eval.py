@@ -152,6 +152,27 @@ def test_report_to_tensorboard_writes_the_training_and_eval_scalars(tmp_path):
     assert [e.step for e in accumulator.Scalars("eval/exact_match")] == [2, 4]
 
 
+def test_the_final_held_out_and_verify_figures_go_to_report_to(tmp_path):
+    """What the run prints and records at the end (its summary's held-out and verify figures) reaches the
+    report_to loggers too, under test/."""
+    pytest.importorskip("tensorboard", reason="the test extra installs it: pip install -e '.[test]'")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    summary = train(load_recipe("minimal-add10", [*TINY, "eval.samples=50", "eval.verify=true",
+                                                  "trainer.report_to=tensorboard", f"output_dir={tmp_path}"]))
+    events = {p.parent for p in (tmp_path / "runs").glob("*/events.out.tfevents.*")}
+    scalars = {}
+    for folder in events:
+        accumulator = EventAccumulator(str(folder))
+        accumulator.Reload()
+        for tag in accumulator.Tags()["scalars"]:
+            scalars[tag] = accumulator.Scalars(tag)[-1]
+    assert scalars["test/exact_match"].value == pytest.approx(summary["heldout"]["exact_match"])
+    assert scalars["test/verify_accuracy"].value == pytest.approx(summary["verify"]["accuracy"])
+    assert scalars["test/exact_match"].step == 4  # the last training step
+    assert "test/exact_match_len_10" in scalars
+
+
 def test_report_to_trackio_logs_the_eval_metrics_locally(tmp_path):
     pytest.importorskip("trackio", reason="the test extra installs it: pip install -e '.[test]'")
     import sqlite3

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from ..data.errors import CLIError
@@ -146,7 +145,7 @@ def cmd_eval(args) -> int:
     spec = problem_spec(fmt, min_digits, max_digits, args.items)
     report = None
     if heldout:
-        report = evaluate_model(model, tokenizer, spec, n=args.samples, seed=args.seed, limits=limits)
+        report = evaluate_model(model, tokenizer, spec, n=args.samples, seed=args.seed, limits=limits, progress=True)
         lists = f"lists of {spec.min_items}-{spec.max_items} items, " if fmt.task_rules.item_list else ""
         print(f"{args.model}: {describe_format(fmt)}; {lists}operands of {min_digits}-{max_digits} digits, "
               f"seed {args.seed}")
@@ -213,7 +212,7 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
     if args.grid:
         sort = fmt.task_rules.item_list
         result = length_grid(model, tokenizer, args.grid, args.samples_per_cell, seed=args.seed, train_range=train,
-                             progress=sys.stderr.isatty(), keep_problems=True, items=args.items if sort else None,
+                             progress=True, keep_problems=True, items=args.items if sort else None,
                              train_items=limits.training_items, limits=limits)
         problems = result.pop("problems")
         grid_set = ([p["problem"] for p in problems], [p["answer"] for p in problems],

@@ -52,17 +52,37 @@ def problem_syntax(fmt) -> str:
     return f"A{fmt.task_rules.operator}B"
 
 
+def measured_percent() -> str:
+    """The exact match a length needs to count as measured ('99'; `limits.MEASURED_EXACT`)."""
+    from ..runtime.limits import MEASURED_EXACT
+
+    return f"{100 * MEASURED_EXACT:g}"
+
+
 def accepted_ranges(limits) -> str:
-    """The operand lengths a model takes and those it was trained on, from its limits."""
+    """The operand lengths a model takes (its hard limit), those where it was measured at >= 99 % exact match
+    (its measured range, when its config records one) and those it was trained on, from its limits."""
     fmt = limits.fmt
     unit = "digits" if fmt.base == 10 else f"digits in base {fmt.base} (typed in decimal)"
     text = f"operands of 1-{limits.max_digits:,} {unit}"
+    if limits.measured_max_digits:  # two numbers: what it accepts, and where it was measured to answer
+        text += f" (hard limit; measured >= {measured_percent()} % on 1-{limits.measured_max_digits:,})"
     trained = limits.training_range
     if trained:
-        text += f", trained on {trained[0]}-{trained[1]}"
+        text += f", trained on {trained[0]:,}-{trained[1]:,}"
     if fmt.task_rules.item_list and limits.training_items:
         text += f" in lists of {limits.training_items[0]}-{limits.training_items[1]}"
     return text
+
+
+def measured_cell(limits) -> str:
+    """`hf-arith models`' measured column: the lengths (for sorting, in the trained list sizes) measured at
+    >= 99 % exact match; '-' where the config records none."""
+    if not limits.measured_max_digits:
+        return "-"
+    digits = f"1-{limits.measured_max_digits:,} digits"
+    items = limits.training_items if limits.fmt.task_rules.item_list else None
+    return f"{items[0]}-{items[1]} numbers of {digits}" if items else digits
 
 
 def format_help(limits) -> str:
@@ -129,15 +149,17 @@ def cmd_models(args) -> int:
         try:
             model, tokenizer = load_checkpoint(name)
         except CheckpointError as err:
-            rows.append((name, f"unreadable: {one_line(err)}", "-", "-", "-", "-", bundled_path(name)))
+            rows.append((name, f"unreadable: {one_line(err)}", "-", "-", "-", "-", "-", bundled_path(name)))
             continue
-        rows.append((name, describe_format(tokenizer.arith_format), family_of(model), str(model.num_parameters()),
-                     entry["trained"], entry["measured"], bundled_path(name)))
-        formats.append((name, format_help(model_limits(model, tokenizer, bundled_path(name)))))
-    header = ("name", "task", "family", "unique params", "trained", "measured", "path")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(6)]
+        limits = model_limits(model, tokenizer, bundled_path(name))
+        rows.append((name, describe_format(tokenizer.arith_format), family_of(model), f"{model.num_parameters():,}",
+                     entry["trained"], measured_cell(limits), f"1-{limits.max_digits:,} digits", bundled_path(name)))
+        formats.append((name, format_help(limits)))
+    header = ("name", "task", "family", "unique params", "trained", f"measured >= {measured_percent()} %",
+              "accepts (hard limit)", "path")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(7)]
     for r, use in zip([header, *rows], uses):
-        print("  ".join(f"{v:>{w}}" if i == 3 else f"{v:<{w}}" for i, (v, w) in enumerate(zip(r, widths))) + f"  {r[6]}")
+        print("  ".join(f"{v:>{w}}" if i == 3 else f"{v:<{w}}" for i, (v, w) in enumerate(zip(r, widths))) + f"  {r[7]}")
         if use:
             print(use)
     if formats:

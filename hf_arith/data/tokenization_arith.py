@@ -2,7 +2,8 @@
 
 `tok("123+456")` parses the plain decimal problem, writes it in the model's format (base,
 digit order, padding) and tokenizes that; `tok(problem, text_target=answer)` adds `labels`, the
-answer's tokens (-100 on the prompt), as training uses them. `tok.decode_answers(generated_ids)` turns
+answer's tokens (-100 on the prompt), as training uses them; `tok("123+456=579")`, a whole problem as
+`decode` writes it, gives the `input_ids` of that same sequence. `tok.decode_answers(generated_ids)` turns
 generated tokens back into plain decimal, and so does `tok.decode(ids)` for a whole sequence
 ('784+55482=56266'; `raw=True` gives the model's own format). A problem is never cut: truncation
 that would cut one raises. The format is stored in tokenizer_config.json under
@@ -89,6 +90,24 @@ def build_backend(fmt: NumberFormat) -> Tokenizer:
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(""), behavior="isolated")
     tok.decoder = decoders.Fuse()
     return tok
+
+
+def split_answers(texts: list[str]) -> tuple[list[str], list[str] | None]:
+    """Plain problems, each perhaps followed by '=' and its answer ('12+34=46', what `decode` writes), as
+    (problems, answers): answers None when none gives one ('12+34' and '12+34=' are prompts). Some with an
+    answer and some without is a one-line FormatError: a batch is either prompts or whole sequences."""
+    problems, answers = [], []
+    for text in texts:
+        problem, sign, answer = text.rpartition(PROMPT_END) if isinstance(text, str) else ("", "", text)
+        problems.append(problem if sign else text)
+        answers.append(answer.strip() if sign and answer.strip() else None)
+    given = [a is not None for a in answers]
+    if not any(given):
+        return problems, None
+    if not all(given):
+        raise FormatError(f"{quote(texts[given.index(False)])} has no answer but {quote(texts[given.index(True)])} "
+                          "has one: encode prompts ('12+34') and whole problems ('12+34=46') in separate calls")
+    return problems, answers
 
 
 class ArithTokenizer(TokenizersBackend):
@@ -211,7 +230,7 @@ class ArithTokenizer(TokenizersBackend):
         return self._encode_with_answers(text, text_target, **kwargs)
 
     def _encode_with_answers(self, text, text_target, padding=False, truncation=None, max_length=None,
-                             return_tensors=None, return_attention_mask=None, padding_side=None, **_):
+                             return_tensors=None, return_attention_mask=None, padding_side=None, whole=False, **_):
         single = isinstance(text, str)
         texts, answers = ([text], [text_target]) if single else (list(text), list(text_target))
         if single != isinstance(text_target, str) or len(texts) != len(answers):
@@ -220,8 +239,9 @@ class ArithTokenizer(TokenizersBackend):
         problems = parse_problems(texts, self.arith_format).with_answers()
         for problem, given, exact in zip(texts, answers, problems.answer_text()):
             if str(given).strip() != exact:
-                raise FormatError(f"{quote(problem)}: {quote(str(given))} is not its answer ({exact}); the labels are "
-                                  "the exact answer written in the model's format")
+                shown, what = (f"{problem}={given}", "a whole problem is encoded with") if whole else (problem, "the labels are")
+                raise FormatError(f"{quote(shown)}: {quote(str(given))} is not its answer ({exact}); {what} the exact "
+                                  "answer written in the model's format")
         ids, lengths, answer = render_answers(problems, self.arith_format)
         self._check_length(texts, lengths, truncation, max_length)
         strategy = PaddingStrategy(padding if not isinstance(padding, bool) else ("longest" if padding else "do_not_pad"))
@@ -282,7 +302,8 @@ class ArithTokenizer(TokenizersBackend):
                 raise FormatError(f"{text!r}: character {bad!r} is not in this tokenizer's vocabulary")
 
     def _encode_plus(self, text, text_pair=None, *args, format_problems: bool = True, **kwargs):
-        """Format plain problems before tokenizing; format_problems=False takes formatted text."""
+        """Format plain problems before tokenizing; format_problems=False takes formatted text. A whole
+        problem with its answer ('12+34=46', as `decode` writes it) encodes as training writes it (`_encode_whole`)."""
         if text_pair is not None:
             raise FormatError("arithmetic tokenizers take single problems, not text pairs")
         if not kwargs.get("is_split_into_words"):
@@ -290,6 +311,10 @@ class ArithTokenizer(TokenizersBackend):
                 raise FormatError(f"text must be a problem (a string) or a list of problems, got {type(text).__name__}")
             single = isinstance(text, str)
             texts = [text] if single else list(text)
+            if format_problems:
+                texts, answers = split_answers(texts)
+                if answers is not None:
+                    return self._encode_whole(texts[0] if single else texts, answers[0] if single else answers, kwargs)
             if kwargs.get("truncation_strategy") not in (None, TruncationStrategy.DO_NOT_TRUNCATE):
                 # A problem is never cut: longer than the limit is refused, else nothing is cut at all.
                 # (Formatted text has one token per character.)
@@ -305,6 +330,17 @@ class ArithTokenizer(TokenizersBackend):
                 self._check_characters(texts)
             text = texts[0] if single else texts
         return super()._encode_plus(text, None, *args, **kwargs)
+
+    def _encode_whole(self, problems, answers, kwargs) -> BatchEncoding:
+        """Problems with their answers as the whole sequences a model trained on this format reads (prompt,
+        answer with its written working, <eos>): `tok(problem, text_target=answer)` without the labels."""
+        encoded = self._encode_with_answers(
+            problems, answers, padding=kwargs.get("padding_strategy", PaddingStrategy.DO_NOT_PAD),
+            truncation=kwargs.get("truncation_strategy"), max_length=kwargs.get("max_length"),
+            return_tensors=kwargs.get("return_tensors"), return_attention_mask=kwargs.get("return_attention_mask"),
+            padding_side=kwargs.get("padding_side"), whole=True)
+        del encoded["labels"]
+        return encoded
 
     @staticmethod
     def _can_encode_directly(kwargs) -> bool:

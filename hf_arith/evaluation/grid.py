@@ -24,7 +24,6 @@ import time
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ..data.formatting import FormatError, Problems, get_task, render
 from ..data.problems import (
@@ -39,6 +38,7 @@ from ..data.problems import (
 from ..runtime.decoding import default_batch_size, forced_scores
 from ..runtime.limits import ModelLimits, model_limits
 from ..runtime.solving import solve
+from ..text import progress_bar
 from .metrics import arith_scores, group_scores, length_key
 
 ENUMERATE_LIMIT = 200_000  # cells with at most this many problems are enumerated, not sampled
@@ -303,7 +303,7 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
     texts, answers = plain_text(problems)
     batch_size = batch_size or default_batch_size(model)
     start = time.perf_counter()
-    bar = tqdm(total=2 * len(texts), desc="grid", unit="problem", disable=not progress)
+    bar = progress_bar(2 * len(texts), "grid", "problem", enabled=progress)
     # One teacher-forced pass gives every answer's perplexity and, with an end token, which rows
     # greedy decoding would answer correctly; only the others are decoded. Without an end token
     # a greedy answer's length is the batch's budget, so every row is decoded.
@@ -312,8 +312,7 @@ def length_grid(model, tokenizer, lengths: tuple[int, int], samples_per_cell: in
         agrees[:] = False
     predictions = [a if ok else None for a, ok in zip(answers, agrees)]
     to_decode = np.flatnonzero(~agrees)
-    bar.total = len(texts) + len(to_decode)
-    bar.refresh()
+    bar.total = len(texts) + len(to_decode)  # shown at its next draw
     for i in range(0, len(to_decode), batch_size):
         rows = to_decode[i : i + batch_size]
         decoded = solve(model, tokenizer, [texts[r] for r in rows], batch_size=batch_size, model_kwargs=model_kwargs,

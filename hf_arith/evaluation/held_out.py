@@ -24,13 +24,14 @@ TINY_ADDER_MAX = 9_999_999_999
 
 
 def evaluate_model(model, tokenizer, spec: ProblemSpec, n: int = 2000, seed: int = 1234,
-                   batch_size: int | None = None, test_fraction: float = 0.1, limits: ModelLimits | None = None) -> dict:
+                   batch_size: int | None = None, test_fraction: float = 0.1, limits: ModelLimits | None = None,
+                   progress: bool = False) -> dict:
     problems = held_out_problems(spec, n, seed, test_fraction)
     texts, answers, lengths = problems.to_text(), problems.answer_text(), problems.lengths
     start = time.perf_counter()
     # Lengths beyond the training range are what a report measures, not something to warn about.
     answered = solve(model, tokenizer, texts, batch_size=batch_size, warn_beyond_training=False, return_confidence=True,
-                     limits=limits)
+                     limits=limits, progress=progress)
     predictions = [a.answer for a in answered]
     report = arith_scores(predictions, answers, lengths)
     report.update(confidence_scores(texts, predictions, answers, [a.confidence for a in answered], LOW_CONFIDENCE))

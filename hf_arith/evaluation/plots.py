@@ -37,6 +37,22 @@ AXIS_LABELS = {"len_a": "digits of the first operand", "len_b": "digits of the s
                "items": "numbers in the list", "digits": "digits of every number"}
 
 
+def compact_number(value: float) -> str:
+    """A cell's number in at most four characters, so neighbouring cells' labels never overlap: '1.32',
+    '92.5', '281', then a power of ten for large values ('4e5' for 437,000); '-' for a cell not measured."""
+    if not np.isfinite(value):
+        return "-"
+    if abs(value) < 100:
+        return f"{value:.3g}"
+    if abs(value) < 1000:
+        return f"{value:.0f}"
+    exponent = int(np.floor(np.log10(abs(value))))
+    mantissa = round(value / 10**exponent)
+    if abs(mantissa) == 10:
+        mantissa, exponent = mantissa // 10, exponent + 1
+    return f"{mantissa}e{exponent}"
+
+
 def _heatmap(fig, ax, matrix, lo: int, title: str, norm=None, vmin=None, vmax=None, cmap="viridis", fmt="{:.2f}",
              row_lo: int | None = None, axes=("len_a", "len_b")):
     data = np.asarray(matrix, dtype=np.float64)
@@ -57,7 +73,8 @@ def _heatmap(fig, ax, matrix, lo: int, title: str, norm=None, vmin=None, vmax=No
         for (i, j), value in np.ndenumerate(data):
             r, g, b, _ = image.cmap(image.norm(value))
             ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"  # readable on its cell
-            ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=7, color=ink)
+            label = fmt(value) if callable(fmt) else fmt.format(value)
+            ax.text(j, i, label, ha="center", va="center", fontsize=7, color=ink)
     return image
 
 
@@ -95,7 +112,7 @@ def plot_grid(result: dict, title: str | None = None) -> Figure:
     # the scale keeps a model that is right everywhere from painting its rounding noise.
     top = max(float(np.nanmax(perplexity)), 2.0)
     _heatmap(fig, right, perplexity, lo, "mean perplexity of the correct answer",
-             norm=LogNorm(vmin=1.0, vmax=top), cmap="magma_r", fmt="{:.3g}", row_lo=rows[0], axes=axes)
+             norm=LogNorm(vmin=1.0, vmax=top), cmap="magma_r", fmt=compact_number, row_lo=rows[0], axes=axes)
     for ax in (left, right):
         _outline(ax, result.get("train_range"), lo, hi, result.get("train_items"), rows if result.get("items") else None)
     s = result["summary"]

@@ -38,6 +38,7 @@ from .configuration_abacus_gpt2 import AbacusGPT2Config
 from .modeling_common import (
     CACHE_FIELD,
     IGNORE_INDEX,
+    ArithModelMixin,
     causal_mask,
     check_prompt,
     eager_attention_forward,
@@ -112,7 +113,7 @@ class AbacusGPT2Block(nn.Module):
         return hidden_states, weights
 
 
-class AbacusGPT2PreTrainedModel(PreTrainedModel):
+class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
     config: AbacusGPT2Config
     config_class = AbacusGPT2Config
     base_model_prefix = "transformer"

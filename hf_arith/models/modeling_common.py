@@ -7,9 +7,16 @@ Imports only torch and transformers.
 
 from __future__ import annotations
 
+import json
+import os
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from transformers.cache_utils import Cache, DynamicCache
+from transformers.dynamic_module_utils import get_relative_import_files
 from transformers.masking_utils import create_causal_mask
 from transformers.modeling_outputs import BaseModelOutputWithPast
 
@@ -117,5 +124,174 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
     return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
 
-__all__ = ["CACHE_FIELD", "IGNORE_INDEX", "causal_mask", "check_prompt", "eager_attention_forward", "kept_queries",
-           "positions_from_mask", "repeat_kv", "resolve_cache", "restricted_causal_mask"]
+
+# -- dtypes: the checkpoint's own record of which change its answers -----------------------------------------
+DTYPE_CHECK_FILE = "dtype_check.json"  # beside the weights: each dtype's agreement with REFERENCE_DTYPE
+REFERENCE_DTYPE = "float32"
+
+
+class DtypeWarning(UserWarning):
+    """A dtype that was never checked for this checkpoint: its answers may differ from float32."""
+
+
+def dtype_verdict(record: dict | None, dtype: str) -> tuple[str, str] | None:
+    """What loading a checkpoint in `dtype` (a name: 'bfloat16') calls for, by its DTYPE_CHECK_FILE
+    `record` (None: it has none): None (fine), ("warn", why) for a dtype never checked, or
+    ("refuse", why) for one that failed or changed any answer of the record's held-out problems. The
+    one rule of hf_arith's `load` and of `from_pretrained` on every family (Hub remote code included)."""
+    if dtype == REFERENCE_DTYPE:
+        return None
+    entries = (record or {}).get("dtypes")
+    entry = entries.get(dtype) if isinstance(entries, dict) else None
+    if not isinstance(entry, dict):
+        return "warn", (f"{dtype} was never checked for this model (no {DTYPE_CHECK_FILE} entry), so its answers may "
+                        f"differ from {REFERENCE_DTYPE}")
+    if entry.get("error"):
+        return "refuse", (f"{dtype} failed on this model's held-out set ({entry['error']}; {DTYPE_CHECK_FILE}); use "
+                          f"{REFERENCE_DTYPE}")
+    agreement = entry.get("agreement")
+    if isinstance(agreement, (int, float)) and agreement >= 1:
+        return None
+    share = f"{100 * agreement:.2f} %" if isinstance(agreement, (int, float)) else "an unknown share"
+    problems = (record.get("problems") or {}).get("n", "its")
+    problems = f"{problems:,}" if isinstance(problems, int) else problems
+    exact = entry.get("exact_match", 0)
+    exact = f"{100 * exact:.2f} %" if isinstance(exact, (int, float)) else "?"
+    fine = [name for name, e in entries.items() if name != dtype and isinstance(e, dict) and e.get("agreement") == 1]
+    return "refuse", (f"refused dtype {dtype}: it changes this model's answers, agreeing with {REFERENCE_DTYPE} on "
+                      f"{share} of {problems} held-out problems (exact match {exact}; {DTYPE_CHECK_FILE}); use "
+                      f"{' or '.join(fine) or REFERENCE_DTYPE}")
+
+
+def read_dtype_record(name_or_path, **hub_kwargs) -> dict | None:
+    """A checkpoint's DTYPE_CHECK_FILE (a folder or a Hub repo id, as from_pretrained takes them), or None
+    where it has none or the file cannot be read."""
+    from transformers.utils import cached_file
+
+    try:
+        path = cached_file(str(name_or_path), DTYPE_CHECK_FILE, _raise_exceptions_for_missing_entries=False,
+                           _raise_exceptions_for_connection_errors=False, **hub_kwargs)
+    except (OSError, ValueError):
+        return None
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+@contextmanager
+def saved_config(config, **values):
+    """`config` with `values` set for the time of a save (None: the attribute removed), then as it was."""
+    missing = object()
+    before = {key: config.__dict__.get(key, missing) for key in values}
+    for key, value in values.items():
+        if value is not None:
+            setattr(config, key, value)
+        elif before[key] is not missing:
+            delattr(config, key)
+    try:
+        yield config
+    finally:
+        for key, value in before.items():
+            if value is not missing:
+                setattr(config, key, value)
+            elif key in config.__dict__:
+                delattr(config, key)
+
+
+class ArithModelMixin:
+    """What every family's PreTrainedModel adds to transformers' saving and loading, so that any save path
+    (`save_pretrained`, `push_to_hub`, `Trainer.save_model`) writes a repo that works on its own, and loading
+    in a dtype the checkpoint records as changing answers is refused (Hub remote code included).
+
+    Put it before PreTrainedModel among the bases.
+    """
+
+    # The `arithmetic` pipeline saved beside every model: (config.custom_pipelines, the file of its code).
+    # hf_arith.register() sets it; a class loaded as Hub remote code has none, and saves the pipeline its
+    # repo named when that file sits beside its own (transformers' module cache of the repo).
+    arith_pipeline: tuple[dict, str] | None = None
+
+    def apply_generation_defaults(self) -> None:
+        """Greedy decoding with room for the longest answer (config.max_answer_tokens), so plain
+        `model.generate(**enc)` writes whole answers; nothing while the config records no budget."""
+        budget = getattr(self.config, "max_answer_tokens", None)
+        if not budget or not self.can_generate():
+            return
+        generation = self.generation_config
+        generation.max_new_tokens = budget
+        generation.do_sample = False
+        generation.eos_token_id = self.config.eos_token_id
+        generation.pad_token_id = self.config.pad_token_id
+        generation._from_model_config = False  # on purpose: generate must not rebuild it from the model config
+
+    def _pipeline_to_save(self) -> tuple[dict, Path] | None:
+        if self.arith_pipeline is not None:
+            pipelines, source = self.arith_pipeline
+            return pipelines, Path(source)
+        pipelines = getattr(self.config, "custom_pipelines", None)
+        impls = [p.get("impl", "") for p in pipelines.values()] if isinstance(pipelines, dict) else []
+        if len(impls) != 1 or "." not in impls[0]:
+            return None
+        source = Path(__file__).with_name(impls[0].rsplit(".", 1)[0] + ".py")
+        return (pipelines, source) if source.is_file() else None
+
+    def save_pretrained(self, save_directory, *args, push_to_hub: bool = False, **kwargs):
+        """As transformers saves a model, plus what makes the folder work alone: the generation defaults
+        (`apply_generation_defaults`), `use_cache` on (the Trainer turns it off), the base model in
+        `auto_map` (for AutoModel), and the `arithmetic` pipeline's code, named in the saved config's
+        `custom_pipelines` only (an in-memory config naming it would send `pipeline(model=model)` looking for
+        remote code it does not have). Weights get the mode of the other files (not the 0600 of the
+        temporary file transformers writes them through)."""
+        if push_to_hub:  # save fully, then upload as push_to_hub does (it saves through this method)
+            hub = {k: kwargs.pop(k) for k in ("repo_id", "commit_message", "create_pr", "private", "token") if k in kwargs}
+            result = self.save_pretrained(save_directory, *args, **kwargs)
+            self.push_to_hub(hub.pop("repo_id", os.path.basename(os.path.normpath(str(save_directory)))), **hub)
+            return result
+        self.apply_generation_defaults()
+        pipeline = self._pipeline_to_save()
+        auto_map = dict(getattr(self.config, "auto_map", None) or {})
+        base = getattr(self, self.base_model_prefix, None) if self.base_model_prefix else None
+        if base is not None and base is not self and getattr(type(base), "_auto_class", None) is not None:
+            auto_map["AutoModel"] = f"{type(base).__module__.rsplit('.', 1)[-1]}.{type(base).__name__}"
+        pipelines = pipeline[0] if pipeline is not None else None
+        with saved_config(self.config, use_cache=True, auto_map=auto_map or None, custom_pipelines=pipelines):
+            result = super().save_pretrained(save_directory, *args, **kwargs)
+        if not kwargs.get("is_main_process", True) or not Path(save_directory, "config.json").is_file():
+            return result  # another process of a distributed save writes the folder's files
+        if pipeline is not None:
+            for source in (pipeline[1], *get_relative_import_files(str(pipeline[1]))):
+                Path(save_directory, Path(source).name).write_bytes(Path(source).read_bytes())
+        mode = Path(save_directory, "config.json").stat().st_mode & 0o777
+        for weights in Path(save_directory).glob("*.safetensors"):
+            weights.chmod(mode)
+        return result
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, ignore_dtype_check: bool = False, **kwargs):
+        """As transformers loads a model; then a dtype the checkpoint's DTYPE_CHECK_FILE records as changing
+        its answers is refused (ValueError), and one never checked warns (DtypeWarning), by `dtype_verdict`.
+        `ignore_dtype_check=True` loads it anyway."""
+        loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        dtype = str(model.dtype).removeprefix("torch.")
+        if ignore_dtype_check or dtype == REFERENCE_DTYPE:
+            return loaded
+        hub = {k: kwargs[k] for k in ("revision", "cache_dir", "token", "local_files_only", "subfolder") if k in kwargs}
+        verdict = dtype_verdict(read_dtype_record(pretrained_model_name_or_path, **hub), dtype)
+        if verdict is not None and verdict[0] == "refuse":
+            raise ValueError(f"{pretrained_model_name_or_path}: {verdict[1]} (or pass ignore_dtype_check=True to "
+                             "from_pretrained to load it anyway)")
+        if verdict is not None:
+            warnings.warn(f"{pretrained_model_name_or_path}: {verdict[1]}", DtypeWarning, stacklevel=2)
+        return loaded
+
+
+__all__ = ["CACHE_FIELD", "DTYPE_CHECK_FILE", "IGNORE_INDEX", "REFERENCE_DTYPE", "ArithModelMixin", "DtypeWarning",
+           "causal_mask", "check_prompt", "dtype_verdict", "eager_attention_forward", "kept_queries",
+           "positions_from_mask", "read_dtype_record", "repeat_kv", "resolve_cache", "restricted_causal_mask",
+           "saved_config"]

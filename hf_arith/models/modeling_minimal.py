@@ -29,6 +29,7 @@ from .minimal_core import (
 )
 from .modeling_common import (
     CACHE_FIELD,
+    ArithModelMixin,
     causal_mask,
     check_prompt,
     eager_attention_forward,
@@ -38,7 +39,7 @@ from .modeling_common import (
 )
 
 
-class MinimalPreTrainedModel(PreTrainedModel):
+class MinimalPreTrainedModel(ArithModelMixin, PreTrainedModel):
     config: MinimalConfig
     config_class = MinimalConfig
     base_model_prefix = "model"

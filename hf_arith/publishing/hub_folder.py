@@ -36,7 +36,7 @@ from ..bundled import bundled_models, bundled_path
 from ..data.errors import one_line
 from ..hub import PublishError, check_repo_id, hub_token, send_folder, upload_folder
 from ..records import LOOPS_FILE, LOOPS_PICTURE, read_loops, write_json
-from ..runtime.limits import model_limits
+from ..runtime.limits import measured_max_digits, model_limits
 from ..runtime.loading import (
     DTYPE_CHECK_FILE,
     CheckpointError,
@@ -55,6 +55,7 @@ from .model_card import (
     NOTES_FILE,
     SUMMARY_FILE,
     card_figure,
+    load_grid,
     model_card,
     read_notes,
     read_summary,
@@ -222,6 +223,13 @@ def _build_folder(request: PushRequest, out_dir: str | os.PathLike) -> Path:
     """Write the upload folder of a checked request into `out_dir` (new or empty)."""
     out = _empty_out_dir(out_dir, request.source)
     model, tokenizer, report = request.model, request.tokenizer, request.report
+    if request.heatmap is not None:
+        figure, grid = None, load_grid(request.source / GRID_FILE, tokenizer.arith_format)
+    else:
+        figure, grid = card_figure(model, tokenizer, report, request.source, label=request.label,
+                                   repo_id=request.repo_id, grid_samples=request.grid_samples)
+    # Where it was measured to answer, beside what it accepts (save_checkpoint records the hard limit).
+    model.config.measured_max_digits = measured_max_digits(report, grid)
     with _quiet_transformers():  # no "Writing model shards" bar for a few-KB file
         save_checkpoint(model, tokenizer, out)  # safetensors + config + tokenizer + self-contained code
     write_json(out / EVAL_FILE, report)
@@ -242,19 +250,17 @@ def _build_folder(request: PushRequest, out_dir: str | os.PathLike) -> Path:
         shutil.copyfile(request.source / DTYPE_CHECK_FILE, out / DTYPE_CHECK_FILE)
     picture = out / HEATMAP_FILE
     picture.parent.mkdir(parents=True, exist_ok=True)
-    grid = None
-    if request.heatmap is not None:
+    if figure is None:
         shutil.copyfile(request.heatmap, picture)
     else:
-        figure, grid = card_figure(model, tokenizer, report, request.source, label=request.label,
-                                   repo_id=request.repo_id, grid_samples=request.grid_samples)
         if grid is not None:
             write_json(out / GRID_FILE, grid)
         figure.savefig(picture, dpi=100)
     card = model_card(model, tokenizer, report, repo_id=request.repo_id, summary=summary, license=request.license,
                       dataset_id=request.dataset_id, heatmap=HEATMAP_FILE, grid=grid,
                       code_files=sorted(p.name for p in out.glob("*.py")), dtype_check=dtype_check,
-                      notes=notes, loops=loops, loops_picture=loops_picture)
+                      notes=notes, loops=loops, loops_picture=loops_picture, label=request.label,
+                      source=request.source)
     card.save(out / "README.md")
     return out
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..data.formatting import FormatError, NumberFormat
 from ..data.problems import example_problem, reference_answer
 from ..hub import HUB_CARDS_DIR
+from ..models.configuration_common import LIMIT_FIELDS, MIN_TRANSFORMERS_VERSION
 from ..records import LOOPS_FILE, NOTES_FILE, SUMMARY_FILE, read_notes, read_summary, training_stages
 
 MODEL_CARD_TEMPLATE = "model_card.md"
@@ -24,10 +25,66 @@ GRID_FILE = "length_grid.json"
 HEATMAP_FILE = "images/length_heatmap.png"
 GRID_SAMPLES = 20  # problems per cell of the card's grid: 2,000 for 10x10 operand lengths, a few seconds
 
-# Config entries that say nothing about the architecture (bookkeeping, token ids, init).
+# Config entries that say nothing about the architecture (bookkeeping, token ids, init, the recorded limits,
+# which the card's Limitations section states).
 _CONFIG_NOISE = {"architectures", "auto_map", "transformers_version", "dtype", "torch_dtype", "model_type",
                  "use_cache", "initializer_range", "bos_token_id", "eos_token_id", "pad_token_id",
-                 "_name_or_path", "output_attentions", "output_hidden_states", "return_dict"}
+                 "_name_or_path", "output_attentions", "output_hidden_states", "return_dict", *LIMIT_FIELDS}
+# model-index needs a dataset type: a Hub dataset id when the data was pushed, else this plain word (no fake id).
+GENERATED_DATASET_TYPE = "synthetic"
+
+# The papers and projects a model reproduces, cited on its card when it uses what they introduced.
+CITATIONS = {
+    "abacus": ("McLeish et al. 2024, abacus embeddings and looped transformers for arithmetic", """\
+@article{mcleish2024transformers,
+  title   = {Transformers Can Do Arithmetic with the Right Embeddings},
+  author  = {McLeish, Sean and Bansal, Arpit and Stein, Alex and Jain, Neel and Kirchenbauer, John and
+             Bartoldson, Brian R. and Kailkhura, Bhavya and Bhatele, Abhinav and Geiping, Jonas and
+             Schwarzschild, Avi and Goldstein, Tom},
+  journal = {arXiv preprint arXiv:2405.17399},
+  year    = {2024}
+}"""),
+    "gpt2": ("Radford et al. 2019, GPT-2, whose blocks the abacus models use", """\
+@techreport{radford2019language,
+  title       = {Language Models are Unsupervised Multitask Learners},
+  author      = {Radford, Alec and Wu, Jeffrey and Child, Rewon and Luan, David and Amodei, Dario and
+                 Sutskever, Ilya},
+  institution = {OpenAI},
+  year        = {2019}
+}"""),
+    "multi_token": ("Gloeckle et al. 2024, multi-token prediction (the extra output heads)", """\
+@article{gloeckle2024better,
+  title   = {Better \\& Faster Large Language Models via Multi-token Prediction},
+  author  = {Gloeckle, Fabian and Youbi Idrissi, Badr and Rozi{\\`e}re, Baptiste and Lopez-Paz, David and
+             Synnaeve, Gabriel},
+  journal = {arXiv preprint arXiv:2404.19737},
+  year    = {2024}
+}"""),
+    "rope": ("Su et al. 2021, rotary position embeddings", """\
+@article{su2021roformer,
+  title   = {RoFormer: Enhanced Transformer with Rotary Position Embedding},
+  author  = {Su, Jianlin and Lu, Yu and Pan, Shengfeng and Murtadha, Ahmed and Wen, Bo and Liu, Yunfeng},
+  journal = {arXiv preprint arXiv:2104.09864},
+  year    = {2021}
+}"""),
+    "adderboard": ("AdderBoard, the tiny-adder protocol and table this model is scored on", """\
+@misc{adderboard,
+  title        = {AdderBoard},
+  howpublished = {\\url{https://github.com/anadim/AdderBoard}}
+}"""),
+    "microadder": ("MicroAdder, the split-residual tiny adder this model's layout follows", """\
+@misc{microadder,
+  title        = {MicroAdder},
+  howpublished = {\\url{https://github.com/evindor/MicroAdder}}
+}"""),
+    "grokfast": ("Lee et al. 2024, Grokfast, the gradient filter this model was trained with", """\
+@article{lee2024grokfast,
+  title   = {Grokfast: Accelerated Grokking by Amplifying Slow Gradients},
+  author  = {Lee, Jaerin and Kang, Bong Gyun and Kim, Kihoon and Lee, Kyoung Mu},
+  journal = {arXiv preprint arXiv:2405.20233},
+  year    = {2024}
+}"""),
+}
 
 
 def template_path(name: str = MODEL_CARD_TEMPLATE) -> Path:
@@ -91,9 +148,13 @@ def config_rows(config) -> list[tuple[str, object]]:
             and isinstance(v, (int, float, str, bool))]
 
 
+def _thousands(value):
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 def length_rows(report: dict) -> list[dict]:
     counts = report.get("count_by_max_operand_length") or {}
-    return [{"digits": int(k), "accuracy": float(v), "count": counts.get(k, counts.get(int(k), ""))}
+    return [{"digits": int(k), "accuracy": float(v), "count": _thousands(counts.get(k, counts.get(int(k), "")))}
             for k, v in sorted(report["by_max_operand_length"].items(), key=lambda kv: int(kv[0]))]
 
 
@@ -128,12 +189,13 @@ def dtype_rows(record: dict | None) -> dict | None:
                      "verdict": "reference" if name == record.get("reference") else ("accepted" if ok else "refused")})
     problems = record.get("problems") or {}
     return {"file": DTYPE_CHECK_FILE, "n": problems.get("n", "?"), "rows": rows,
+            "refused": [r["dtype"] for r in rows if r["verdict"].startswith("refused")],
             "device": "the CPU" if record.get("device", "cpu") == "cpu" else f"device {record['device']}"}
 
 
 def _hardware(machine: dict) -> str:
     device = "CUDA GPU" if machine.get("cuda") else f"{machine.get('cpu_count', '?')}-core {machine.get('machine', '')} CPU"
-    threads = f", {machine['threads']} torch thread(s)" if machine.get("threads") else ""
+    threads = f", {plural(machine['threads'], 'torch thread')}" if isinstance(machine.get("threads"), int) else ""
     return f"{device}{threads}, torch {machine.get('torch', '?')}".replace("  ", " ")
 
 
@@ -177,16 +239,16 @@ def training_details(summary: dict | None, notes: dict | None = None) -> dict | 
     import yaml
 
     name = summary.get("name")
-    rows = [("recipe", f"`{name}`")] if name else []
+    rows = [("run name", f"`{name}`")] if name else []  # the run's own name: a command reproduces it, or none
     if summary.get("steps") is not None:
         rows.append(("steps", f"{summary['steps']:,}" if isinstance(summary["steps"], int) else summary["steps"]))
     seconds = summary.get("train_seconds")
     if isinstance(seconds, (int, float)):
-        rows.append(("training time", f"{seconds:.0f} s ({seconds / 60:.1f} min)"))
+        rows.append(("training time", f"{seconds:,.0f} s ({seconds / 60:,.1f} min)"))
     mined = summary.get("mined")
     if isinstance(mined, dict) and isinstance(mined.get("kinds"), dict):  # data.mine_problems (hf_arith.training.mining)
         kinds = [k for k in mined["kinds"].values() if isinstance(k, dict)]
-        took = f", {mined['seconds']:.0f} s" if isinstance(mined.get("seconds"), (int, float)) else ""
+        took = f", {mined['seconds']:,.0f} s" if isinstance(mined.get("seconds"), (int, float)) else ""
         rows.append(("hard-example mining", f"the starting model answered {sum(k.get('drawn', 0) for k in kinds):,} "
                      f"training problems, {sum(k.get('wrong', 0) for k in kinds):,} wrong; the "
                      f"{mined.get('pool', 0):,} wrong or below confidence {mined.get('threshold')} were "
@@ -204,9 +266,9 @@ def training_details(summary: dict | None, notes: dict | None = None) -> dict | 
         mixed = len({d for d in devices if d}) > 1
         for number, (stage, device) in enumerate(zip(stages, devices), 1):
             took = stage.get("train_seconds")
-            took = f"{took:.0f} s" if isinstance(took, (int, float)) else "time not recorded"
+            took = f"{took:,.0f} s" if isinstance(took, (int, float)) else "time not recorded"
             where = f" on {device}" if mixed and device else ""
-            rows.append((f"stage {number} of {len(stages) + 1}", f"`{stage.get('name')}`, {stage.get('steps')} steps, {took}{where}"))
+            rows.append((f"stage {number} of {len(stages) + 1}", f"`{stage.get('name')}`, {_thousands(stage.get('steps'))} steps, {took}{where}"))
         if mixed and final_device:
             rows.append((f"stage {len(stages) + 1} of {len(stages) + 1}", f"this run, on {final_device}"))
         times = [s.get("train_seconds") for s in stages] + [seconds]
@@ -217,7 +279,7 @@ def training_details(summary: dict | None, notes: dict | None = None) -> dict | 
                 key = (device or "a machine not recorded") if mixed else ""
                 totals[key] = totals.get(key, 0.0) + took
             rows.append(("training time, all stages", " + ".join(
-                f"{total:.0f} s ({total / 60:.1f} min)" + (f" on {device}" if device else "") for device, total in totals.items())))
+                f"{total:,.0f} s ({total / 60:,.1f} min)" + (f" on {device}" if device else "") for device, total in totals.items())))
     elif start and not source:  # a warm start from a checkpoint without a training record
         rows.append(("initialised from", f"`{start}` (a trained checkpoint; its own training time is not included above)"))
     machine = summary.get("machine")
@@ -235,6 +297,66 @@ def training_details(summary: dict | None, notes: dict | None = None) -> dict | 
         rows.append(("tiny-adder verify", f"{100 * verify['accuracy']:.2f} % of {verify.get('total')} (seed {verify.get('seed')})"))
     recipe = yaml.safe_dump(recorded, sort_keys=False).strip() if isinstance(recorded, dict) else None
     return {"rows": rows, "recipe": recipe, "recipe_source": "as recorded by the training run" if recipe else None}
+
+
+def plural(count: int, word: str) -> str:
+    """'1 digit', '2 digits', '10,000 problems': a count with thousands separators and its noun."""
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
+def cited_works(model, summary: dict | None = None) -> list[dict]:
+    """The CITATIONS entries the card cites for this model: what its family and settings reproduce
+    (abacus positions, GPT-2 blocks, looped blocks, extra output heads, rotary positions, the tiny-adder
+    protocol and layout) and what its recorded training used (Grokfast)."""
+    config = model.config
+    keys = []
+    if hasattr(config, "abacus_max_digits"):  # the abacus family and the looped family built on it
+        keys += ["abacus", "gpt2"]
+    if int(getattr(config, "num_future_tokens", 1) or 1) > 1:
+        keys.append("multi_token")
+    if getattr(config, "position_embedding", None) == "rope":
+        keys.append("rope")
+    if getattr(config, "model_type", "") == "hf_arith_minimal":
+        keys.append("adderboard")
+        if getattr(config, "token_dims", 0):
+            keys.append("microadder")
+    optim = ((summary or {}).get("recipe") or {}).get("optim") if isinstance((summary or {}).get("recipe"), dict) else None
+    if isinstance(optim, dict) and (optim.get("grokfast_lambda") or 0) > 0:
+        keys.append("grokfast")
+    return [{"what": CITATIONS[k][0], "bibtex": CITATIONS[k][1]} for k in keys]
+
+
+def reproduce_command(label: str | None, summary: dict | None) -> str | None:
+    """The one command that trains this model again from scratch: `hf-arith train PRESET` for a bundled model
+    whose preset of the same name trains it (every stage); else None (the card then names the recorded run and
+    its warm start instead of a command that would not reproduce it)."""
+    from ..bundled import bundled_models
+    from ..training.recipe import list_presets
+
+    if label in bundled_models() and label in list_presets():
+        return f"hf-arith train {label}"
+    return None
+
+
+def limitation_facts(model, tokenizer, report: dict, grid: dict | None, source: Path | None = None) -> dict:
+    """The two numbers of the card's Limitations section and what goes with them: the hard limit (the longest
+    operands the model accepts, `ModelLimits.max_digits`, and why) and the measured range (`measured_max_digits`
+    of the report and the grid), the first length beyond it with its exact match (None: not measured), the
+    trained range and, for sorting, the trained list sizes."""
+    from ..runtime.limits import measured_accuracy, measured_max_digits, model_limits
+
+    limits = model_limits(model, tokenizer, source)
+    measured = measured_max_digits(report, grid)
+    accuracy = measured_accuracy(report, grid)
+    beyond = (measured or 0) + 1
+    why = [f"a context of {limits.context:,} tokens"] if limits.context else []
+    if limits.abacus_max_digits:
+        why.append(f"an abacus table of {limits.abacus_max_digits:,} digit places")
+    if tokenizer.arith_format.operand_width:
+        why = [f"operands zero-padded to {tokenizer.arith_format.operand_width} digits"]
+    return {"hard": limits.max_digits, "hard_why": " and ".join(why) or "its format", "measured": measured,
+            "beyond": beyond, "beyond_accuracy": accuracy.get(beyond), "trained": limits.training_range,
+            "trained_items": limits.training_items, "grid": grid is not None}
 
 
 # -- figures ----------------------------------------------------------------------------------------
@@ -289,7 +411,7 @@ def length_grid_figure(model, tokenizer, max_digits: int, source: Path | None = 
         return None
     fmt = tokenizer.arith_format
     try:
-        result = length_grid(model, tokenizer, (1, max_digits), samples_per_cell=samples_per_cell,
+        result = length_grid(model, tokenizer, (1, max_digits), samples_per_cell=samples_per_cell, progress=True,
                              train_range=training_range(fmt, source), train_items=training_items(fmt, source))
     except FormatError:
         return None
@@ -328,9 +450,11 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
                license: str = "apache-2.0", dataset_id: str | None = None, heatmap: str = HEATMAP_FILE,
                eval_command: str | None = None, grid: dict | None = None, code_files: list[str] | None = None,
                dtype_check: dict | None = None, notes: dict | None = None, loops: dict | None = None,
-               loops_picture: str | None = None):
+               loops_picture: str | None = None, label: str | None = None, source: Path | None = None):
     """The Hub model card (huggingface_hub.ModelCard) rendered from hub_cards/model_card.md.
 
+    label: the model as the publisher named it (a bundled name gets its preset as the command that
+    reproduces it, `reproduce_command`); source: its checkpoint folder (its trained range).
     summary: the checkpoint's training_summary.json (`read_summary`); None: "no training record".
     notes: its notes.json (`read_notes`), derived notes about the run.
     code_files: the remote-code files the card lists (default: the model's and config's modules,
@@ -351,14 +475,14 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
     example, answer = card_example(model, tokenizer, report)
     common = dict(
         task_type="text-generation", task_name=f"integer {task_name}",
-        dataset_type=dataset_id or "hf_arith/synthetic",
+        dataset_type=dataset_id or GENERATED_DATASET_TYPE,
         dataset_name=f"hf_arith held-out {task_name}, {report['min_digits']}-{report['max_digits']} digits, base {fmt.base}",
         dataset_config=fmt.task, dataset_split="test",
         dataset_args={"min_digits": report["min_digits"], "max_digits": report["max_digits"], "base": fmt.base,
                       "seed": report["seed"], "n": report["n"]},
     )
     results = [EvalResult(metric_type="exact_match", metric_name="exact match", metric_value=float(report["exact_match"]), **common)]
-    results += [EvalResult(metric_type="exact_match", metric_name=f"exact match, longest operand {r['digits']} digits",
+    results += [EvalResult(metric_type="exact_match", metric_name=f"exact match, longest operand {plural(r['digits'], 'digit')}",
                            metric_config=f"max_operand_length={r['digits']}", metric_value=r["accuracy"], **common)
                 for r in length_rows(report)]
     model_name = repo_id.split("/")[-1]
@@ -373,7 +497,10 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
     return ModelCard.from_template(
         data, template_path=str(template_path()),
         model_name=model_name, version=__version__, task_name=task_name, fmt=fmt, report=report,
-        unique_params=model.num_parameters(), architecture=type(model).__name__,
+        unique_params=f"{model.num_parameters():,}", architecture=type(model).__name__,
+        min_transformers=".".join(map(str, MIN_TRANSFORMERS_VERSION)),
+        limits=limitation_facts(model, tokenizer, report, grid, source), citations=cited_works(model, summary),
+        reproduce=reproduce_command(label, summary), plural=plural,
         model_type=model.config.model_type, config_rows=config_rows(model.config),
         vocab_size=len(tokenizer), vocab=" ".join(f"`{t}`" for t in fmt.vocab()),
         example=example, example_prompt=tokenizer.format_problem(example), example_answer=answer,
@@ -392,6 +519,7 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
 
 
 __all__ = [
+    "CITATIONS", "GENERATED_DATASET_TYPE", "cited_works", "limitation_facts", "plural", "reproduce_command",
     "EVAL_FILE", "GRID_FILE", "GRID_SAMPLES", "HEATMAP_FILE", "NOTES_FILE", "SUMMARY_FILE", "read_notes", "base_model", "card_example", "card_figure",
     "config_rows", "dtype_rows", "length_grid_figure", "length_heatmap", "length_rows", "load_grid", "loops_rows", "model_card",
     "pipeline_snippet", "read_summary", "shipped_grid_figure", "template_path", "training_details", "usage_snippet",

@@ -82,6 +82,51 @@ def training_items(fmt: NumberFormat, folder: str | Path | None = None) -> tuple
     return (low, high) if isinstance(low, int) and isinstance(high, int) else None
 
 
+# A length counts as measured when held-out exact match there is at least this (over every problem whose
+# longest operand has that length).
+MEASURED_EXACT = 0.99
+
+
+def measured_accuracy(report: dict | None, grid: dict | None = None) -> dict[int, float]:
+    """Held-out exact match by longest operand length, from an `hf-arith eval --json` report (its
+    by_max_operand_length, weighted by its counts) and a length grid (`grid.length_grid`: each cell's problems
+    count at its longer operand; a sorting grid's lists of up to the trained number of items count at their
+    numbers' digits), pooled by problems."""
+    pooled: dict[int, tuple[float, int]] = {}
+
+    def add(length: int, accuracy, n: int) -> None:
+        if isinstance(accuracy, (int, float)) and accuracy == accuracy and n:  # NaN: a cell not measured
+            right, total = pooled.get(length, (0.0, 0))
+            pooled[length] = (right + accuracy * n, total + n)
+
+    if report:
+        counts = report.get("count_by_max_operand_length") or {}
+        for key, accuracy in (report.get("by_max_operand_length") or {}).items():
+            add(int(key), accuracy, counts.get(key, counts.get(int(key))) or 1)
+    matrix = ((grid or {}).get("matrices") or {}).get("exact_match")
+    if matrix:  # (a grid's summary alone says nothing per length)
+        first, n = grid["lengths"][0], grid["samples_per_cell"]
+        if (grid.get("axes") or ["len_a"])[0] == "items":
+            most = (grid.get("train_items") or grid["items"])[1]
+            rows = [row for i, row in enumerate(matrix) if grid["items"][0] + i <= most]
+            cells = [(first + j, accuracy) for row in rows for j, accuracy in enumerate(row)]
+        else:
+            cells = [(first + max(i, j), accuracy) for i, row in enumerate(matrix) for j, accuracy in enumerate(row)]
+        for length, accuracy in cells:
+            add(length, accuracy, n)
+    return {length: right / total for length, (right, total) in sorted(pooled.items())}
+
+
+def measured_max_digits(report: dict | None, grid: dict | None = None) -> int | None:
+    """The longest operand length L such that every length from 1 to L was measured (`measured_accuracy`) at
+    MEASURED_EXACT or more: the measured range 1..L, what a card, `hf-arith models` and the Space call the
+    lengths the model answers (`config.measured_max_digits`). None when 1 digit was not measured so."""
+    accuracy, longest = measured_accuracy(report, grid), 0
+    while accuracy.get(longest + 1, 0.0) >= MEASURED_EXACT:
+        longest += 1
+    return longest or None
+
+
 def answer_budget(tokenizer, problems: list[str]) -> int:
     """New tokens the decoder may need for the longest answer in `problems` (plain text)."""
     return tokenizer.answer_budget(problems)
@@ -110,6 +155,7 @@ class ModelLimits:
     tokens_per_step: tuple[int, int]
     folder: Path | None = None
     model_name: str = "this model"
+    measured_max_digits: int | None = None  # config.measured_max_digits: 1..this measured at >= MEASURED_EXACT
 
     # -- what each problem needs ---------------------------------------------------------
     def answer_budget(self, parsed: Problems) -> int:
@@ -433,10 +479,11 @@ def model_limits(model, tokenizer, folder: str | Path | None = None) -> ModelLim
         tokens_per_step=(1, max_tokens_per_step(model)),
         folder=Path(folder) if folder is not None else None,
         model_name=type(model).__name__,
+        measured_max_digits=getattr(config, "measured_max_digits", None),
     )
 
 
 __all__ = [
-    "BEYOND_TRAINING_CONFIDENCE", "FINGERPRINT_KEY", "BeyondTrainingWarning", "ModelLimits", "answer_budget", "check_model_kwargs", "check_pair",
+    "BEYOND_TRAINING_CONFIDENCE", "FINGERPRINT_KEY", "MEASURED_EXACT", "measured_accuracy", "measured_max_digits", "BeyondTrainingWarning", "ModelLimits", "answer_budget", "check_model_kwargs", "check_pair",
     "max_tokens_per_step", "model_limits", "problem_spec", "training_items", "training_range",
 ]

@@ -29,15 +29,15 @@ from ..bundled import bundled_models, bundled_path
 from ..data.errors import HfArithError, one_line
 from ..data.formatting import FormatError, NumberFormat
 from ..families import FAMILIES
+from ..models.modeling_common import DTYPE_CHECK_FILE, DtypeWarning, dtype_verdict
 from ..records import RecordError, read_summary
-from ..text import pct
 from .limits import FINGERPRINT_KEY, check_pair
+from .saving import record_limits
 
-# The dtypes a model may be loaded in; float32 is the reference every dtype check compares with.
+# The dtypes a model may be loaded in; float32 (REFERENCE_DTYPE) is the reference every dtype check compares
+# with. Which dtypes were checked against it on the checkpoint's held-out set: its DTYPE_CHECK_FILE
+# (scripts/check_dtypes.py), read by the rule every family's from_pretrained also applies (`dtype_verdict`).
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-REFERENCE_DTYPE = "float32"
-# Which dtypes were checked against float32 on the checkpoint's held-out set (scripts/check_dtypes.py).
-DTYPE_CHECK_FILE = "dtype_check.json"
 # The files fetched (and checked) before the rest of a Hub repo is downloaded.
 _METADATA_FILES = ["config.json", "tokenizer_config.json"]
 
@@ -45,10 +45,6 @@ _METADATA_FILES = ["config.json", "tokenizer_config.json"]
 class CheckpointError(HfArithError):
     """A checkpoint that cannot be loaded as an hf_arith model (or not on that device or in that
     dtype), with a one-line reason."""
-
-
-class DtypeWarning(UserWarning):
-    """A dtype that was never checked for this checkpoint: its answers may differ from float32."""
 
 
 def checkpoint_label(name_or_path: str | Path) -> str:
@@ -338,28 +334,17 @@ def read_dtype_check(folder: str | Path) -> dict | None:
 
 def check_dtype_for(folder: Path, dtype: str | None, label: str) -> None:
     """Refuse a dtype that the checkpoint's own dtype check found to change answers (one line, naming
-    the dtype and its agreement with float32); warn (DtypeWarning) for a dtype that was never checked."""
-    if dtype is None or dtype == REFERENCE_DTYPE:
+    the dtype and its agreement with float32); warn (DtypeWarning) for a dtype that was never checked.
+    The rule is `dtype_verdict`, the one the models' from_pretrained applies (as Hub remote code too)."""
+    if dtype is None:
         return
-    record = read_dtype_check(folder)
-    entry = (record or {}).get("dtypes", {}).get(dtype)
-    if not isinstance(entry, dict):
-        warnings.warn(f"{label}: {dtype} was never checked for this model (no {DTYPE_CHECK_FILE} entry), so its "
-                      f"answers may differ from {REFERENCE_DTYPE}", DtypeWarning, stacklevel=3)
+    verdict = dtype_verdict(read_dtype_check(folder), dtype)
+    if verdict is None:
         return
-    problems = (record.get("problems") or {}).get("n", "its")
-    if entry.get("error"):
-        raise CheckpointError(f"{label}: {dtype} failed on this model's held-out set ({entry['error']}; "
-                              f"{DTYPE_CHECK_FILE}); use {REFERENCE_DTYPE}")
-    agreement = entry.get("agreement")
-    if not isinstance(agreement, (int, float)) or agreement < 1:
-        fine = [name for name, e in record["dtypes"].items()
-                if name != dtype and isinstance(e, dict) and e.get("agreement") == 1]
-        raise CheckpointError(
-            f"{label}: refused dtype {dtype}: it changes this model's answers, agreeing with {REFERENCE_DTYPE} on "
-            f"{pct(agreement) if isinstance(agreement, (int, float)) else 'an unknown share'} of {problems} held-out "
-            f"problems (exact match {pct(entry.get('exact_match', 0))}; {DTYPE_CHECK_FILE}); use {' or '.join(fine) or REFERENCE_DTYPE}"
-        )
+    if verdict[0] == "warn":
+        warnings.warn(f"{label}: {verdict[1]}", DtypeWarning, stacklevel=3)
+        return
+    raise CheckpointError(f"{label}: {verdict[1]}")
 
 
 def check_config_sizes(path: Path, label: str) -> None:
@@ -459,6 +444,8 @@ def load_checkpoint(name_or_path: str | Path, revision: str | None = None, trust
             raise CheckpointError(f"{label}: incompatible checkpoint: {type(tokenizer).__name__} is not an hf_arith tokenizer")
         if dtype_name is not None:
             remote["dtype"] = DTYPES[dtype_name]
+        if own:  # checked above (check_dtype_for), by the rule the model's from_pretrained would apply again
+            remote["ignore_dtype_check"] = True
         try:
             model, info = AutoModelForCausalLM.from_pretrained(
                 str(path), output_loading_info=True, ignore_mismatched_sizes=True, **remote
@@ -474,6 +461,8 @@ def load_checkpoint(name_or_path: str | Path, revision: str | None = None, trust
         check_pair(model.config, tokenizer)
     except FormatError as err:
         raise CheckpointError(f"{label}: incompatible checkpoint: {one_line(err)}") from None
+    if own:  # the model itself knows what it takes, so any later save of it writes its limits and defaults
+        record_limits(model, tokenizer)
     if target is not None:
         model.to(target)
     model.eval()

@@ -13,8 +13,9 @@ cache by the decoder `hf_arith.solve` uses (`decoding.greedy_decode`), so the pi
 give the same answers. No arithmetic happens here. Looped models take `num_recurrences`. The
 tokenizer checks that it belongs to the model (`check_model`) when the pipeline is built.
 
-`hf_arith.runtime.saving.save_checkpoint` copies this file next to every saved model and names it in
-`config.custom_pipelines`, so it travels with pushed models as Hub remote code: it imports only
+Every hf_arith model's save_pretrained (`ArithModelMixin.save_pretrained`, so also `push_to_hub` and
+`Trainer.save_model`) copies this file next to the model and names it in the saved
+`config.custom_pipelines` (`saved_pipeline`), so it travels with pushed models as Hub remote code: it imports only
 torch, transformers and its sibling `decoding` module, and reaches the number format only through
 the tokenizer object.
 `import hf_arith` registers the task, so local checkpoints work without remote code too.
@@ -32,6 +33,15 @@ from .decoding import greedy_decode
 
 TASK = "arithmetic"
 DEFAULT_BATCH_SIZE = 64  # problems per generate call when a list is given and no batch_size
+
+
+def saved_pipeline() -> tuple[dict, str]:
+    """What a saved model needs to name and carry this pipeline: its `config.custom_pipelines` entry (in the
+    form `Pipeline.save_pretrained` writes and `transformers.pipeline` reads) and this file, whose
+    relative imports go along. `hf_arith.register()` gives it to every family (`ArithModelMixin.arith_pipeline`)."""
+    module = __name__.rsplit(".", 1)[-1]
+    entry = {"impl": f"{module}.{ArithmeticPipeline.__name__}", "pt": ["AutoModelForCausalLM"], "type": "text"}
+    return {TASK: entry}, __file__
 
 
 class ArithmeticPipeline(Pipeline):

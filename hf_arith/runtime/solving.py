@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ..data.formatting import FormatError, parse_problems
+from ..text import progress_bar
 from .decoding import confirmed_greedy_decode, default_batch_size, greedy_decode
 from .limits import BeyondTrainingWarning, ModelLimits, answer_budget, check_model_kwargs, model_limits
 from .loading import checkpoint_folder
@@ -42,7 +43,7 @@ def _problem_list(problems) -> list:
 def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = None, use_cache: bool = True,
           tokens_per_step: int = 1, model_kwargs: dict | None = None, *, checked: bool = False,
           warn_beyond_training: bool = True, return_confidence: bool = False, confirm: bool = True,
-          limits: ModelLimits | None = None):
+          limits: ModelLimits | None = None, progress: bool = False):
     """Answer plain problems ('123+456') with greedy decoding; None where the output is malformed.
 
     With `return_confidence=True` each answer is an `Answer(answer, confidence)`; an answer to a problem
@@ -64,7 +65,8 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     checkpoint was trained on (operand lengths, list sizes) are answered with one BeyondTrainingWarning per call (unless
     `warn_beyond_training=False`: evaluations that measure those lengths on purpose). `checked=True`
     skips the checks and the warning: for callers that have checked the problems already
-    (`length_grid`, `loops_curve`, `stress_test`).
+    (`length_grid`, `loops_curve`, `stress_test`). `progress=True` shows a bar on stderr once the call has
+    run a few seconds (`text.progress_bar`).
     """
     if not callable(getattr(model, "parameters", None)) or getattr(model, "config", None) is None:
         raise TypeError(f"model must be a transformers model (for example from hf_arith.load), got {type(model).__name__}")
@@ -93,6 +95,7 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     answers = []
     model_device = next(model.parameters()).device
     end = tokenizer.eos_token_id if limits.fmt.end_token else None
+    bar = progress_bar(len(problems), "solving", "problem", enabled=progress)
     for start in range(0, len(problems), batch_size):
         chunk = problems[start : start + batch_size]
         enc = tokenizer(chunk, padding=True, return_tensors="pt")
@@ -118,6 +121,8 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
             answers.extend(map(Answer, tokenizer.decode_answers(new, batch), lowest))
         else:
             answers.extend(tokenizer.decode_answers(new, batch))
+        bar.update(len(chunk))
+    bar.close()
     return answers[0] if single else answers
 
 

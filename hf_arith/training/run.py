@@ -39,10 +39,11 @@ from ..data.tokenization_arith import ArithTokenizer
 from ..evaluation.held_out import evaluate_model, verify_tiny_adder
 from ..evaluation.metrics import compute_metrics, preprocess_logits_for_metrics
 from ..families import family_classes
+from ..models.configuration_common import LIMIT_FIELDS
 from ..records import SUMMARY_FILE, read_summary, write_json
 from ..runtime.hardware import available_cpu_cores, machine_info, memory_bytes
 from ..runtime.limits import FINGERPRINT_KEY, problem_spec
-from ..runtime.saving import save_checkpoint
+from ..runtime.saving import record_limits, save_checkpoint
 from .adaptive_decay import AdaptiveWeightDecayCallback
 from .best_held_out import BestHeldoutCallback
 from .grokfast import GrokfastCallback
@@ -114,7 +115,9 @@ def build_model(recipe: Recipe, tokenizer: ArithTokenizer, context: int):
     # Every checkpoint of the run records the number format it was trained on (see limits.check_pair).
     setattr(config, FINGERPRINT_KEY, tokenizer.arith_format.fingerprint())
     set_seed(recipe.optim.seed)  # the init is seeded explicitly, before the weights exist
-    return model_cls(config)
+    model = model_cls(config)
+    record_limits(model, tokenizer)  # so every checkpoint the Trainer saves has its generation defaults
+    return model
 
 
 BYTES_PER_PARAMETER = 16  # float32 weights, gradients and Adam's two moments
@@ -374,8 +377,11 @@ def _differences(old: dict, new: dict, skip=()) -> list[str]:
 
 # Config entries that describe a saved file rather than the model.
 # The format fingerprint is not compared: checkpoints from before it have none, and the recipe check compares the format.
+# What a saved config.json records besides the model itself: the remote code it names and the limits derived
+# from the model and its format (`saving.record_limits`), which an older checkpoint may lack.
 _CONFIG_BOOKKEEPING = {"transformers_version", "architectures", "auto_map", "use_cache", "_name_or_path", "dtype",
-                       "torch_dtype", "output_attentions", "output_hidden_states", "return_dict", FINGERPRINT_KEY}
+                       "torch_dtype", "output_attentions", "output_hidden_states", "return_dict", FINGERPRINT_KEY,
+                       "custom_pipelines", *LIMIT_FIELDS}
 
 
 def check_resume(recipe: Recipe, model, checkpoint: str) -> None:
@@ -960,6 +966,18 @@ def _stage_summary(run: TrainingRun, spec: ProblemSpec, model, result, record, m
     }
 
 
+def final_figures(summary: dict) -> dict[str, float]:
+    """The final held-out and verify figures of a run's summary as Trainer logs: `test_` keys, which the
+    report_to integrations file under test/ (test/exact_match, test/exact_match_len_10, test/verify_accuracy)."""
+    heldout, verify = summary.get("heldout") or {}, summary.get("verify") or {}
+    logs = {f"test_{k}": float(heldout[k]) for k in ("exact_match", "per_digit_accuracy", "malformed")
+            if isinstance(heldout.get(k), (int, float))}
+    logs.update({f"test_exact_match_len_{k}": float(v) for k, v in (heldout.get("by_max_operand_length") or {}).items()})
+    if isinstance(verify.get("accuracy"), (int, float)):
+        logs["test_verify_accuracy"] = float(verify["accuracy"])
+    return logs
+
+
 def _write_final(run: TrainingRun, spec: ProblemSpec, trainer, model, tokenizer, summary: dict, evaluate: bool) -> dict:
     """Save final/ (weights, tokenizer, held-out evaluation and summary) into a sibling folder and rename
     it into place once complete: a kill or a full disk leaves the old final/ or none, never a partial one."""
@@ -993,9 +1011,10 @@ def _write_final(run: TrainingRun, spec: ProblemSpec, trainer, model, tokenizer,
         model.eval()
         summary["heldout"] = evaluate_model(model, tokenizer, spec, n=recipe.eval.samples,
                                             batch_size=recipe.eval.batch_size or None,
-                                            test_fraction=recipe.data.test_fraction)
+                                            test_fraction=recipe.data.test_fraction, progress=True)
         if recipe.eval.verify:
             summary["verify"] = verify_tiny_adder(model, tokenizer)
+        trainer.log(final_figures(summary))  # to report_to too (TensorBoard, Trackio, ...), as test/...
     try:
         write_json(partial / SUMMARY_FILE, summary)
         publish_final(partial, final_dir)

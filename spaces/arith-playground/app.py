@@ -34,6 +34,7 @@ import base64
 import functools
 import html
 import importlib
+import itertools
 import json
 import os
 import re
@@ -253,21 +254,27 @@ def trained_range(folder: Path | None, fmt) -> tuple[int, int] | None:
 MEASURED_EXACT = 0.99  # a length counts as measured when the held-out exact match there is at least this
 
 
-def measured_range(folder: Path | None, trained: tuple[int, int] | None, max_digits: int) -> tuple[int, int]:
-    """The operand lengths the model is known to answer: its training range (else 1 to 10 digits),
-    extended by each further length its eval_results.json measured at >= MEASURED_EXACT, capped at
-    what it takes."""
+def measured_range(folder: Path | None, trained: tuple[int, int] | None, max_digits: int,
+                   config=None) -> tuple[int, int]:
+    """The operand lengths the model is known to answer: 1 to its config's `measured_max_digits` (every length
+    measured at >= MEASURED_EXACT on held-out problems, what hf_arith records with the model); for a model
+    whose config records none, its training range (else 1 to 10 digits) extended by each further length its
+    eval_results.json measured at >= MEASURED_EXACT. Capped at what it takes."""
     lo, hi = trained or (1, 10)
-    per = (read_json(folder, "eval_results.json") or {}).get("by_max_operand_length")
-    if isinstance(per, dict):
-        scores = {}
-        for key, value in per.items():
-            try:
-                scores[int(key)] = float(value)
-            except (TypeError, ValueError):
-                continue
-        while scores.get(hi + 1, 0.0) >= MEASURED_EXACT:
-            hi += 1
+    recorded = getattr(config, "measured_max_digits", None)
+    if isinstance(recorded, int) and recorded > 0:
+        lo, hi = 1, recorded
+    else:
+        per = (read_json(folder, "eval_results.json") or {}).get("by_max_operand_length")
+        if isinstance(per, dict):
+            scores = {}
+            for key, value in per.items():
+                try:
+                    scores[int(key)] = float(value)
+                except (TypeError, ValueError):
+                    continue
+            while scores.get(hi + 1, 0.0) >= MEASURED_EXACT:
+                hi += 1
     hi = max(1, min(hi, max_digits))
     return min(lo, hi), hi
 
@@ -281,7 +288,7 @@ def _open(name: str) -> Entry:
         formatting = sys.modules.get(type(fmt).__module__) or importlib.import_module(type(fmt).__module__)
         longest, trained = accepted_digits(pipe, fmt, formatting), trained_range(folder, fmt)
         return Entry(name, pipe, folder, longest, loop_range(pipe.model), trained,
-                     measured_range(folder, trained, longest))
+                     measured_range(folder, trained, longest, pipe.model.config))
     except Exception as err:  # whatever a listed repo holds: a message in the page, not an error page
         raise InputError(f"model {name} cannot be loaded: {one_line(err)}") from None
 
@@ -648,8 +655,8 @@ def describe(entry: Entry, named: bool = True) -> str:
     if entry.trained:
         facts += f"; trained on numbers of {entry.trained[0]}-{entry.trained[1]} digits"
     lo, hi = entry.measured
-    facts += f"; answers {lo}-{hi} digits (measured)" if entry.trained and hi > entry.trained[1] else ""
-    facts += f"; takes up to {entry.max_digits} digits"
+    facts += f"; answers {lo}-{hi} digits (measured at >= {100 * MEASURED_EXACT:g} %)"
+    facts += f"; accepts up to {entry.max_digits:,} digits (its hard limit)"
     link = f" · [model card]({entry.hub_url})" if entry.hub_url else " · bundled with hf_arith (docs/models.md)"
     return (f"**{entry.name}** ({facts}{link}). " if named else f"{facts[0].upper()}{facts[1:]}{link}. ") + " ".join(parts)
 
@@ -811,13 +818,14 @@ def placeholder(entry: Entry) -> str:
     return f"e.g. {sample_problem(entry, entry.measured[1])}"
 
 
-def range_examples(entry: Entry) -> list[str]:
+def range_examples(entry: Entry, shown=()) -> list[str]:
     """Three problems (fewer only where the range has fewer lengths) inside the model's measured
-    range: short, middle and its longest."""
+    range: short, middle and its longest, or the next lengths for any of those already `shown`."""
     lo, hi = entry.measured
     short = max(lo, min(3, hi))
     lengths = dict.fromkeys([short, (short + hi) // 2, hi, *range(lo, hi + 1)])
-    return list(dict.fromkeys(sample_problem(entry, n) for n in lengths))[:3]
+    fresh = (p for p in dict.fromkeys(sample_problem(entry, n) for n in lengths) if p not in shown)
+    return list(itertools.islice(fresh, 3))
 
 
 def examples() -> tuple[list[list], list[str]]:
@@ -843,7 +851,8 @@ def examples() -> tuple[list[list], list[str]]:
                       and run(entry, LONG_SUM, many)["answer"] != truth)  # (checked, for whatever model is listed)
             labels.append(f"{entry.name} at {many} loops" + (": more loops break long sums" if breaks else ""))
     for entry in entries:  # (after the few long ones above, which show what the models are about)
-        for problem in range_examples(entry):
+        shown = {r[1] for r in rows if r[0] == entry.name}  # a range up to 100 digits holds the 100-digit sum
+        for problem in range_examples(entry, shown):
             rows.append([entry.name, problem, entry.default_loops or 1])
             labels.append(f"{entry.name}: {problem}")
     return rows, labels
