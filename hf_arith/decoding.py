@@ -266,13 +266,22 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     writes the heads' own tokens, `tokens_per_step` per pass: fewer passes, but not the first head's
     answers.
     """
-    if tokens_per_step > 1 and confirm:
-        if use_cache:
-            tokens, probabilities, passes = speculative_decode(
-                model, input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id, tokens_per_step,
-                model_kwargs)
-            return _returned(tokens, probabilities if return_probabilities else None, passes if return_passes else None)
-        tokens_per_step = 1
+    if tokens_per_step > 1 and confirm and use_cache:
+        tokens, probabilities, passes = speculative_decode(
+            model, input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id, tokens_per_step,
+            model_kwargs, return_probabilities=return_probabilities)
+    else:
+        tokens, probabilities, passes = _stepwise_decode(
+            model, input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id, use_cache,
+            1 if confirm else tokens_per_step, model_kwargs, return_probabilities)
+    outputs = [tokens, *([probabilities] if return_probabilities else []), *([passes] if return_passes else [])]
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _stepwise_decode(model, input_ids, attention_mask, max_new_tokens: int, eos_token_id, pad_token_id: int,
+                     use_cache: bool, tokens_per_step: int, model_kwargs, return_probabilities: bool):
+    """`greedy_decode` writing the `tokens_per_step` heads' own tokens every pass (one: the first head's).
+    Returns (tokens, probabilities or None, passes)."""
     batch = input_ids.shape[0]
     extra = dict(model_kwargs or {})
     if tokens_per_step > 1:
@@ -336,14 +345,7 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
         # With a cache the model needs only the new tokens; without one, the whole sequence again.
         step_input = step if use_cache else sequence
         out = None
-    return _returned(result[:, :produced], None if probabilities is None else probabilities[:, :produced],
-                     passes if return_passes else None)
-
-
-def _returned(tokens, probabilities, passes):
-    """What `greedy_decode` returns: the tokens alone, or a tuple with the probabilities and passes asked for."""
-    outputs = [tokens, *([] if probabilities is None else [probabilities]), *([] if passes is None else [passes])]
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    return result[:, :produced], None if probabilities is None else probabilities[:, :produced], passes
 
 
 def _stop_at_end(step, finished, eos_token_id, pad_token_id):
@@ -391,7 +393,7 @@ class _Speculation:
     """
 
     def __init__(self, model, input_ids, attention_mask, max_new_tokens: int, k: int, eos, pad, extra: dict,
-                 commit: str):
+                 commit: str, scored: bool):
         batch, width = input_ids.shape
         self.model, self.k, self.eos, self.pad, self.max_new, self.commit = model, k, eos, pad, max_new_tokens, commit
         self.extra = {**extra, "num_future_tokens": k}
@@ -403,7 +405,7 @@ class _Speculation:
         self.prompt = input_ids
         # The rows' tokens; past each row's `produced`, its pending drafts (read for positions), then padding.
         self.answer = input_ids.new_full((batch, max_new_tokens + k), pad)
-        self.chances = torch.ones(self.answer.shape, device=input_ids.device)
+        self.chances = torch.ones(self.answer.shape, device=input_ids.device) if scored else None  # probabilities
         self.produced = input_ids.new_zeros(batch)
         self.ended = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)
         self.mask = input_ids.new_zeros((batch, self.room))
@@ -411,7 +413,7 @@ class _Speculation:
         self.key_positions = None  # cache columns' position ids, for models that read every key's
         self.length, self.longest = width, 0  # cache columns in use; most tokens any row has written
         self.tokens = input_ids.new_full((batch, max_new_tokens), pad)  # what decoding returns, in row order
-        self.probabilities = torch.ones(self.tokens.shape, device=input_ids.device)
+        self.probabilities = torch.ones(self.tokens.shape, device=input_ids.device) if scored else None
 
     def prefill(self, attention_mask, rows_movable: bool) -> int:
         """The prompt pass: its first token and first drafts. Returns how many rows are done."""
@@ -484,7 +486,8 @@ class _Speculation:
             self.ended |= end.any(1)
         columns = self.produced[:, None] + after
         self.answer.scatter_(1, columns, first.masked_fill(~valid, self.pad))
-        self.chances.scatter_(1, columns, token_probabilities(logits, first).masked_fill(~valid, 1.0))
+        if self.chances is not None:
+            self.chances.scatter_(1, columns, token_probabilities(logits, first).masked_fill(~valid, 1.0))
         written = valid.sum(1)
         self.produced += written
         drafts = future[index, agree].argmax(-1).masked_fill(self.ended[:, None], self.pad)
@@ -507,7 +510,8 @@ class _Speculation:
     def flush(self) -> None:
         """Copy the rows' tokens so far to the returned tokens, at their original rows."""
         self.tokens[self.rows] = self.answer[:, : self.max_new]
-        self.probabilities[self.rows] = self.chances[:, : self.max_new]
+        if self.probabilities is not None:
+            self.probabilities[self.rows] = self.chances[:, : self.max_new]
 
     def retire(self) -> None:
         """Drop the rows that are done (their tokens are kept) from every per-row tensor and the cache."""
@@ -522,7 +526,7 @@ class _Speculation:
 @torch.inference_mode()
 def speculative_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, max_new_tokens: int,
                        eos_token_id: int | None = None, pad_token_id: int = 0, tokens_per_step: int = 2,
-                       model_kwargs: dict | None = None, commit: str = "row"):
+                       model_kwargs: dict | None = None, commit: str = "row", return_probabilities: bool = True):
     """Greedy decoding of a multi-token model in fewer passes, writing what one token per pass writes.
 
     Each pass feeds every row its last token and the `tokens_per_step` - 1 tokens the extra heads
@@ -534,14 +538,15 @@ def speculative_decode(model, input_ids: torch.Tensor, attention_mask: torch.Ten
     reports them. `commit="row"`: each row keeps what it accepted (rejected drafts become masked
     holes in the cache, `_Speculation`); `"min"`: every row keeps as many as the row that accepted
     fewest, so the cache is cut back evenly (compared in bench/speculative_speed.py).
-    Returns (tokens, probabilities, passes), as `greedy_decode` with both flags.
+    Returns (tokens, probabilities, passes), as `greedy_decode` with both flags (probabilities None
+    unless `return_probabilities`).
     """
     if commit not in ("row", "min"):
         raise ValueError(f"commit must be 'row' or 'min', got {commit!r}")
     extra = dict(model_kwargs or {})
     rows_movable = can_retire_rows(extra, input_ids.shape[0])
     state = _Speculation(model, input_ids, attention_mask, max_new_tokens, tokens_per_step, eos_token_id,
-                         pad_token_id, extra, commit)
+                         pad_token_id, extra, commit, return_probabilities)
     done, passes = state.prefill(attention_mask, rows_movable), 1
     longest = state.longest
     while done < len(state.rows):
@@ -552,7 +557,7 @@ def speculative_decode(model, input_ids: torch.Tensor, attention_mask: torch.Ten
             state.retire()
             done = 0
     state.flush()
-    return state.tokens[:, :longest], state.probabilities[:, :longest], passes
+    return state.tokens[:, :longest], None if state.probabilities is None else state.probabilities[:, :longest], passes
 
 
 # -- teacher-forced scoring -------------------------------------------------------------------

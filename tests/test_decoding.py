@@ -147,8 +147,8 @@ def test_self_speculative_decoding_of_the_bundled_k2_writes_what_one_token_per_p
     from hf_arith.problems import ProblemSpec, held_out_problems
 
     model, tok = load_checkpoint(K2)
-    texts = (held_out_problems(ProblemSpec(min_digits=1, max_digits=100), 40, seed=11).to_text()
-             + held_out_problems(ProblemSpec(min_digits=106, max_digits=115), 12, seed=11).to_text())
+    inside = held_out_problems(ProblemSpec(min_digits=1, max_digits=100), 40, seed=11).to_text()
+    texts = inside + held_out_problems(ProblemSpec(min_digits=106, max_digits=115), 12, seed=11).to_text()
     eos, pad = tok.eos_token_id, tok.pad_token_id
     for batch in (texts, texts[:1], texts[-1:]):
         enc = tok(batch, padding=True, return_tensors="pt")
@@ -158,8 +158,12 @@ def test_self_speculative_decoding_of_the_bundled_k2_writes_what_one_token_per_p
         assert torch.equal(two, one)
         torch.testing.assert_close(two_p, one_p, atol=1e-5, rtol=0)
         assert two_passes <= 0.6 * one_passes
-    raw = greedy_decode(*args, tokens_per_step=2, confirm=False)
-    assert not torch.equal(raw, one)  # the case verification guards: the raw heads answer otherwise
+    enc = tok(texts, padding=True, return_tensors="pt")
+    args = (model, enc["input_ids"], enc["attention_mask"], answer_budget(tok, texts), eos, pad)
+    raw = tok.decode_answers(greedy_decode(*args, tokens_per_step=2, confirm=False))
+    sums = [str(int(a) + int(b)) for a, b in (t.split("+") for t in inside)]
+    assert raw[: len(inside)] == sums  # within the measured range the raw heads are right too
+    assert raw != tok.decode_answers(greedy_decode(*args))  # beyond it they are not: what verification guards
 
 
 def test_solve_and_the_pipeline_decode_a_multi_token_model_with_verified_drafts_by_default():
