@@ -388,46 +388,45 @@ class _Speculation:
     attention mask (`mask`), so rows may accept different numbers of drafts without moving any
     cache entry; trailing columns that are holes in every row are cut off instead, and when the
     cache would outgrow the model's context, `compact` squeezes the holes out. Position ids are
-    computed from each row's own tokens (`answer`, which also holds the pending drafts), never
-    from cache columns.
+    computed from each row's own tokens (`sequence`: the prompt, the tokens written, then the
+    pending drafts), never from cache columns.
     """
 
     def __init__(self, model, input_ids, attention_mask, max_new_tokens: int, k: int, eos, pad, extra: dict,
                  commit: str, scored: bool):
-        batch, width = input_ids.shape
+        batch, self.width = input_ids.shape
         self.model, self.k, self.eos, self.pad, self.max_new, self.commit = model, k, eos, pad, max_new_tokens, commit
         self.extra = {**extra, "num_future_tokens": k}
         self.positions_of = getattr(model, "position_inputs", None)
         context = getattr(model.config, "max_position_embeddings", None)
-        self.room = min(width + k * max_new_tokens, context or width + k * max_new_tokens)  # cache columns
+        self.room = min(self.width + k * max_new_tokens, context or self.width + k * max_new_tokens)  # cache columns
         self.cache = decoding_cache(self.room)
-        self.rows = torch.arange(batch, device=input_ids.device)  # the original row of each row still decoding
-        self.prompt = input_ids
-        # The rows' tokens; past each row's `produced`, its pending drafts (read for positions), then padding.
-        self.answer = input_ids.new_full((batch, max_new_tokens + k), pad)
-        self.chances = torch.ones(self.answer.shape, device=input_ids.device) if scored else None  # probabilities
+        device = input_ids.device
+        self.after = torch.arange(k, device=device)
+        self.rows = torch.arange(batch, device=device)  # the original row of each row still decoding
+        self.sequence = torch.cat([input_ids, input_ids.new_full((batch, max_new_tokens + k), pad)], dim=1)
+        self.chances = torch.ones(batch, max_new_tokens + k, device=device) if scored else None  # probabilities
         self.produced = input_ids.new_zeros(batch)
-        self.ended = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)
+        self.ended = torch.zeros(batch, dtype=torch.bool, device=device)
         self.mask = input_ids.new_zeros((batch, self.room))
-        self.mask[:, :width] = 1 if attention_mask is None else attention_mask
+        self.mask[:, : self.width] = 1 if attention_mask is None else attention_mask
         self.key_positions = None  # cache columns' position ids, for models that read every key's
-        self.length, self.longest = width, 0  # cache columns in use; most tokens any row has written
+        self.length, self.longest = self.width, 0  # cache columns in use; most tokens any row has written
         self.tokens = input_ids.new_full((batch, max_new_tokens), pad)  # what decoding returns, in row order
-        self.probabilities = torch.ones(self.tokens.shape, device=input_ids.device) if scored else None
+        self.probabilities = torch.ones(self.tokens.shape, device=device) if scored else None
 
     def prefill(self, attention_mask, rows_movable: bool) -> int:
         """The prompt pass: its first token and first drafts. Returns how many rows are done."""
-        out, kwargs, width = None, {}, self.prompt.shape[1]
+        out, kwargs, prompt = None, {}, self.sequence[:, : self.width]
         if attention_mask is not None and rows_movable:
-            out = bucketed_prefill(self.model, self.prompt, attention_mask, self.cache, self.extra, self.positions_of,
-                                   self.k)
+            out = bucketed_prefill(self.model, prompt, attention_mask, self.cache, self.extra, self.positions_of, self.k)
         if self.positions_of is not None:
-            kwargs = self.positions_of(self.prompt, width, generated_from=width)
+            kwargs = self.positions_of(prompt, self.width, generated_from=self.width)
             if "key_position_ids" in kwargs:
-                self.key_positions = self.prompt.new_zeros((self.prompt.shape[0], self.room))
-                self.key_positions[:, :width] = kwargs["key_position_ids"]
+                self.key_positions = prompt.new_zeros((len(self.rows), self.room))
+                self.key_positions[:, : self.width] = kwargs["key_position_ids"]
         if out is None:
-            out = self.model(input_ids=self.prompt, attention_mask=attention_mask, past_key_values=self.cache,
+            out = self.model(input_ids=prompt, attention_mask=attention_mask, past_key_values=self.cache,
                              use_cache=True, logits_to_keep=1, **self.extra, **kwargs)
         logits = out.logits[:, -1:]
         self._write(logits.argmax(-1), self.produced.new_zeros(len(self.rows)), logits, out.future_logits[:, -1:])
@@ -447,7 +446,7 @@ class _Speculation:
         out = self.model(input_ids=block, attention_mask=self.mask[:, : start + s], past_key_values=self.cache,
                          use_cache=True, logits_to_keep=s, **self.extra, **self._positions(s, start))
         first = out.logits.argmax(-1)  # what one token per pass writes after each fed token, if those before are right
-        agree = (first[:, :-1] == block[:, 1:]).long().cumprod(1).sum(1)  # drafts accepted
+        agree = (first[:, :-1] == block[:, 1:]).cumprod(1).sum(1)  # drafts accepted
         if self.commit == "min":  # every row keeps as many as the row that kept fewest
             agree = agree.masked_fill(self._done(), s - 1).min().expand_as(agree)
         # The block's columns the rows keep: one per token written (its predecessor's); none in finished rows.
@@ -455,7 +454,7 @@ class _Speculation:
         done, most, self.longest = torch.stack([self._done().sum(), kept.max(), self.produced.max()]).tolist()
         if most < s:  # columns that are holes in every row: cut them off
             self.cache.crop(most - s)
-        self.mask[:, columns] = torch.arange(s, device=kept.device) < kept[:, None]
+        self.mask[:, columns] = self.after[:s] < kept[:, None]
         self.length = start + most
         return done
 
@@ -463,11 +462,9 @@ class _Speculation:
         """The position kwargs of a block of `s` tokens fed at cache column `start`."""
         if self.positions_of is None:
             return {}
-        width = self.prompt.shape[1]
-        sequence = torch.cat([self.prompt, self.answer[:, : self.longest + s - 1]], dim=1)
-        full = self.positions_of(sequence, sequence.shape[1], generated_from=width)["position_ids"]
-        fed = width - 1 + self.produced[:, None] + torch.arange(s, device=sequence.device)
-        kwargs = {"position_ids": full.gather(1, fed)}
+        sequence = self.sequence[:, : self.width + self.longest + s - 1]
+        full = self.positions_of(sequence, sequence.shape[1], generated_from=self.width)["position_ids"]
+        kwargs = {"position_ids": full.gather(1, (self.width - 1 + self.produced)[:, None] + self.after[:s])}
         if self.key_positions is not None:
             self.key_positions[:, start:start + s] = kwargs["position_ids"]
             kwargs["key_position_ids"] = self.key_positions[:, : start + s]
@@ -478,21 +475,21 @@ class _Speculation:
         token or budget), and set up its next block: the last of them, then the heads' drafts there.
         Returns how many tokens each row wrote."""
         s, index = first.shape[1], torch.arange(len(self.rows), device=first.device)
-        after = torch.arange(s, device=first.device)
-        valid = (after <= agree[:, None]) & (self.produced[:, None] + after < self.max_new) & ~self.ended[:, None]
+        room = (self.max_new - self.produced).clamp(max=s).masked_fill_(self.ended, 0)  # budget left; none if ended
+        valid = self.after[:s] < torch.minimum(agree + 1, room)[:, None]
         if self.eos is not None:
             end = (first == self.eos) & valid
-            valid &= end.long().cumsum(1) - end.long() == 0  # nothing after the first end token
+            valid &= end.cumsum(1) <= end  # nothing after the first end token
             self.ended |= end.any(1)
-        columns = self.produced[:, None] + after
-        self.answer.scatter_(1, columns, first.masked_fill(~valid, self.pad))
+        columns = (self.width + self.produced)[:, None] + self.after[:s]
+        self.sequence.scatter_(1, columns, torch.where(valid, first, self.pad))
         if self.chances is not None:
-            self.chances.scatter_(1, columns, token_probabilities(logits, first).masked_fill(~valid, 1.0))
+            self.chances.scatter_(1, columns - self.width, torch.where(valid, token_probabilities(logits, first), 1.0))
         written = valid.sum(1)
         self.produced += written
-        drafts = future[index, agree].argmax(-1).masked_fill(self.ended[:, None], self.pad)
+        drafts = torch.where(self.ended[:, None], self.pad, future[index, agree].argmax(-1))
         self.step_input = torch.cat([first[index, agree][:, None], drafts], dim=1)
-        self.answer.scatter_(1, self.produced[:, None] + torch.arange(self.k - 1, device=first.device), drafts)
+        self.sequence.scatter_(1, (self.width + self.produced)[:, None] + self.after[: self.k - 1], drafts)
         return written
 
     def compact(self) -> None:
@@ -509,7 +506,7 @@ class _Speculation:
 
     def flush(self) -> None:
         """Copy the rows' tokens so far to the returned tokens, at their original rows."""
-        self.tokens[self.rows] = self.answer[:, : self.max_new]
+        self.tokens[self.rows] = self.sequence[:, self.width: self.width + self.max_new]
         if self.probabilities is not None:
             self.probabilities[self.rows] = self.chances[:, : self.max_new]
 
@@ -518,7 +515,7 @@ class _Speculation:
         self.flush()
         keep = (~self._done()).nonzero().squeeze(1)
         self.cache.batch_select_indices(keep)
-        for name in ("rows", "prompt", "answer", "chances", "produced", "ended", "mask", "key_positions", "step_input"):
+        for name in ("rows", "sequence", "chances", "produced", "ended", "mask", "key_positions", "step_input"):
             if getattr(self, name) is not None:
                 setattr(self, name, getattr(self, name)[keep])
 
