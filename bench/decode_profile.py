@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--min", action="store_true", help="also profile speculative decoding with commit='min'")
     parser.add_argument("--ops", action="store_true", help="also list each mode's top operators (torch.profiler)")
+    parser.add_argument("--note", default="", help="a remark recorded with the results (e.g. that the machine was busy)")
     parser.add_argument("--out", default=str(RESULTS / "decode_profile.json"))
     args = parser.parse_args(argv)
 
@@ -181,6 +182,8 @@ def main(argv: list[str] | None = None) -> dict:
     what = (f"one decode of {args.model} split into prefill, forward passes, cache handling and Python overhead "
             f"(medians of {args.repeats} decodes per mode, modes taking turns, after a warm-up; wall clock; "
             f"{args.threads} torch thread(s)); passes: forward passes after the prefill")
+    if args.note:
+        what += f". Note: {args.note}"
     return write_results(args.out, {"model": args.model, "rows": rows}, what=what, load_before=load_before,
                          title="Where one decode's time goes", table=table(rows))
 

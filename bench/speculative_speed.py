@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--min", action="store_true", help="also time commit='min'")
     parser.add_argument("--raw", action="store_true", help="also time the raw heads (confirm=False, not exact)")
+    parser.add_argument("--note", default="", help="a remark recorded with the results (e.g. that the machine was busy)")
     parser.add_argument("--out", default=str(RESULTS / "speculative_speed.json"))
     args = parser.parse_args(argv)
 
@@ -118,6 +119,8 @@ def main(argv: list[str] | None = None) -> dict:
     what = (f"wall time of greedy decoding with {args.model}, one token per pass vs self-speculative "
             f"(median of {args.rounds} rounds, modes taking turns, after a warm-up; prompts tokenized outside "
             "the clock); passes: forward passes per round, prefill included")
+    if args.note:
+        what += f". Note: {args.note}"
     return write_results(args.out, {"model": args.model, "rows": rows}, what=what, load_before=load_before,
                          title="Self-speculative decoding vs one token per pass", table=table(rows))
 

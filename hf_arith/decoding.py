@@ -266,7 +266,7 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     writes the heads' own tokens, `tokens_per_step` per pass: fewer passes, but not the first head's
     answers.
     """
-    if tokens_per_step > 1 and confirm and use_cache:
+    if tokens_per_step > 1 and confirm and use_cache and max_new_tokens > 1:  # one token: the prompt pass alone
         tokens, probabilities, passes = speculative_decode(
             model, input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id, tokens_per_step,
             model_kwargs, return_probabilities=return_probabilities)
