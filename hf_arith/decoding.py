@@ -496,6 +496,8 @@ class _Speculation:
         """Squeeze the holes out of the cache: each row's cached tokens move, in order, to the end of its row."""
         real = self.mask[:, : self.length]
         keep = int(real.sum(1).max())
+        if keep == self.length:  # no hole to squeeze out (the last tokens of a full context)
+            return
         index = real.sort(dim=1, stable=True).indices[:, self.length - keep:]
         for layer in self.cache.layers:
             layer.select_positions(index)

@@ -216,9 +216,15 @@ def test_self_speculative_decoding_of_random_models_writes_what_one_token_per_pa
                                                                                            monkeypatch):
     """Drafts are mostly wrong here, rows accept different numbers of them and end at different
     times, and the answers run to the end of the context, so the cache's holes must be squeezed out."""
-    compactions = []
+    squeezed = []  # cache columns each compaction freed
     compact = decoding._Speculation.compact
-    monkeypatch.setattr(decoding._Speculation, "compact", lambda self: (compactions.append(1), compact(self)))
+
+    def counted(state):
+        before = state.length
+        compact(state)
+        squeezed.append(before - state.length)
+
+    monkeypatch.setattr(decoding._Speculation, "compact", counted)
     raw_differs, ends = 0, set()
     for seed in range(3):
         model, tok = random_multi_token_model(k, window, seed, context=48)
@@ -235,4 +241,4 @@ def test_self_speculative_decoding_of_random_models_writes_what_one_token_per_pa
             ends |= {len(row) for row in tok.decode_answers(one) if row is not None}
     assert raw_differs  # unverified drafts write other tokens: a decoder that skipped verification fails here
     assert len(ends) > 2  # rows ended at different times
-    assert compactions or commit == "min"  # "min" leaves no holes to squeeze out
+    assert max(squeezed, default=0) > 0 or commit == "min"  # "min" leaves holes in finished rows only
