@@ -3,7 +3,9 @@
 Generic autoregressive decoding: it knows nothing about arithmetic. Each row stops at the
 end token; rows that have stopped are filled with the pad token. Models with several
 prediction heads (`config.num_future_tokens` > 1) can emit up to that many tokens per forward
-pass (`tokens_per_step`); the model returns the extra heads' logits as `future_logits`.
+pass (`tokens_per_step`; the model returns the extra heads' logits as `future_logits`): by default
+the extra heads draft and the first head verifies (`speculative_decode`), so the tokens are those
+of one token per pass.
 """
 
 from __future__ import annotations
