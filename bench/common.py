@@ -82,20 +82,21 @@ def decode_methods(model, tokenizer, compiled=None) -> dict:
                              eos_token_id=eos, pad_token_id=pad)
         return out[:, ids.shape[1]:]
 
-    def decoder(use_cache, k=1, target=model):
+    def decoder(use_cache, k=1, target=model, confirm=True):
         return lambda ids, mask, budget: greedy_decode(target, ids, mask, budget, eos_token_id=eos, pad_token_id=pad,
-                                                       use_cache=use_cache, tokens_per_step=k)
+                                                       use_cache=use_cache, tokens_per_step=k, confirm=confirm)
 
     table = {"generate": generate, "decoder-nocache": decoder(False), "decoder-cache": decoder(True)}
     for k in range(2, max_tokens_per_step(model) + 1):
         table[f"decoder-cache-k{k}"] = decoder(True, k)
+        table[f"decoder-cache-k{k}-raw"] = decoder(True, k, confirm=False)
     if compiled is not None:
         table["decoder-cache-compiled"] = decoder(True, target=compiled)
     return table
 
 
-def decode(model, tok, texts, k=1, use_cache=True, batch_size=1000):
-    """Answers, total forward passes (summed over batches) and seconds."""
+def decode(model, tok, texts, k=1, use_cache=True, batch_size=1000, confirm=True):
+    """Answers, total forward passes (summed over batches) and seconds; `confirm=False`: the k heads' own tokens."""
     fmt, answers, passes = tok.arith_format, [], 0
     start = time.perf_counter()
     for i in range(0, len(texts), batch_size):
@@ -104,7 +105,7 @@ def decode(model, tok, texts, k=1, use_cache=True, batch_size=1000):
         enc = tok(chunk, padding=True, return_tensors="pt")
         new, n = greedy_decode(model, enc.input_ids, enc.attention_mask, budget, eos_token_id=tok.eos_token_id,
                                pad_token_id=tok.pad_token_id, use_cache=use_cache, tokens_per_step=k,
-                               return_passes=True)
+                               return_passes=True, confirm=confirm)
         answers.extend(tok.decode_answers(new))
         passes += n
     return answers, passes, time.perf_counter() - start

@@ -9,7 +9,9 @@ same held-out problems (in the model's own format, operands of 1 to `--max-digit
 - `generate`: `model.generate(do_sample=False, max_new_tokens=<answer budget>)`, eos/pad set;
 - `decoder-nocache`: `hf_arith.runtime.decoding.greedy_decode(use_cache=False)` (the whole sequence again each pass);
 - `decoder-cache`: `greedy_decode(use_cache=True)` (KV cache, only new tokens each pass);
-- `decoder-cache-kN`: the same with `tokens_per_step=N`, for models with `config.num_future_tokens` > 1;
+- `decoder-cache-kN`: the same with `tokens_per_step=N`, for models with `config.num_future_tokens` > 1
+  (self-speculative: the extra heads draft, the first head verifies; the answers of one token per pass);
+- `decoder-cache-kN-raw`: the N heads' own tokens (`confirm=False`), N per pass;
 - with `--compile`: `decoder-cache-compiled`, the cached decoder on `torch.compile(model, dynamic=True)`;
   its one-off compile time (first call minus a steady call) is reported separately, with the number
   of problems after which it pays off.

@@ -293,16 +293,16 @@ def test_future_heads_train_on_labels_shifted_by_their_distance():
 
 @pytest.mark.parametrize("k", [2, 3])
 @pytest.mark.parametrize("window", [0, 2])
-def test_multi_token_decoding_is_cache_consistent_and_uses_fewer_passes(k, window):
+def test_raw_multi_token_decoding_is_cache_consistent_and_uses_fewer_passes(k, window):
     # A windowed model's cached passes need every key's index (model.position_inputs), k tokens at a time too.
     model, tok = make(seed=6, num_future_tokens=3, abacus_attention_window=window, abacus_align_answer=bool(window),
                       answer_start_token_id=11)
     enc = tok(PROBLEMS, padding=True, return_tensors="pt")
     n = 11
     cached, passes = greedy_decode(model, enc.input_ids, enc.attention_mask, n, pad_token_id=tok.pad_token_id,
-                                   tokens_per_step=k, return_passes=True)
+                                   tokens_per_step=k, return_passes=True, confirm=False)
     uncached = greedy_decode(model, enc.input_ids, enc.attention_mask, n, pad_token_id=tok.pad_token_id,
-                             tokens_per_step=k, use_cache=False)
+                             tokens_per_step=k, use_cache=False, confirm=False)
     assert torch.equal(cached, uncached) and cached.shape == (len(PROBLEMS), n)
     assert len(set(cached.flatten().tolist())) > 2  # a non-trivial output
     assert passes == -(-n // k)

@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 
 import hf_arith
 from hf_arith.bundled import bundled_models
@@ -84,6 +85,8 @@ def _multi_token_models() -> list[str]:
 
 @pytest.mark.parametrize("name", _multi_token_models())
 def test_bundled_multi_token_model_answers_with_fewer_forward_passes(name):
+    """By default the extra heads draft and the first head verifies: one token per pass's answers and
+    probabilities, in fewer passes. Raw heads (`confirm=False`) take fewer still, and are right here too."""
     from hf_arith.runtime.decoding import greedy_decode
     from hf_arith.runtime.solving import answer_budget
 
@@ -93,12 +96,17 @@ def test_bundled_multi_token_model_answers_with_fewer_forward_passes(name):
     texts, answers = held.to_text(), held.answer_text()
     enc = tok(texts, padding=True, return_tensors="pt")
     budget = answer_budget(tok, texts)
-    passes, outputs = {}, {}
-    for step in (1, k):
-        new, passes[step] = greedy_decode(model, enc["input_ids"], enc["attention_mask"], budget,
-                                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                                          tokens_per_step=step, return_passes=True)
-        outputs[step] = tok.decode_answers(new)
-        accuracy = sum(p == a for p, a in zip(outputs[step], answers)) / len(answers)
-        assert accuracy >= 0.99, f"{name}, {step} token(s) per pass: {accuracy:.3f}"
-    assert passes[k] <= 0.55 * passes[1]
+    passes, outputs, probabilities = {}, {}, {}
+    for mode, step, confirm in (("one", 1, True), ("drafted", k, True), ("raw", k, False)):
+        new, probabilities[mode], passes[mode] = greedy_decode(
+            model, enc["input_ids"], enc["attention_mask"], budget, eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id, tokens_per_step=step, return_probabilities=True, return_passes=True,
+            confirm=confirm)
+        outputs[mode] = tok.decode_answers(new)
+        accuracy = sum(p == a for p, a in zip(outputs[mode], answers)) / len(answers)
+        assert accuracy >= 0.99, f"{name}, {mode}: {accuracy:.3f}"
+    assert outputs["drafted"] == outputs["one"]
+    torch.testing.assert_close(probabilities["drafted"], probabilities["one"], atol=1e-5, rtol=0)
+    assert passes["raw"] <= 0.55 * passes["one"]
+    # The prompt pass writes one token, then each pass up to k: with every draft right, 1 + ceil((n - 1) / k).
+    assert passes["drafted"] <= 0.6 * passes["one"]

@@ -1,4 +1,5 @@
-"""The shared decoder's cache (preallocated per layer) and its batch-size rule."""
+"""The shared decoder: its cache (preallocated per layer), its batch-size rule, and self-speculative
+decoding of multi-token models (the answers of one token per pass)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ import pytest
 import torch
 from transformers import DynamicCache
 
+import hf_arith.runtime.decoding as decoding
+from hf_arith import AbacusGPT2Config, AbacusGPT2ForCausalLM, ArithTokenizer, NumberFormat
 from hf_arith.runtime.decoding import (
     PreallocatedLayer,
-    confirmed_greedy_decode,
     decoding_cache,
     default_batch_size,
     default_threads,
     greedy_decode,
     prefill_buckets,
+    speculative_decode,
 )
 from hf_arith.runtime.hardware import available_cpu_cores
 from hf_arith.runtime.loading import load_checkpoint
@@ -111,44 +114,131 @@ def test_models_take_the_kv_cache_under_either_name(name, keyword):
     assert getattr(out, field) is cache
 
 
-def test_confirmed_multi_token_decoding_writes_what_one_token_per_pass_writes():
-    """The extra heads only propose: beyond the 100 digits where its answers are measured exact, the
-    bundled k2's second head often guesses wrong, and the first head's pass sends those rows back to
-    one token per pass. Within them, every way of decoding writes the true sums."""
-    from hf_arith import solve
+# -- self-speculative decoding of multi-token models -------------------------------------------------
+K2 = "abacus-gpt2-add-window-10-k2"
+REVERSED = NumberFormat(task="add", reverse_operands=True, reverse_answer=True, end_token=True)
+PROBLEMS = ["1342+879", "5+12345", "0+0", "99999999+1", "123+456", "77777+88", "31415926+27182818", "9+9"]
+
+
+def test_preallocated_layer_takes_back_tokens_and_selects_positions_in_its_buffer():
+    torch.manual_seed(1)
+    grown, fixed = DynamicCache(), decoding_cache(12)
+    chunk = torch.randn(2, 3, 6, 4)
+    for cache in (grown, fixed):
+        cache.update(chunk, -chunk, 0)
+        cache.crop(-2)  # rejected drafts
+    assert fixed.get_seq_length() == grown.get_seq_length() == 4
+    assert torch.equal(fixed.layers[0].keys, grown.layers[0].keys)
+    index = torch.tensor([[0, 2, 3], [1, 1, 3]])
+    fixed.layers[0].select_positions(index)
+    kept = chunk[:, :, :4].gather(2, index[:, None, :, None].expand(-1, 3, -1, 4))
+    assert torch.equal(fixed.layers[0].keys, kept) and torch.equal(fixed.layers[0].values, -kept)
+    more = torch.randn(2, 3, 2, 4)
+    keys, _ = fixed.update(more, more, 0)
+    assert torch.equal(keys, torch.cat([kept, more], dim=2))
+    assert fixed.layers[0].key_buffer is not None  # still writing into its one buffer
+
+
+def test_self_speculative_decoding_of_the_bundled_k2_writes_what_one_token_per_pass_writes():
+    """Within the measured 100 digits the second head's drafts are right; beyond them it often guesses
+    wrong (its raw tokens give other answers), and the first head rejects those drafts. Either way the
+    tokens and probabilities are one token per pass's, batched (rows of different lengths) and alone."""
     from hf_arith.data.problems import ProblemSpec, held_out_problems
     from hf_arith.runtime.limits import answer_budget
 
-    name = "abacus-gpt2-add-window-10-k2"
-    model, tok = load_checkpoint(name)
-    measured = model.config.measured_max_digits  # 100
-    texts = (held_out_problems(ProblemSpec(min_digits=1, max_digits=measured), 60, seed=11).to_text()
-             + held_out_problems(ProblemSpec(min_digits=measured + 6, max_digits=measured + 15), 20, seed=11).to_text())
-    sums = [str(int(a) + int(b)) for a, b in (t.split("+") for t in texts)]  # the oracle
-    inside = [i for i, t in enumerate(texts) if max(len(x) for x in t.split("+")) <= measured]
-    assert len(inside) == 60 < len(texts)  # both kinds of problem are here
-    budget = answer_budget(tok, texts)
-
-    def true_inside(answers) -> bool:
-        return [answers[i] for i in inside] == [sums[i] for i in inside]
-
-    enc = tok(texts, padding=True, return_tensors="pt")
+    model, tok = load_checkpoint(K2)
+    inside = held_out_problems(ProblemSpec(min_digits=1, max_digits=100), 40, seed=11).to_text()
+    texts = inside + held_out_problems(ProblemSpec(min_digits=106, max_digits=115), 12, seed=11).to_text()
     eos, pad = tok.eos_token_id, tok.pad_token_id
-    one, one_p, one_passes = greedy_decode(model, enc["input_ids"], enc["attention_mask"], budget, eos, pad,
-                                           return_passes=True, return_probabilities=True)
-    raw = greedy_decode(model, enc["input_ids"], enc["attention_mask"], budget, eos, pad, tokens_per_step=2)
-    two, two_p, two_passes = confirmed_greedy_decode(model, enc["input_ids"], enc["attention_mask"], budget, eos, pad,
-                                                     tokens_per_step=2, return_passes=True, return_probabilities=True)
-    assert true_inside(tok.decode_answers(one)) and true_inside(tok.decode_answers(raw))
-    assert tok.decode_answers(raw) != tok.decode_answers(one)  # the case this guards
-    assert tok.decode_answers(two) == tok.decode_answers(one)
-    torch.testing.assert_close(two_p.min(1).values, one_p.min(1).values, atol=1e-4, rtol=0)
-    assert two_passes < 2 * one_passes
-    # solve confirms by default; confirm=False gives the heads' own tokens.
-    confirmed = solve(model, tok, texts, tokens_per_step=2, warn_beyond_training=False, return_confidence=True)
-    single = solve(model, tok, texts, warn_beyond_training=False, return_confidence=True)
-    assert [a.answer for a in confirmed] == [a.answer for a in single]
-    assert true_inside([a.answer for a in single])
-    assert [a.confidence for a in confirmed] == pytest.approx([a.confidence for a in single], abs=1e-4)
-    unconfirmed = solve(model, tok, texts, tokens_per_step=2, warn_beyond_training=False, confirm=False)
-    assert true_inside(unconfirmed) and unconfirmed != [a.answer for a in single]
+    for batch in (texts, texts[:1], texts[-1:]):
+        enc = tok(batch, padding=True, return_tensors="pt")
+        args = (model, enc["input_ids"], enc["attention_mask"], answer_budget(tok, batch), eos, pad)
+        one, one_p, one_passes = greedy_decode(*args, return_passes=True, return_probabilities=True)
+        two, two_p, two_passes = greedy_decode(*args, tokens_per_step=2, return_passes=True, return_probabilities=True)
+        assert torch.equal(two, one)
+        torch.testing.assert_close(two_p, one_p, atol=1e-5, rtol=0)
+        assert two_passes <= 0.6 * one_passes
+    enc = tok(texts, padding=True, return_tensors="pt")
+    args = (model, enc["input_ids"], enc["attention_mask"], answer_budget(tok, texts), eos, pad)
+    raw = tok.decode_answers(greedy_decode(*args, tokens_per_step=2, confirm=False))
+    sums = [str(int(a) + int(b)) for a, b in (t.split("+") for t in inside)]
+    assert raw[: len(inside)] == sums  # within the measured range the raw heads are right too
+    assert raw != tok.decode_answers(greedy_decode(*args))  # beyond it they are not: what verification guards
+
+
+def test_solve_and_the_pipeline_decode_a_multi_token_model_with_verified_drafts_by_default():
+    from transformers import pipeline
+
+    from hf_arith import bundled_path, solve
+    from hf_arith.data.problems import ProblemSpec, held_out_problems
+
+    model, tok = load_checkpoint(K2)
+    texts = held_out_problems(ProblemSpec(min_digits=106, max_digits=115), 6, seed=11).to_text() + ["12+34", "9+1"]
+    one = solve(model, tok, texts, tokens_per_step=1, warn_beyond_training=False, return_confidence=True)
+    passes = []
+    hook = model.register_forward_pre_hook(lambda *_: passes.append(1))
+    try:
+        drafted = solve(model, tok, texts, warn_beyond_training=False, return_confidence=True)
+    finally:
+        hook.remove()
+    assert [a.answer for a in drafted] == [a.answer for a in one]
+    assert [a.confidence for a in drafted] == pytest.approx([a.confidence for a in one], abs=1e-5)
+    assert len(passes) < 0.6 * tok.answer_budget(texts)
+    raw = solve(model, tok, texts, warn_beyond_training=False, confirm=False)  # the explicit opt-in
+    assert raw != [a.answer for a in one]
+    pipe = pipeline("arithmetic", model=bundled_path(K2))
+    assert [r["answer"] for r in pipe(texts)] == [a.answer for a in one]
+
+
+def random_multi_token_model(k: int, window: int, seed: int, context: int):
+    """A tiny untrained k-head model: spread weights so greedy outputs vary (its extra heads guess mostly
+    wrong), and a louder end token, so rows end at different times."""
+    torch.manual_seed(seed)
+    tok = ArithTokenizer(number_format=REVERSED, model_max_length=256)
+    config = AbacusGPT2Config(vocab_size=len(tok), num_digit_tokens=10, hidden_size=32, num_hidden_layers=2,
+                              num_attention_heads=4, abacus_max_digits=40, pad_token_id=tok.pad_token_id,
+                              eos_token_id=tok.eos_token_id, tie_word_embeddings=False, num_future_tokens=k,
+                              abacus_attention_window=window, abacus_align_answer=bool(window),
+                              answer_start_token_id=tok.convert_tokens_to_ids("="), max_position_embeddings=context)
+    model = AbacusGPT2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".ln_" not in name:  # norms keep their identity init, or their biases decide the output
+                p.normal_(0, 0.5)
+        model.lm_head.weight[tok.eos_token_id] *= 1.6
+    return model, tok
+
+
+@pytest.mark.parametrize("k", [2, 4])
+@pytest.mark.parametrize("window", [0, 2])
+@pytest.mark.parametrize("commit", ["row", "min"])
+def test_self_speculative_decoding_of_random_models_writes_what_one_token_per_pass_writes(k, window, commit,
+                                                                                           monkeypatch):
+    """Drafts are mostly wrong here, rows accept different numbers of them and end at different
+    times, and the answers run to the end of the context, so the cache's holes must be squeezed out."""
+    squeezed = []  # cache columns each compaction freed
+    compact = decoding._Speculation.compact
+
+    def counted(state):
+        before = state.length
+        compact(state)
+        squeezed.append(before - state.length)
+
+    monkeypatch.setattr(decoding._Speculation, "compact", counted)
+    raw_differs, ends = 0, set()
+    for seed in range(3):
+        model, tok = random_multi_token_model(k, window, seed, context=48)
+        for batch in (PROBLEMS, PROBLEMS[3:4]):
+            enc = tok(batch, padding=True, return_tensors="pt")
+            args = (model, enc["input_ids"], enc["attention_mask"], 48 - enc["input_ids"].shape[1],
+                    tok.eos_token_id, tok.pad_token_id)
+            one, one_p, one_passes = greedy_decode(*args, return_probabilities=True, return_passes=True)
+            two, two_p, passes = speculative_decode(*args, tokens_per_step=k, commit=commit)
+            assert torch.equal(two, one), (seed, batch)
+            torch.testing.assert_close(two_p, one_p, atol=1e-5, rtol=0)
+            assert passes <= one_passes
+            raw_differs += not torch.equal(greedy_decode(*args, tokens_per_step=k, confirm=False), one)
+            ends |= {len(row) for row in tok.decode_answers(one) if row is not None}
+    assert raw_differs  # unverified drafts write other tokens: a decoder that skipped verification fails here
+    assert len(ends) > 2  # rows ended at different times
+    assert max(squeezed, default=0) > 0 or commit == "min"  # "min" leaves holes in finished rows only

@@ -29,9 +29,12 @@ def add_parsers(sub, parents) -> None:
                                    "A+B, A-B, A*B, or a:31,b:7,c:120 to sort); " + SHELL_NOTE + ".")
     p.add_argument("problems", nargs="+", metavar="PROBLEM", help="a problem in the model's syntax (see `hf-arith models`)")
     p.add_argument("--model", default=DEFAULT_MODEL, metavar="MODEL", help=f"{MODEL_HELP} (default: {DEFAULT_MODEL})")
-    p.add_argument("--tokens-per-step", type=positive_int, default=1, metavar="K",
-                   help="answer tokens per forward pass, up to the model's num_future_tokens (default 1); the "
-                        "first head confirms the others' tokens in one more pass, so the answers are those of 1")
+    p.add_argument("--tokens-per-step", type=positive_int, default=None, metavar="K",
+                   help="answer tokens one forward pass may write, up to the model's num_future_tokens (default: "
+                        "all of them); the extra heads draft and the first head verifies, so the answers are those "
+                        "of 1 token per pass")
+    p.add_argument("--raw-heads", action="store_true",
+                   help="write the extra heads' tokens unverified: fewer passes, but not always the first head's answers")
     p.add_argument("--min-confidence", type=probability, default=LOW_CONFIDENCE, metavar="P",
                    help="mark answers with '?' when the model gave any of their tokens a lower probability "
                         f"(default {LOW_CONFIDENCE})")
@@ -112,7 +115,7 @@ def cmd_solve(args) -> int:
     with warnings.catch_warnings():  # solve's warning, said here per problem instead
         warnings.simplefilter("ignore", BeyondTrainingWarning)
         answers = solve(model, tokenizer, list(args.problems), tokens_per_step=args.tokens_per_step,
-                        return_confidence=True)
+                        return_confidence=True, confirm=not args.raw_heads)
     # Operand lengths in the model's base, leading zeros not counted.
     beyond = limits.beyond_training_notes(parsed)
     for problem, (answer, confidence), flagged in zip(args.problems, answers, beyond, strict=True):

@@ -3,7 +3,9 @@
 Generic autoregressive decoding: it knows nothing about arithmetic. Each row stops at the
 end token; rows that have stopped are filled with the pad token. Models with several
 prediction heads (`config.num_future_tokens` > 1) can emit up to that many tokens per forward
-pass (`tokens_per_step`); the model returns the extra heads' logits as `future_logits`.
+pass (`tokens_per_step`; the model returns the extra heads' logits as `future_logits`): by default
+the extra heads draft and the first head verifies (`speculative_decode`), so the tokens are those
+of one token per pass.
 """
 
 from __future__ import annotations
@@ -73,8 +75,26 @@ class PreallocatedLayer(DynamicLayer):
         super().batch_repeat_interleave(repeats)
 
     def crop(self, tokens_to_remove: int) -> None:
-        self._stop_preallocating()
+        # The self-speculative decoder takes back rejected drafts: in the buffer, a shorter view.
+        if self.key_buffer is not None and tokens_to_remove < 0:
+            self.length = max(self.length + tokens_to_remove, 0)
+            self.keys, self.values = self.key_buffer[:, :, : self.length], self.value_buffer[:, :, : self.length]
+            return
         super().crop(tokens_to_remove)
+
+    def select_positions(self, index: torch.Tensor) -> None:
+        """Keep, in each row, the cached positions `index` [batch, n] names, in that order (the decoder
+        squeezes out rejected drafts with it)."""
+        if not self.is_initialized:
+            return
+        gather = index[:, None, :, None].expand(-1, self.keys.shape[1], -1, self.keys.shape[-1])
+        keys, values = self.keys.gather(2, gather), self.values.gather(2, gather)
+        if self.key_buffer is None:
+            self.keys, self.values = keys, values
+            return
+        self.length = index.shape[1]
+        self.key_buffer[:, :, : self.length], self.value_buffer[:, :, : self.length] = keys, values
+        self.keys, self.values = self.key_buffer[:, :, : self.length], self.value_buffer[:, :, : self.length]
 
     def reset(self) -> None:
         self._stop_preallocating()
@@ -228,11 +248,32 @@ def bucketed_prefill(model, input_ids, attention_mask, cache, extra: dict, posit
     return _LastLogits(logits, future)
 
 
+# On a CPU, a batch of many rows is bound by arithmetic: a speculative pass (k tokens through the trunk
+# and the extra heads) costs 1.6-2x a one-token pass at 128 rows for 0.5x the passes, 0.86-0.89x the
+# speed, where one row decodes 1.29x faster (bench/results/speculative_speed.md). The answers are the
+# same either way, so by default bigger CPU batches decode one token per pass.
+SPECULATE_MAX_CPU_ROWS = 16
+
+
+def max_tokens_per_step(model) -> int:
+    """How many tokens one forward pass of `model` can predict (its number of output heads)."""
+    return int(getattr(model.config, "num_future_tokens", 1) or 1)
+
+
+def default_tokens_per_step(model, rows: int) -> int:
+    """Tokens per pass when the caller names none: every head of a multi-token model (drafted and
+    verified, so the answers are one token per pass's) where that is faster, else one."""
+    heads = max_tokens_per_step(model)
+    if heads == 1 or (not next(model.parameters()).is_cuda and rows > SPECULATE_MAX_CPU_ROWS):
+        return 1
+    return heads
+
+
 @torch.inference_mode()
 def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, max_new_tokens: int,
                   eos_token_id: int | None = None, pad_token_id: int = 0, use_cache: bool = True,
                   tokens_per_step: int = 1, model_kwargs: dict | None = None, return_passes: bool = False,
-                  return_probabilities: bool = False):
+                  return_probabilities: bool = False, confirm: bool = True):
     """Generate up to `max_new_tokens` greedily; returns only the new tokens, [batch, <= max_new_tokens].
 
     `model_kwargs` go to every forward call (e.g. `num_recurrences` for looped models). With
@@ -241,7 +282,29 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     forward passes comes last: (tokens, passes) or (tokens, probabilities, passes). The caller has checked its
     input against the model's limits (`hf_arith.runtime.limits`): `tokens_per_step` at most the model's
     output heads, prompt + `max_new_tokens` within its context.
+
+    `tokens_per_step` > 1 uses a multi-token model's extra heads. With `confirm` (the default) they
+    only draft and the first head verifies (`speculative_decode`): the tokens and probabilities are
+    those of one token per pass (without a cache, it decodes one token per pass). `confirm=False`
+    writes the heads' own tokens, `tokens_per_step` per pass: fewer passes, but not the first head's
+    answers.
     """
+    if tokens_per_step > 1 and confirm and use_cache and max_new_tokens > 1:  # one token: the prompt pass alone
+        tokens, probabilities, passes = speculative_decode(
+            model, input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id, tokens_per_step,
+            model_kwargs, return_probabilities=return_probabilities)
+    else:
+        tokens, probabilities, passes = _stepwise_decode(
+            model, input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id, use_cache,
+            1 if confirm else tokens_per_step, model_kwargs, return_probabilities)
+    outputs = [tokens, *([probabilities] if return_probabilities else []), *([passes] if return_passes else [])]
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _stepwise_decode(model, input_ids, attention_mask, max_new_tokens: int, eos_token_id, pad_token_id: int,
+                     use_cache: bool, tokens_per_step: int, model_kwargs, return_probabilities: bool):
+    """`greedy_decode` writing the `tokens_per_step` heads' own tokens every pass (one: the first head's).
+    Returns (tokens, probabilities or None, passes)."""
     batch = input_ids.shape[0]
     extra = dict(model_kwargs or {})
     if tokens_per_step > 1:
@@ -305,9 +368,7 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
         # With a cache the model needs only the new tokens; without one, the whole sequence again.
         step_input = step if use_cache else sequence
         out = None
-    outputs = [result[:, :produced], *([] if probabilities is None else [probabilities[:, :produced]]),
-               *([passes] if return_passes else [])]
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    return result[:, :produced], None if probabilities is None else probabilities[:, :produced], passes
 
 
 def _stop_at_end(step, finished, eos_token_id, pad_token_id):
@@ -341,7 +402,187 @@ def _keep_rows(keep, cache, *tensors):
     return tuple(None if x is None else x[keep] for x in tensors)
 
 
-# -- multi-token decoding, confirmed by the first head ------------------------------------------
+# -- self-speculative decoding: the extra heads draft, the first head verifies ------------------------
+class _Speculation:
+    """The rows still decoding in `speculative_decode`, with their cache and their tokens so far.
+
+    The cache is laid out in columns shared by all rows: the left-padded prompt, then one block of
+    fed tokens per pass. A block column that holds a rejected draft is a hole, hidden by the row's
+    attention mask (`mask`), so rows may accept different numbers of drafts without moving any
+    cache entry; trailing columns that are holes in every row are cut off instead, and when the
+    cache would outgrow the model's context, `compact` squeezes the holes out. Position ids are
+    computed from each row's own tokens (`sequence`: the prompt, the tokens written, then the
+    pending drafts), never from cache columns.
+    """
+
+    def __init__(self, model, input_ids, attention_mask, max_new_tokens: int, k: int, eos, pad, extra: dict,
+                 commit: str, scored: bool):
+        batch, self.width = input_ids.shape
+        self.model, self.k, self.eos, self.pad, self.max_new, self.commit = model, k, eos, pad, max_new_tokens, commit
+        self.extra = {**extra, "num_future_tokens": k}
+        self.positions_of = getattr(model, "position_inputs", None)
+        context = getattr(model.config, "max_position_embeddings", None)
+        self.room = min(self.width + k * max_new_tokens, context or self.width + k * max_new_tokens)  # cache columns
+        self.cache = decoding_cache(self.room)
+        device = input_ids.device
+        self.after = torch.arange(k, device=device)
+        self.rows = torch.arange(batch, device=device)  # the original row of each row still decoding
+        self.sequence = torch.cat([input_ids, input_ids.new_full((batch, max_new_tokens + k), pad)], dim=1)
+        self.chances = torch.ones(batch, max_new_tokens + k, device=device) if scored else None  # probabilities
+        self.produced = input_ids.new_zeros(batch)
+        self.ended = torch.zeros(batch, dtype=torch.bool, device=device)
+        self.mask = input_ids.new_zeros((batch, self.room))
+        self.mask[:, : self.width] = 1 if attention_mask is None else attention_mask
+        self.key_positions = None  # cache columns' position ids, for models that read every key's
+        self.length, self.longest = self.width, 0  # cache columns in use; most tokens any row has written
+        self.tokens = input_ids.new_full((batch, max_new_tokens), pad)  # what decoding returns, in row order
+        self.probabilities = torch.ones(self.tokens.shape, device=device) if scored else None
+
+    def prefill(self, attention_mask, rows_movable: bool) -> int:
+        """The prompt pass: its first token and first drafts. Returns how many rows are done."""
+        out, kwargs, prompt = None, {}, self.sequence[:, : self.width]
+        if attention_mask is not None and rows_movable:
+            out = bucketed_prefill(self.model, prompt, attention_mask, self.cache, self.extra, self.positions_of, self.k)
+        if self.positions_of is not None:
+            kwargs = self.positions_of(prompt, self.width, generated_from=self.width)
+            if "key_position_ids" in kwargs:
+                self.key_positions = prompt.new_zeros((len(self.rows), self.room))
+                self.key_positions[:, : self.width] = kwargs["key_position_ids"]
+        if out is None:
+            out = self.model(input_ids=prompt, attention_mask=attention_mask, past_key_values=self.cache,
+                             use_cache=True, logits_to_keep=1, **self.extra, **kwargs)
+        logits = out.logits[:, -1:]
+        self._write(logits.argmax(-1), self.produced.new_zeros(len(self.rows)), logits, out.future_logits[:, -1:])
+        done, self.longest = torch.stack([self._done().sum(), self.produced.max()]).tolist()
+        return done
+
+    def _done(self) -> torch.Tensor:
+        return self.ended | (self.produced >= self.max_new)
+
+    def step(self) -> int:
+        """One pass over every row's block: verify its drafts, write what is right, draft on. Returns the rows done."""
+        if self.length + self.k > self.room:
+            self.compact()
+        s, start = min(self.k, self.room - self.length), self.length  # fewer drafts only at the end of the context
+        block, columns = self.step_input[:, :s], slice(start, start + s)
+        self.mask[:, columns] = 1
+        out = self.model(input_ids=block, attention_mask=self.mask[:, : start + s], past_key_values=self.cache,
+                         use_cache=True, logits_to_keep=s, **self.extra, **self._positions(s, start))
+        first = out.logits.argmax(-1)  # what one token per pass writes after each fed token, if those before are right
+        agree = (first[:, :-1] == block[:, 1:]).cumprod(1).sum(1)  # drafts accepted
+        if self.commit == "min":  # every row keeps as many as the row that kept fewest
+            agree = agree.masked_fill(self._done(), s - 1).min().expand_as(agree)
+        # The block's columns the rows keep: one per token written (its predecessor's); none in finished rows.
+        kept = self._write(first, agree, out.logits, out.future_logits)
+        done, most, self.longest = torch.stack([self._done().sum(), kept.max(), self.produced.max()]).tolist()
+        if most < s:  # columns that are holes in every row: cut them off
+            self.cache.crop(most - s)
+        self.mask[:, columns] = self.after[:s] < kept[:, None]
+        self.length = start + most
+        return done
+
+    def _positions(self, s: int, start: int) -> dict:
+        """The position kwargs of a block of `s` tokens fed at cache column `start`."""
+        if self.positions_of is None:
+            return {}
+        sequence = self.sequence[:, : self.width + self.longest + s - 1]
+        full = self.positions_of(sequence, sequence.shape[1], generated_from=self.width)["position_ids"]
+        kwargs = {"position_ids": full.gather(1, (self.width - 1 + self.produced)[:, None] + self.after[:s])}
+        if self.key_positions is not None:
+            self.key_positions[:, start:start + s] = kwargs["position_ids"]
+            kwargs["key_position_ids"] = self.key_positions[:, : start + s]
+        return kwargs
+
+    def _write(self, first, agree, logits, future) -> torch.Tensor:
+        """Write each row's first-head tokens `first[:, :agree + 1]` with their probabilities (none past its end
+        token or budget), and set up its next block: the last of them, then the heads' drafts there.
+        Returns how many tokens each row wrote."""
+        s, index = first.shape[1], torch.arange(len(self.rows), device=first.device)
+        room = (self.max_new - self.produced).clamp(max=s).masked_fill_(self.ended, 0)  # budget left; none if ended
+        valid = self.after[:s] < torch.minimum(agree + 1, room)[:, None]
+        if self.eos is not None:
+            end = (first == self.eos) & valid
+            valid &= end.cumsum(1) <= end  # nothing after the first end token
+            self.ended |= end.any(1)
+        columns = (self.width + self.produced)[:, None] + self.after[:s]
+        self.sequence.scatter_(1, columns, torch.where(valid, first, self.pad))
+        if self.chances is not None:
+            self.chances.scatter_(1, columns - self.width, torch.where(valid, token_probabilities(logits, first), 1.0))
+        written = valid.sum(1)
+        self.produced += written
+        drafts = torch.where(self.ended[:, None], self.pad, future[index, agree].argmax(-1))
+        self.step_input = torch.cat([first[index, agree][:, None], drafts], dim=1)
+        self.sequence.scatter_(1, (self.width + self.produced)[:, None] + self.after[: self.k - 1], drafts)
+        return written
+
+    def compact(self) -> None:
+        """Squeeze the holes out of the cache: each row's cached tokens move, in order, to the end of its row."""
+        real = self.mask[:, : self.length]
+        keep = int(real.sum(1).max())
+        if keep == self.length:  # no hole to squeeze out (the last tokens of a full context)
+            return
+        index = real.sort(dim=1, stable=True).indices[:, self.length - keep:]
+        for layer in self.cache.layers:
+            layer.select_positions(index)
+        self.mask[:, :keep] = real.gather(1, index)
+        if self.key_positions is not None:
+            self.key_positions[:, :keep] = self.key_positions[:, : self.length].gather(1, index)
+        self.length = keep
+
+    def flush(self) -> None:
+        """Copy the rows' tokens so far to the returned tokens, at their original rows."""
+        self.tokens[self.rows] = self.sequence[:, self.width: self.width + self.max_new]
+        if self.probabilities is not None:
+            self.probabilities[self.rows] = self.chances[:, : self.max_new]
+
+    def retire(self) -> None:
+        """Drop the rows that are done (their tokens are kept) from every per-row tensor and the cache."""
+        self.flush()
+        keep = (~self._done()).nonzero().squeeze(1)
+        self.cache.batch_select_indices(keep)
+        for name in ("rows", "sequence", "chances", "produced", "ended", "mask", "key_positions", "step_input"):
+            if getattr(self, name) is not None:
+                setattr(self, name, getattr(self, name)[keep])
+
+
+@torch.inference_mode()
+def speculative_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, max_new_tokens: int,
+                       eos_token_id: int | None = None, pad_token_id: int = 0, tokens_per_step: int = 2,
+                       model_kwargs: dict | None = None, commit: str = "row", return_probabilities: bool = True):
+    """Greedy decoding of a multi-token model in fewer passes, writing what one token per pass writes.
+
+    Each pass feeds every row its last token and the `tokens_per_step` - 1 tokens the extra heads
+    drafted after it. The first head's argmax after each fed token is the token one-token decoding
+    writes there, provided the tokens before it are right, so a draft is accepted while it equals
+    the first head's token before it. A pass writes the first head's tokens up to the first rejected
+    draft (1 to `tokens_per_step` of them), and from its last accepted position the heads draft the
+    next ones, so no pass only checks. Probabilities are the first head's, as one token per pass
+    reports them. `commit="row"`: each row keeps what it accepted (rejected drafts become masked
+    holes in the cache, `_Speculation`); `"min"`: every row keeps as many as the row that accepted
+    fewest, so the cache is cut back evenly (compared in bench/speculative_speed.py).
+    Returns (tokens, probabilities, passes), as `greedy_decode` with both flags (probabilities None
+    unless `return_probabilities`).
+    """
+    if commit not in ("row", "min"):
+        raise ValueError(f"commit must be 'row' or 'min', got {commit!r}")
+    extra = dict(model_kwargs or {})
+    rows_movable = can_retire_rows(extra, input_ids.shape[0])
+    state = _Speculation(model, input_ids, attention_mask, max_new_tokens, tokens_per_step, eos_token_id,
+                         pad_token_id, extra, commit, return_probabilities)
+    done, passes = state.prefill(attention_mask, rows_movable), 1
+    longest = state.longest
+    while done < len(state.rows):
+        done, passes = state.step(), passes + 1
+        longest = max(longest, state.longest)
+        if rows_movable and done * 4 >= len(state.rows) and done < len(state.rows):
+            # A quarter of the rows are done: drop them, as one-token decoding does (`greedy_decode`).
+            state.retire()
+            done = 0
+    state.flush()
+    return state.tokens[:, :longest], None if state.probabilities is None else state.probabilities[:, :longest], passes
+
+
+# -- teacher-forced scoring -------------------------------------------------------------------
 @torch.inference_mode()
 def forced_scores(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, scored: torch.Tensor,
                   model_kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -358,64 +599,3 @@ def forced_scores(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     log_probabilities = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]
     agrees = ((logits.argmax(-1) == targets) | ~scored).all(1)
     return log_probabilities, agrees
-
-
-def confirm_tokens(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, new: torch.Tensor,
-                   eos_token_id: int | None, model_kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """`forced_scores` over left-padded prompts followed by the tokens a decoder wrote (`new`).
-
-    Returns (agrees [batch], probabilities [batch, T]): whether every written token, up to and
-    including the row's end token, is the first head's argmax, and the first head's probability
-    of each token (1.0 after the end): the confidence one token per pass would report.
-    """
-    if attention_mask is None:
-        attention_mask = torch.ones_like(input_ids)
-    written = torch.ones_like(new, dtype=torch.bool)
-    if eos_token_id is not None:  # up to and including the first end token
-        written = (new == eos_token_id).long().cumsum(1) - (new == eos_token_id).long() == 0
-    prompt = input_ids.shape[1]
-    sequence = torch.cat([input_ids, new], dim=1)
-    scored = torch.cat([torch.zeros_like(input_ids[:, 1:], dtype=torch.bool), written], dim=1)
-    log_probabilities, agrees = forced_scores(model, sequence, torch.cat([attention_mask, written.long()], dim=1),
-                                              scored, model_kwargs)
-    probabilities = log_probabilities[:, prompt - 1:].exp().masked_fill(~written, 1.0)
-    return agrees, probabilities
-
-
-@torch.inference_mode()
-def confirmed_greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, max_new_tokens: int,
-                            eos_token_id: int | None = None, pad_token_id: int = 0, use_cache: bool = True,
-                            tokens_per_step: int = 2, model_kwargs: dict | None = None, return_passes: bool = False,
-                            return_probabilities: bool = False):
-    """`greedy_decode` with `tokens_per_step` heads, then one pass of the first head over what they
-    wrote (`confirm_tokens`); rows it does not confirm are decoded again one token per pass.
-
-    The answers are one-token-per-pass greedy decoding's, in about 1/`tokens_per_step` of its
-    passes plus one: the extra heads only propose, so their mistakes cost time, never a wrong
-    token. Probabilities are the first head's, as one token per pass reports them. Same arguments
-    and return values as `greedy_decode`.
-    """
-    new, passes = greedy_decode(model, input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id,
-                                use_cache, tokens_per_step, model_kwargs, return_passes=True)
-    agrees, probabilities = confirm_tokens(model, input_ids, attention_mask, new, eos_token_id, model_kwargs)
-    passes += 1
-    redo = (~agrees).nonzero().squeeze(1)
-    if len(redo):
-        # Per-row tensors among the kwargs follow their rows.
-        kwargs = {k: v[redo] if torch.is_tensor(v) and v.dim() and v.shape[0] == input_ids.shape[0] else v
-                  for k, v in (model_kwargs or {}).items()}
-        again, again_probabilities, more = greedy_decode(
-            model, input_ids[redo], None if attention_mask is None else attention_mask[redo], max_new_tokens,
-            eos_token_id, pad_token_id, use_cache, 1, kwargs, return_passes=True, return_probabilities=True)
-        width = max(new.shape[1], again.shape[1])
-        new = torch.nn.functional.pad(new, (0, width - new.shape[1]), value=pad_token_id)
-        probabilities = torch.nn.functional.pad(probabilities, (0, width - probabilities.shape[1]), value=1.0)
-        new[redo] = torch.nn.functional.pad(again, (0, width - again.shape[1]), value=pad_token_id)
-        probabilities[redo] = torch.nn.functional.pad(again_probabilities, (0, width - again.shape[1]), value=1.0)
-        passes += more
-    outputs = [new]
-    if return_probabilities:
-        outputs.append(probabilities)
-    if return_passes:
-        outputs.append(passes)
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)

@@ -32,6 +32,7 @@ from ..data.problems import ProblemSpec
 from ..data.tokenization_arith import FINGERPRINT_KEY
 from ..models import MAX_RECURRENCES
 from ..records import read_summary
+from .decoding import max_tokens_per_step
 
 # The longest context (and abacus range) hf_arith works out limits for: the longest operand is found by
 # rendering worst-case problems, which takes memory in proportion (a million positions: about a megabyte).
@@ -130,11 +131,6 @@ def measured_max_digits(report: dict | None, grid: dict | None = None) -> int | 
 def answer_budget(tokenizer, problems: list[str]) -> int:
     """New tokens the decoder may need for the longest answer in `problems` (plain text)."""
     return tokenizer.answer_budget(problems)
-
-
-def max_tokens_per_step(model) -> int:
-    """How many tokens one forward pass of `model` can predict (its number of output heads)."""
-    return int(getattr(model.config, "num_future_tokens", 1) or 1)
 
 
 @dataclass(frozen=True)

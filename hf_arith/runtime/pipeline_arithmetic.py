@@ -10,7 +10,9 @@ The model's own tokenizer writes each problem in the model's number format (`tok
 reads the answer back as plain decimal (`tok.decode_answers`: None where the model wrote no
 well-formed answer); the model writes every answer token, decoded greedily in batches with a KV
 cache by the decoder `hf_arith.solve` uses (`decoding.greedy_decode`), so the pipeline and `solve`
-give the same answers. No arithmetic happens here. Looped models take `num_recurrences`. The
+give the same answers. A multi-token model's extra heads draft tokens that its first head verifies
+(`decoding.speculative_decode`): the answers of one token per pass, in fewer passes. No arithmetic
+happens here. Looped models take `num_recurrences`. The
 tokenizer checks that it belongs to the model (`check_model`) when the pipeline is built.
 
 Every hf_arith model's save_pretrained (`ArithModelMixin.save_pretrained`, so also `push_to_hub` and
@@ -29,7 +31,7 @@ import types
 import torch
 from transformers import Pipeline
 
-from .decoding import greedy_decode
+from .decoding import default_tokens_per_step, greedy_decode
 
 TASK = "arithmetic"
 DEFAULT_BATCH_SIZE = 64  # problems per generate call when a list is given and no batch_size
@@ -143,9 +145,11 @@ class ArithmeticPipeline(Pipeline):
     def _forward(self, inputs, return_confidence: bool = False, num_recurrences=None):
         extra = {} if num_recurrences is None else {"num_recurrences": num_recurrences}
         end = self.tokenizer.eos_token_id if self.tokenizer.arith_format.end_token else None
+        # drafts verified by the first head (exact answers), where that is faster than one token per pass
+        heads = default_tokens_per_step(self.model, inputs["input_ids"].shape[0])
         written = greedy_decode(self.model, inputs["input_ids"], inputs["attention_mask"], int(inputs["budget"].max()),
-                                eos_token_id=end, pad_token_id=self.tokenizer.pad_token_id, model_kwargs=extra,
-                                return_probabilities=return_confidence)
+                                eos_token_id=end, pad_token_id=self.tokenizer.pad_token_id, tokens_per_step=heads,
+                                model_kwargs=extra, return_probabilities=return_confidence)
         written, probabilities = written if return_confidence else (written, None)
         result = {"answer_ids": written, "budget": inputs["budget"], "problem": inputs["problem"]}
         if return_confidence:

@@ -10,7 +10,7 @@ import torch
 
 from ..data.formatting import FormatError, parse_problems
 from ..text import progress_bar
-from .decoding import confirmed_greedy_decode, default_batch_size, greedy_decode
+from .decoding import default_batch_size, default_tokens_per_step, greedy_decode
 from .limits import BeyondTrainingWarning, ModelLimits, answer_budget, check_model_kwargs, model_limits
 from .loading import checkpoint_folder
 
@@ -41,7 +41,7 @@ def _problem_list(problems) -> list:
 
 
 def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = None, use_cache: bool = True,
-          tokens_per_step: int = 1, model_kwargs: dict | None = None, *, checked: bool = False,
+          tokens_per_step: int | None = None, model_kwargs: dict | None = None, *, checked: bool = False,
           warn_beyond_training: bool = True, return_confidence: bool = False, confirm: bool = True,
           limits: ModelLimits | None = None, progress: bool = False):
     """Answer plain problems ('123+456') with greedy decoding; None where the output is malformed.
@@ -51,11 +51,11 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     `limits.BEYOND_TRAINING_CONFIDENCE` (0.5, below LOW_CONFIDENCE: `ModelLimits.calibrated`).
 
     The tokenizer writes each problem in the model's format and reads the answer back; the
-    model generates every answer token. No arithmetic happens here. `tokens_per_step` > 1 uses
-    a multi-token model's extra heads to propose tokens, and with `confirm` (the default) one pass
-    of the first head confirms them (`decoding.confirmed_greedy_decode`): the answers and
-    confidences are those of one token per pass, in about half its passes for two heads;
-    `confirm=False` takes the extra heads' tokens as written. `model_kwargs` reach every forward pass (for example
+    model generates every answer token. No arithmetic happens here. A multi-token model's extra
+    heads draft tokens (`tokens_per_step`, default: all its heads) and with `confirm` (the default)
+    the first head verifies them in the same passes (`decoding.speculative_decode`): the answers and
+    confidences are those of one token per pass, in fewer passes; `confirm=False` takes the extra
+    heads' tokens as written (faster, not exact). `model_kwargs` reach every forward pass (for example
     `{"num_recurrences": 8}` for a looped model; a name the model's forward does not take is refused).
     `batch_size` (a positive integer) defaults to `default_batch_size(model)`. `limits`: the model's
     `ModelLimits`, when the caller built them already (a command builds them once and passes them down).
@@ -81,6 +81,8 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     if not problems:
         return []
     batch_size = int(batch_size or default_batch_size(model))
+    if tokens_per_step is None:  # every head, drafted and verified, where that is faster
+        tokens_per_step = default_tokens_per_step(model, min(batch_size, len(problems)))
     if checked:
         limits = limits or model_limits(model, tokenizer)
         parsed = parse_problems(problems, limits.fmt)
@@ -102,11 +104,11 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
         batch = parsed.select(slice(start, start + batch_size))
         budgets = limits.answer_budgets(batch)
         budget = int(budgets.max())
-        decode = confirmed_greedy_decode if confirm and tokens_per_step > 1 else greedy_decode
-        new = decode(
+        new = greedy_decode(
             model, enc["input_ids"].to(model_device), enc["attention_mask"].to(model_device), budget,
             eos_token_id=end, pad_token_id=tokenizer.pad_token_id, use_cache=use_cache,
             tokens_per_step=tokens_per_step, model_kwargs=model_kwargs, return_probabilities=return_confidence,
+            confirm=confirm,
         )
         new, probabilities = new if return_confidence else (new, None)
         # Each answer ends at its own budget, as when it is decoded alone: tokens a shorter problem
