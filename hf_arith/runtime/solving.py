@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..data.formatting import FormatError, parse_problems
-from .decoding import confirmed_greedy_decode, default_batch_size, greedy_decode
+from .decoding import confirmed_greedy_decode, default_batch_size, greedy_decode, row_chunks
 from .limits import BeyondTrainingWarning, ModelLimits, answer_budget, check_model_kwargs, model_limits
 from .loading import checkpoint_folder
 
@@ -56,7 +56,8 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     confidences are those of one token per pass, in about half its passes for two heads;
     `confirm=False` takes the extra heads' tokens as written. `model_kwargs` reach every forward pass (for example
     `{"num_recurrences": 8}` for a looped model; a name the model's forward does not take is refused).
-    `batch_size` (a positive integer) defaults to `default_batch_size(model)`. `limits`: the model's
+    `batch_size` (a positive integer) defaults to `default_batch_size(model)`; long problems run in fewer
+    rows at once, so that memory stays within `decoding.BATCH_MEMORY_BUDGET` (`row_chunks`). `limits`: the model's
     `ModelLimits`, when the caller built them already (a command builds them once and passes them down).
 
     Every argument and problem is checked against the model's limits (`hf_arith.runtime.limits`) before the
@@ -93,10 +94,10 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     answers = []
     model_device = next(model.parameters()).device
     end = tokenizer.eos_token_id if limits.fmt.end_token else None
-    for start in range(0, len(problems), batch_size):
-        chunk = problems[start : start + batch_size]
+    for rows in row_chunks(limits.sequence_tokens(parsed), model, batch_size):
+        chunk = problems[rows]
         enc = tokenizer(chunk, padding=True, return_tensors="pt")
-        batch = parsed.select(slice(start, start + batch_size))
+        batch = parsed.select(rows)
         budgets = limits.answer_budgets(batch)
         budget = int(budgets.max())
         decode = confirmed_greedy_decode if confirm and tokens_per_step > 1 else greedy_decode
