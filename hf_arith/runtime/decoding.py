@@ -147,17 +147,25 @@ def rows_within_budget(model, tokens: int) -> int:
 def row_chunks(tokens, model, batch_size: int | None = None) -> Iterator[slice]:
     """Consecutive slices of rows whose sequences are `tokens` long (prompt and answer budget each), for
     batched decoding and scoring: windows of `batch_size` rows (default: `default_batch_size(model)`;
-    what `limits.check_problems` checks against the context), each cut into chunks of as many rows as
-    the window's longest remaining sequence allows (`rows_within_budget`). Rows sorted by length get
-    chunks sized to their own length."""
+    what `limits.check_problems` checks against the context), each cut into chunks no longer than their
+    longest sequence allows (`rows_within_budget`). Rows sorted by length get chunks sized to their own
+    length."""
     tokens = [int(t) for t in tokens]
     cap = int(batch_size or default_batch_size(model))
     for window in range(0, len(tokens), cap):
         start, end = window, min(window + cap, len(tokens))
         while start < end:
-            size = rows_within_budget(model, max(tokens[start:end]))
-            yield slice(start, min(start + size, end))
-            start += size
+            # The most rows from `start` that their own longest sequence allows: a longer chunk only has
+            # longer rows, so the sizes that fit run from 1 up to that one, and a bisection finds it.
+            low, high = 1, end - start
+            while low < high:
+                mid = (low + high + 1) // 2
+                if rows_within_budget(model, max(tokens[start : start + mid])) >= mid:
+                    low = mid
+                else:
+                    high = mid - 1
+            yield slice(start, start + low)
+            start += low
 
 
 def default_threads(model) -> int:
