@@ -123,8 +123,10 @@ BATCH_MEMORY_BUDGET = 1 << 30
 # with its KV cache takes less): PAIR_BYTES per (query, key) pair plus TOKEN_BYTES per token per unit of
 # the widest layer. Measured peak resident memory (bench/results/chunk_memory.json): the
 # abacus-gpt2-add-window-10-k2 architecture (width 256, sdpa, an additive window mask) takes 140 MiB
-# a row at 3,004 tokens, 16 bytes a pair (the float mask and the boolean masks it is built from).
-# Eager attention also holds every head's scores and their softmax, 8 bytes a pair per head.
+# a row at 3,004 tokens in the teacher-forced pass and 63 MiB decoding, about 16 bytes a pair (the
+# float mask and the boolean masks it is built from); the estimate, 161 MiB, is above every
+# measurement from 364 tokens up. Eager attention also holds every head's scores and their softmax,
+# 8 bytes a pair per head.
 PAIR_BYTES = 16
 TOKEN_BYTES = 32
 
