@@ -56,9 +56,8 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     confidences are those of one token per pass, in about half its passes for two heads;
     `confirm=False` takes the extra heads' tokens as written. `model_kwargs` reach every forward pass (for example
     `{"num_recurrences": 8}` for a looped model; a name the model's forward does not take is refused).
-    `batch_size` (a positive integer) defaults to `default_batch_size(model)`; long problems run in fewer
-    rows at once, so that memory stays within `decoding.BATCH_MEMORY_BUDGET` (`row_chunks`). `limits`: the model's
-    `ModelLimits`, when the caller built them already (a command builds them once and passes them down).
+    `batch_size` (a positive integer) defaults to `default_batch_size(model)`; long problems run fewer rows
+    (`decoding.row_chunks`). `limits`: the model's `ModelLimits`, when the caller built them already.
 
     Every argument and problem is checked against the model's limits (`hf_arith.runtime.limits`) before the
     first batch runs, each bad one a one-line FormatError (a ValueError). Problems beyond the range the
