@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import platform
+import sys
 import tempfile
 from pathlib import Path
 
@@ -120,6 +121,21 @@ def training_stages(summary: dict | None, notes: dict | None) -> list[dict]:
     return []
 
 
+def peak_memory() -> dict:
+    """The process's peak resident memory so far, as a result records it: getrusage's ru_maxrss (KiB on
+    Linux, bytes on macOS), the peak of the whole process from its start (Python, torch, the model and
+    every batch), not of one step; None where the platform has no getrusage."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return {"peak_resident_memory_mib": None}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    mib = peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+    return {"peak_resident_memory_mib": round(mib, 1),
+            "peak_resident_memory": "the whole process's peak resident set (getrusage ru_maxrss) from its start "
+                                    "to the end of the run, model loading included"}
+
+
 def library_versions() -> dict:
     """The versions of the libraries a result depends on (hf_arith's own included)."""
     import numpy
@@ -134,5 +150,5 @@ def library_versions() -> dict:
             "numpy": numpy.__version__}
 
 
-__all__ = ["NOTES_FILE", "library_versions", "SUMMARY_FILE", "RecordError", "read_notes", "read_summary", "training_stages", "write_atomic",
+__all__ = ["NOTES_FILE", "library_versions", "peak_memory", "SUMMARY_FILE", "RecordError", "read_notes", "read_summary", "training_stages", "write_atomic",
            "write_json"]

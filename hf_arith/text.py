@@ -9,6 +9,22 @@ PROGRESS_DELAY = 2.0  # seconds a job runs before its bar appears: quick command
 PROGRESS_INTERVAL_NO_TTY = 30.0  # without a terminal (a log file, CI): one progress line at most this often
 
 
+class _LineWriter:
+    """A file for tqdm that writes each refresh as a line of its own: in a log (no terminal), in-place
+    refreshes by carriage return pile up into one unreadable line."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        text = text.replace("\r", "").rstrip()
+        if text:
+            self.stream.write(text + "\n")
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
 def progress_bar(total: int, desc: str, unit: str, enabled: bool = True):
     """The progress bar of a long job, on stderr (a tqdm bar): redrawn in place on a terminal; without one,
     a line at most every PROGRESS_INTERVAL_NO_TTY seconds, so a log holds a few lines rather than thousands.
@@ -17,8 +33,8 @@ def progress_bar(total: int, desc: str, unit: str, enabled: bool = True):
 
     tty = sys.stderr.isatty()
     interval = 0.1 if tty else PROGRESS_INTERVAL_NO_TTY
-    return tqdm(total=total, desc=desc, unit=f" {unit}", disable=not enabled, file=sys.stderr,
-                delay=PROGRESS_DELAY, mininterval=interval, maxinterval=max(10.0, interval), dynamic_ncols=tty,
+    return tqdm(total=total, desc=desc, unit=f" {unit}", disable=not enabled,
+                file=sys.stderr if tty else _LineWriter(sys.stderr), delay=PROGRESS_DELAY, mininterval=interval, maxinterval=max(10.0, interval), dynamic_ncols=tty,
                 ascii=not tty)
 
 

@@ -124,6 +124,15 @@ def length_range(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(one_line(err).lstrip()) from None
 
 
+def length_list(text: str) -> list[int]:
+    from ..evaluation.grid import parse_length_list
+
+    try:
+        return parse_length_list(text, "")
+    except FormatError as err:
+        raise argparse.ArgumentTypeError(one_line(err).lstrip()) from None
+
+
 def item_range(text: str) -> tuple[int, int]:
     m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text)
     if m is None or not int(m.group(1)) <= int(m.group(2)):

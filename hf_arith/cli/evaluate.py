@@ -18,6 +18,7 @@ from .common import (
     int_in,
     integer,
     item_range,
+    length_list,
     length_range,
     load,
     loop_counts,
@@ -29,15 +30,17 @@ from .common import (
 )
 
 DEFAULT_SAMPLES = 2000
+DEFAULT_SAMPLES_PER_CELL = {"grid": 100, "lengths": 20}  # a sparse grid's cells are few and its lengths long
+PRINTED_CELLS = 64  # a sparse grid prints each cell's score up to this many cells
 
 
 def add_parsers(sub, parents) -> None:
     common, source, runtime = parents["common"], parents["source"], parents["runtime"]
     p = sub.add_parser("eval", parents=[common, source, runtime],
-                       help="held-out exact match, overall and per operand length; or the length grid, loops "
-                            "curve and stress sets",
-                       description="Without --grid, --loops or --stress: the held-out evaluation. With them: only "
-                                   "those, unless --heldout (or --json) asks for the held-out evaluation too.")
+                       help="held-out exact match, overall and per operand length; or the length grid (a range or "
+                            "a list of lengths), loops curve and stress sets",
+                       description="Without --grid, --lengths, --loops or --stress: the held-out evaluation. With them: "
+                                   "only those, unless --heldout (or --json) asks for the held-out evaluation too.")
     p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     p.add_argument("--samples", type=int_in(1, MAX_SAMPLES), default=DEFAULT_SAMPLES, metavar="N",
                    help=f"held-out problems (also the --loops problems without --grid), at most {MAX_SAMPLES:,} "
@@ -57,8 +60,17 @@ def add_parsers(sub, parents) -> None:
                    help="length-generalization grid: every (len_a, len_b) with A <= len <= B digits, or for sorting "
                         "every (items, digits) with lists of --items numbers (default: every size the format writes) "
                         "of A to B digits (JSON + PNG)")
-    p.add_argument("--samples-per-cell", type=int_in(1, MAX_SAMPLES_PER_CELL), default=100, metavar="N",
-                   help=f"problems per grid cell, at most {MAX_SAMPLES_PER_CELL:,} (default: 100)")
+    p.add_argument("--lengths", type=length_list, metavar="L1,L2,...",
+                   help="sparse length grid: every pair (len_a, len_b) of these operand lengths, or with --diagonal "
+                        "only equal ones, e.g. 1,10,100,1000 or 100:1000:100 (A:B:STEP); for sorting, lists of "
+                        "--items numbers of these lengths. Writes lengths.json (with the run's machine, command and "
+                        "peak memory), lengths_problems.jsonl and lengths.png")
+    p.add_argument("--diagonal", action="store_true",
+                   help="with --lengths: only the cells whose two operands have the same length")
+    p.add_argument("--samples-per-cell", type=int_in(1, MAX_SAMPLES_PER_CELL), metavar="N",
+                   help=f"problems per grid cell, at most {MAX_SAMPLES_PER_CELL:,} (default: "
+                        f"{DEFAULT_SAMPLES_PER_CELL['grid']} with --grid, {DEFAULT_SAMPLES_PER_CELL['lengths']} with "
+                        "--lengths)")
     p.add_argument("--train-range", type=length_range, metavar="A:B",
                    help="operand lengths the model was trained on, outlined in the grid (default: from the checkpoint)")
     p.add_argument("--loops", type=loop_counts, metavar="1,2,4,...",
@@ -109,6 +121,7 @@ def print_report(report: dict) -> None:
 
 
 def cmd_eval(args) -> int:
+    from ..evaluation.grid import grid_axes
     from ..evaluation.held_out import evaluate_model
     from ..runtime.decoding import default_threads
     from ..runtime.limits import model_limits, problem_spec
@@ -120,7 +133,11 @@ def cmd_eval(args) -> int:
             raise CLIError(f"--json {args.json}: is a folder, not a file")
         if not target.parent.is_dir():
             raise CLIError(f"--json {args.json}: folder {str(target.parent)!r} does not exist")
-    extras = args.grid or args.loops or args.stress
+    if args.grid and args.lengths:
+        raise CLIError("--grid and --lengths: give one, a range of lengths or a list of them")
+    if args.diagonal and not args.lengths:
+        raise CLIError("--diagonal: only with --lengths (the cells whose two operands have the same length)")
+    extras = args.grid or args.lengths or args.loops or args.stress
     heldout = not extras or args.heldout or bool(args.json)
     default_dir = str(Path("runs") / "eval" / (checkpoint_label(args.model) or "model"))
     out_dir = writable_dir(args.output_dir or default_dir, "--output-dir") if extras else None
@@ -138,8 +155,8 @@ def cmd_eval(args) -> int:
     limits.check_digit_range(min_digits, max_digits, names=("--min-digits", "--max-digits"))
     if args.loops:
         limits.check_loops(args.loops, what="--loops")
-    if args.grid:  # a sorting model's grid rows are --items, when given (else every list size it writes)
-        limits.check_grid(args.grid, args.items if fmt.task_rules.item_list else None)
+    if args.grid or args.lengths:  # a sorting model's grid rows are --items, when given (else every list size it writes)
+        grid_axes(fmt, limits, args.grid, args.lengths, args.items if fmt.task_rules.item_list else None, args.diagonal)
     if args.items:
         limits.check_items(args.items, max_digits)
     spec = problem_spec(fmt, min_digits, max_digits, args.items)
@@ -168,18 +185,25 @@ def cmd_eval(args) -> int:
 
 
 def _eval_record(args, min_digits: int, max_digits: int) -> dict:
-    """What a report needs to be reproduced and compared: the command that remakes it (every option
-    that sets its numbers spelled out), the machine, the library versions and the date."""
+    """What the held-out report needs to be reproduced and compared (`_run_record`)."""
+    options = ["--samples", str(args.samples), "--min-digits", str(min_digits), "--max-digits", str(max_digits),
+               "--seed", str(args.seed), "--json", str(args.json)]
+    if getattr(args, "items", None):
+        options += ["--items", f"{args.items[0]}:{args.items[1]}"]
+    return _run_record(args, options)
+
+
+def _run_record(args, options: list[str]) -> dict:
+    """What a result needs to be reproduced and compared: the command that remakes it (`options`, every
+    one that sets its numbers spelled out, then where the model came from and what it ran on), the
+    machine, the library versions and the date."""
     import shlex
     import time
 
     from ..records import library_versions
     from ..runtime.hardware import machine_info
 
-    command = [PROG, "eval", str(args.model), "--samples", str(args.samples), "--min-digits", str(min_digits),
-               "--max-digits", str(max_digits), "--seed", str(args.seed), "--json", str(args.json)]
-    if getattr(args, "items", None):
-        command += ["--items", f"{args.items[0]}:{args.items[1]}"]
+    command = [PROG, "eval", str(args.model), *options]
     if args.threads is not None:
         command += ["--threads", str(args.threads)]
     for option in ("revision", "device", "dtype"):  # where the model came from and what it ran in
@@ -193,12 +217,11 @@ def _eval_record(args, min_digits: int, max_digits: int) -> dict:
 
 # -- eval: grid, loops, stress sets ---------------------------------------------------------
 def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_dir: Path) -> None:
-    """--grid, --loops and --stress: JSON and PNG files in out_dir, plus summary.json for the model card
-    (with the held-out scores when they were measured)."""
+    """--grid or --lengths, --loops and --stress: JSON and PNG files in out_dir, plus summary.json for the
+    model card (with the held-out scores when they were measured)."""
     from ..data.problems import held_out_problems
-    from ..evaluation.grid import length_grid
     from ..evaluation.held_out import loops_curve
-    from ..evaluation.plots import plot_grid, plot_loops, save_figure  # matplotlib only when pictures are drawn
+    from ..evaluation.plots import plot_loops, save_figure  # matplotlib only when pictures are drawn
     from ..evaluation.stress import stress_test
 
     fmt = tokenizer.arith_format
@@ -209,28 +232,20 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
         summary["heldout"] = {k: report[k] for k in ("exact_match", "per_digit_accuracy", "malformed", "n")}
     written = []
     grid_set = None
-    if args.grid:
-        sort = fmt.task_rules.item_list
-        result = length_grid(model, tokenizer, args.grid, args.samples_per_cell, seed=args.seed, train_range=train,
-                             progress=True, keep_problems=True, items=args.items if sort else None,
-                             train_items=limits.training_items, limits=limits)
-        problems = result.pop("problems")
-        grid_set = ([p["problem"] for p in problems], [p["answer"] for p in problems],
-                    [_in_training_range(p, train, result.get("train_items")) for p in problems])
-        result["model"] = str(args.model)
-        written.append(write_json(out_dir / "grid.json", result))
-        write_atomic(out_dir / "grid_problems.jsonl", "".join(json.dumps(p) + "\n" for p in problems))
-        written += [out_dir / "grid_problems.jsonl", save_figure(plot_grid(result), out_dir / "grid.png")]
-        summary["grid"] = {"lengths": result["lengths"], **({"items": result["items"]} if "items" in result else {}),
-                           **result["summary"]}
-        _print_grid(result)
+    if args.grid or args.lengths:
+        name = "grid" if args.grid else "lengths"
+        result, grid_set, files = _run_grid(args, model, tokenizer, limits, train, out_dir, report is not None)
+        written += files
+        summary[name] = {"lengths": result["lengths"], **({"items": result["items"]} if "items" in result else {}),
+                         **result["summary"]}
     if args.loops:
         if grid_set is None:
             held = held_out_problems(spec, args.samples, args.seed)
             grid_set = (held.to_text(), held.answer_text(), None)
         curve = loops_curve(model, tokenizer, grid_set[0], grid_set[1], args.loops, inside=grid_set[2],
                             limits=limits)
-        curve["problems"] = f"the --grid {args.grid[0]}:{args.grid[1]} problems" if args.grid else "held-out sample"
+        curve["problems"] = (f"the {' '.join(_grid_options(args, out_dir)[:2])} problems" if args.grid or args.lengths
+                             else "held-out sample")
         written += [write_json(out_dir / "loops.json", curve), save_figure(plot_loops(curve), out_dir / "loops.png")]
         summary["loops"] = curve
         print("recurrences   exact match")
@@ -250,6 +265,50 @@ def _eval_extras(args, model, tokenizer, limits, report, max_digits, spec, out_d
     print(f"Wrote {', '.join(p.name for p in written)} to {out_dir}")
 
 
+def _samples_per_cell(args) -> int:
+    return args.samples_per_cell or DEFAULT_SAMPLES_PER_CELL["grid" if args.grid else "lengths"]
+
+
+def _grid_options(args, out_dir: Path) -> list[str]:
+    """The options that set a --grid or --lengths run's numbers, as its record's command spells them."""
+    if args.grid:
+        options = ["--grid", f"{args.grid[0]}:{args.grid[1]}"]
+    else:
+        options = ["--lengths", ",".join(map(str, args.lengths)), *(["--diagonal"] if args.diagonal else [])]
+    options += ["--samples-per-cell", str(_samples_per_cell(args)), "--seed", str(args.seed)]
+    for option, value in (("--items", args.items), ("--train-range", args.train_range)):
+        if value:
+            options += [option, f"{value[0]}:{value[1]}"]
+    return options + ["--output-dir", str(out_dir)]
+
+
+def _run_grid(args, model, tokenizer, limits, train, out_dir: Path, heldout: bool):
+    """--grid or --lengths: NAME.json (the result with its machine, command and the process's peak
+    memory), NAME_problems.jsonl and NAME.png in out_dir, NAME being grid or lengths. Returns the
+    result, its problems for --loops (texts, answers, inside the trained range) and the files."""
+    from ..evaluation.grid import length_grid
+    from ..evaluation.plots import plot_grid, save_figure
+    from ..records import peak_memory
+
+    name = "grid" if args.grid else "lengths"
+    sort = tokenizer.arith_format.task_rules.item_list
+    result = length_grid(model, tokenizer, args.grid, _samples_per_cell(args), seed=args.seed, train_range=train,
+                         progress=True, keep_problems=True, items=args.items if sort else None,
+                         train_items=limits.training_items, limits=limits, length_list=args.lengths,
+                         diagonal=args.diagonal)
+    problems = result.pop("problems")
+    grid_set = ([p["problem"] for p in problems], [p["answer"] for p in problems],
+                [_in_training_range(p, train, result.get("train_items")) for p in problems])
+    # The held-out evaluation ran in this process first, so the peak memory covers it too.
+    options = _grid_options(args, out_dir) + (["--heldout", "--samples", str(args.samples)] if heldout else [])
+    result.update(model=str(args.model), **_run_record(args, options), **peak_memory())
+    files = [write_json(out_dir / f"{name}.json", result)]
+    write_atomic(out_dir / f"{name}_problems.jsonl", "".join(json.dumps(p) + "\n" for p in problems))
+    files += [out_dir / f"{name}_problems.jsonl", save_figure(plot_grid(result), out_dir / f"{name}.png")]
+    _print_grid(result)
+    return result, grid_set, files
+
+
 def _in_training_range(problem: dict, train, train_items=None) -> bool:
     """Whether a grid problem lies in the trained range: both operand lengths, or for a sorting
     list its size (in `train_items`) and its numbers' digits."""
@@ -261,16 +320,27 @@ def _in_training_range(problem: dict, train, train_items=None) -> bool:
 
 def _print_grid(result: dict) -> None:
     s = result["summary"]
-    lo, hi = result["lengths"]
-    cells = (f"Grid of lists of {result['items'][0]}-{result['items'][1]} numbers x {lo}-{hi} digits each"
-             if result.get("items") else f"Length grid {lo}-{hi} x {lo}-{hi} digits")
+    lengths = (", ".join(map(str, result["lengths"])) if result.get("sparse")
+               else f"{result['lengths'][0]}-{result['lengths'][1]}")
+    if result.get("items"):
+        cells = f"Grid of lists of {result['items'][0]}-{result['items'][1]} numbers x {lengths} digits each"
+    elif result.get("sparse"):
+        cells = f"Length grid at {lengths} digits ({'equal lengths only' if result['diagonal'] else 'every pair'})"
+    else:
+        cells = f"Length grid {lengths} x {lengths} digits"
     print(f"{cells}, {result['samples_per_cell']} problems per cell: "
           f"{pct(s['exact_match'])} exact match, {pct(s['per_digit_accuracy'])} of digits, "
           f"mean answer perplexity {s['mean_perplexity']:.3f} ({s['seconds']:.1f} s)")
+    if result.get("sparse") and len(result["cells"]) <= PRINTED_CELLS:
+        names = result["axes"]
+        for cell in result["cells"]:
+            print(f"  {cell[names[0]]:>6} x {cell[names[1]]:<6} {pct(cell['exact_match']):>8} of {cell['n']}")
     for key, label in (("in_training_range_exact_match", "inside the training range"),
                        ("beyond_training_range_exact_match", "beyond the training range")):
         if s.get(key) is not None:
             print(f"  {label}: {pct(s[key])}")
+    if result.get("peak_resident_memory_mib") is not None:
+        print(f"  peak resident memory of this process: {result['peak_resident_memory_mib']:,.0f} MiB")
 
 
 # -- attention and summary ------------------------------------------------------------------

@@ -53,15 +53,21 @@ def compact_number(value: float) -> str:
     return f"{mantissa}e{exponent}"
 
 
-def _heatmap(fig, ax, matrix, lo: int, title: str, norm=None, vmin=None, vmax=None, cmap="viridis", fmt="{:.2f}",
-             row_lo: int | None = None, axes=("len_a", "len_b")):
-    data = np.asarray(matrix, dtype=np.float64)
+def _floats(matrix) -> np.ndarray:
+    """A grid matrix as floats, NaN for the cells not run (None in JSON)."""
+    return np.array([[np.nan if v is None else v for v in row] for row in matrix], dtype=np.float64)
+
+
+def _heatmap(fig, ax, matrix, rows: list[int], columns: list[int], title: str, norm=None, vmin=None, vmax=None,
+             cmap="viridis", fmt="{:.2f}", axes=("len_a", "len_b")):
+    """One matrix as a heatmap, its ticks labelled by the lengths (or list sizes) of its rows and columns;
+    cells not run (None) stay blank."""
+    data = _floats(matrix)
     image = ax.imshow(data, origin="lower", cmap=cmap, norm=norm, vmin=vmin, vmax=vmax, aspect="equal",
                       interpolation="nearest")
-    row_lo = lo if row_lo is None else row_lo
-    for set_ticks, n, first in ((ax.set_yticks, data.shape[0], row_lo), (ax.set_xticks, data.shape[1], lo)):
-        ticks = list(range(0, n, max(1, n // 10)))
-        set_ticks(ticks, [str(first + t) for t in ticks])
+    for set_ticks, values in ((ax.set_yticks, rows), (ax.set_xticks, columns)):
+        ticks = list(range(0, len(values), max(1, len(values) // 10)))
+        set_ticks(ticks, [str(values[t]) for t in ticks])
     ax.set_xlabel(AXIS_LABELS[axes[1]])
     ax.set_ylabel(AXIS_LABELS[axes[0]])
     ax.set_title(title)
@@ -71,6 +77,8 @@ def _heatmap(fig, ax, matrix, lo: int, title: str, norm=None, vmin=None, vmax=No
     bar.ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
     if max(data.shape) <= ANNOTATE_UP_TO:
         for (i, j), value in np.ndenumerate(data):
+            if np.isnan(value):
+                continue
             r, g, b, _ = image.cmap(image.norm(value))
             ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"  # readable on its cell
             label = fmt(value) if callable(fmt) else fmt.format(value)
@@ -78,18 +86,21 @@ def _heatmap(fig, ax, matrix, lo: int, title: str, norm=None, vmin=None, vmax=No
     return image
 
 
-def _outline(ax, train_range, lo: int, hi: int, train_rows=None, rows: tuple[int, int] | None = None) -> None:
-    """A red box around the trained cells: both lengths in the training range, or for sorting
-    (`rows`: the grid's item counts) list sizes in `train_rows` and item lengths in `train_range`."""
-    square = rows is None  # rows that count operand digits, as the columns do
-    rows, train_rows = ((lo, hi), train_range) if square else (rows, train_rows)
+def _inside(values: list[int], bounds) -> list[int]:
+    """The positions of the (ascending) values within bounds (low, high): consecutive ones."""
+    return [i for i, v in enumerate(values) if bounds[0] <= v <= bounds[1]]
+
+
+def _outline(ax, train_range, rows: list[int], columns: list[int], train_rows=None, square: bool = True) -> None:
+    """A red box around the trained cells: both lengths in the training range, or for sorting (not
+    `square`: rows are item counts) list sizes in `train_rows` and item lengths in `train_range`."""
+    train_rows = train_range if square else train_rows
     if train_range is None or train_rows is None:
         return
-    a, b = max(train_range[0], lo), min(train_range[1], hi)
-    c, d = max(train_rows[0], rows[0]), min(train_rows[1], rows[1])
-    if a > b or c > d:
+    across, up = _inside(columns, train_range), _inside(rows, train_rows)
+    if not across or not up:
         return
-    ax.add_patch(Rectangle((a - lo - 0.5, c - rows[0] - 0.5), b - a + 1, d - c + 1, fill=False,
+    ax.add_patch(Rectangle((across[0] - 0.5, up[0] - 0.5), len(across), len(up), fill=False,
                            edgecolor="red", linewidth=2.5, clip_on=False))
     trained, box = f"{train_range[0]}-{train_range[1]} digits", "red square"
     if not square:
@@ -97,27 +108,37 @@ def _outline(ax, train_range, lo: int, hi: int, train_rows=None, rows: tuple[int
     ax.set_title(f"{ax.get_title()}\n({box}: trained on {trained})", fontsize=10)
 
 
+def grid_axis_values(result: dict) -> tuple[list[int], list[int]]:
+    """A grid result's row and column lengths (or list sizes): as it lists them, else (results written
+    before it did) the ranges of its `lengths` and `items`."""
+    if result.get("columns"):
+        return list(result["rows"]), list(result["columns"])
+    lo, hi = result["lengths"]
+    columns = list(range(lo, hi + 1))
+    return (list(range(result["items"][0], result["items"][1] + 1)) if result.get("items") else columns), columns
+
+
 def plot_grid(result: dict, title: str | None = None) -> Figure:
     """Exact match and mean answer perplexity per (len_a, len_b) cell of a `length_grid` result, or
-    per (items, digits) cell of a sorting model's."""
-    lo, hi = result["lengths"]
-    rows = tuple(result["items"]) if result.get("items") else (lo, hi)
+    per (items, digits) cell of a sorting model's; a sparse grid's axes are labelled by its lengths."""
+    rows, columns = grid_axis_values(result)
     axes = tuple(result.get("axes") or ("len_a", "len_b"))
     fig = Figure(figsize=GRID_SIZE, dpi=DPI, layout="constrained")
     left, right = fig.subplots(1, 2)
-    _heatmap(fig, left, result["matrices"]["exact_match"], lo, "exact match", vmin=0.0, vmax=1.0,
-             row_lo=rows[0], axes=axes)
-    perplexity = np.asarray(result["matrices"]["mean_perplexity"], dtype=np.float64)
+    _heatmap(fig, left, result["matrices"]["exact_match"], rows, columns, "exact match", vmin=0.0, vmax=1.0,
+             axes=axes)
+    perplexity = _floats(result["matrices"]["mean_perplexity"])
     # Perplexity runs from 1 (certain of the right answer) upwards; a floor of 2 for the top of
     # the scale keeps a model that is right everywhere from painting its rounding noise.
     top = max(float(np.nanmax(perplexity)), 2.0)
-    _heatmap(fig, right, perplexity, lo, "mean perplexity of the correct answer",
-             norm=LogNorm(vmin=1.0, vmax=top), cmap="magma_r", fmt=compact_number, row_lo=rows[0], axes=axes)
+    _heatmap(fig, right, perplexity, rows, columns, "mean perplexity of the correct answer",
+             norm=LogNorm(vmin=1.0, vmax=top), cmap="magma_r", fmt=compact_number, axes=axes)
     for ax in (left, right):
-        _outline(ax, result.get("train_range"), lo, hi, result.get("train_items"), rows if result.get("items") else None)
+        _outline(ax, result.get("train_range"), rows, columns, result.get("train_items"), not result.get("items"))
     s = result["summary"]
+    spacing = "; the axes list the lengths run, not to scale" if result.get("sparse") else ""
     fig.suptitle(title or f"{result['task']}: {s['exact_match']:.2%} exact match over {s['n']:,} problems "
-                          f"({result['samples_per_cell']} per cell)")
+                          f"({result['samples_per_cell']} per cell{spacing})")
     return fig
 
 

@@ -393,6 +393,7 @@ def load_grid(path: str | os.PathLike, fmt: NumberFormat | None = None) -> dict 
     ok = (isinstance(grid, dict) and isinstance(grid.get("matrices"), dict)
           and isinstance(grid["matrices"].get("exact_match"), list) and isinstance(grid.get("summary"), dict)
           and isinstance(grid.get("lengths"), list) and len(grid["lengths"]) == 2
+          and not grid.get("sparse")  # a sparse grid's lengths are a list, not the range a card's table reads
           and isinstance(grid.get("samples_per_cell"), int))
     if ok and fmt is not None:
         ok = grid.get("task", fmt.task) == fmt.task and grid.get("base", fmt.base) == fmt.base

@@ -11,6 +11,7 @@ of one token per pass.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 
 import torch
 from transformers import DynamicCache
@@ -114,8 +115,9 @@ def widest_layer(model) -> int:
     return max(getattr(config, "hidden_size", 1) or 1, getattr(config, "intermediate_size", 1) or 1)
 
 
-def default_batch_size(model) -> int:
-    """Rows per batch for batched decoding and scoring when the caller names none.
+def default_batch_size(model, tokens: int | None = None) -> int:
+    """Rows per batch for batched decoding and scoring when the caller names none; with `tokens` (the
+    longest sequence's prompt and answer), no more than `rows_within_budget` allows.
 
     On a GPU, as many as fit comfortably. On a CPU, per-step overhead favours big batches for tiny
     models, but once a batch's activations outgrow the cache, memory traffic costs more than the
@@ -125,8 +127,67 @@ def default_batch_size(model) -> int:
     the model's widest layer.
     """
     if next(model.parameters()).is_cuda:
-        return 4096
-    return int(min(4096, max(64, 2**15 // widest_layer(model))))
+        rows = 4096
+    else:
+        rows = int(min(4096, max(64, 2**15 // widest_layer(model))))
+    return rows if tokens is None else min(rows, rows_within_budget(model, tokens))
+
+
+# The memory one batch of a pass over long sequences may take beside the weights, in bytes. Batches
+# are cut to fit it (`rows_within_budget`, `row_chunks`), so that memory grows with the chunk, not the
+# batch: 1,000 problems of 1,000 digits run a few rows at a time rather than allocating every row's
+# attention at once. 1 GiB keeps an evaluation well under the 4 GiB that #52 allows a command, on a
+# CPU as on a GPU; short sequences are bounded by the row counts of `default_batch_size` instead.
+BATCH_MEMORY_BUDGET = 1 << 30
+# What one row of T tokens takes in a pass over all of them (teacher forcing, prefill; a decoding step
+# with its KV cache takes less): PAIR_BYTES per (query, key) pair plus TOKEN_BYTES per token per unit of
+# the widest layer. Measured peak resident memory (bench/results/chunk_memory.json): the
+# abacus-gpt2-add-window-10-k2 architecture (width 256, sdpa, an additive window mask) takes 140 MiB
+# a row at 3,004 tokens in the teacher-forced pass and 63 MiB decoding, about 16 bytes a pair (the
+# float mask and the boolean masks it is built from); the estimate, 161 MiB, is above every
+# measurement from 364 tokens up. Eager attention also holds every head's scores and their softmax,
+# 8 bytes a pair per head.
+PAIR_BYTES = 16
+TOKEN_BYTES = 32
+
+
+def row_bytes(model, tokens: int) -> int:
+    """The bytes one row of `tokens` tokens is estimated to take in a forward pass over all of them."""
+    config = model.config
+    pair = PAIR_BYTES
+    if getattr(config, "_attn_implementation", None) == "eager":
+        pair += 8 * (getattr(config, "num_attention_heads", 1) or 1)
+    return int(tokens) ** 2 * pair + int(tokens) * TOKEN_BYTES * widest_layer(model)
+
+
+def rows_within_budget(model, tokens: int) -> int:
+    """How many rows of `tokens` tokens (prompt and answer) one batch may hold: BATCH_MEMORY_BUDGET's
+    worth, at least one. The one rule that makes a batch's size depend on its sequences' length."""
+    return max(1, BATCH_MEMORY_BUDGET // row_bytes(model, tokens))
+
+
+def row_chunks(tokens, model, batch_size: int | None = None) -> Iterator[slice]:
+    """Consecutive slices of rows whose sequences are `tokens` long (prompt and answer budget each), for
+    batched decoding and scoring: windows of `batch_size` rows (default: `default_batch_size(model)`;
+    what `limits.check_problems` checks against the context), each cut into chunks no longer than their
+    longest sequence allows (`rows_within_budget`). Rows sorted by length get chunks sized to their own
+    length."""
+    tokens = [int(t) for t in tokens]
+    cap = int(batch_size or default_batch_size(model))
+    for window in range(0, len(tokens), cap):
+        start, end = window, min(window + cap, len(tokens))
+        while start < end:
+            # The most rows from `start` that their own longest sequence allows: a longer chunk only has
+            # longer rows, so the sizes that fit run from 1 up to that one, and a bisection finds it.
+            low, high = 1, end - start
+            while low < high:
+                mid = (low + high + 1) // 2
+                if rows_within_budget(model, max(tokens[start : start + mid])) >= mid:
+                    low = mid
+                else:
+                    high = mid - 1
+            yield slice(start, start + low)
+            start += low
 
 
 def default_threads(model) -> int:

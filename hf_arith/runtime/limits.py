@@ -167,6 +167,12 @@ class ModelLimits:
         _, _, prompt = render(parsed, self.fmt, with_answer=False)
         return prompt, self.answer_budgets(parsed)
 
+    def sequence_tokens(self, parsed: Problems) -> np.ndarray:
+        """Per problem: its prompt and answer budget in tokens, the longest sequence decoding it makes
+        (what sets how many rows run at once: `decoding.row_chunks`)."""
+        prompt, answer = self._tokens(parsed)
+        return prompt + answer
+
     def _first_refusal(self, parsed: Problems, tokens=None) -> tuple[int, str] | None:
         """The first problem the model cannot take and why (context first, then abacus range);
         `tokens`: their `_tokens`, when the caller has them."""
@@ -393,6 +399,18 @@ class ModelLimits:
         reason = self._length_refusal(lengths[1])
         if reason is not None:
             raise FormatError(f"grid up to {lengths[1]} digits: {reason}")
+
+    def check_lengths(self, lengths, items: tuple[int, int] | None = None, what: str = "--lengths") -> None:
+        """A sparse grid's operand lengths (and for sorting, lists of `items` items, default every size the
+        format writes), checked before its first cell runs: the shortest the model cannot take is one line
+        naming it and the longest operands the model takes."""
+        for length in sorted(lengths):
+            reason = self._length_refusal(length)
+            if reason is not None:
+                raise FormatError(f"{what} {length}: {reason}; this model takes operands of at most "
+                                  f"{self.max_digits} digits")
+        if self.fmt.task_rules.item_list or items is not None:
+            self.check_items(items or self.grid_items, max(lengths), what=f"{what} items")
 
     def check_loops(self, counts, what: str = "loops") -> list[int]:
         """Loop counts (num_recurrences) the model takes; returned as a list."""

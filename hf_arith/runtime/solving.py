@@ -10,7 +10,7 @@ import torch
 
 from ..data.formatting import FormatError, parse_problems
 from ..text import progress_bar
-from .decoding import default_batch_size, default_tokens_per_step, greedy_decode
+from .decoding import default_batch_size, default_tokens_per_step, greedy_decode, row_chunks
 from .limits import BeyondTrainingWarning, ModelLimits, answer_budget, check_model_kwargs, model_limits
 from .loading import checkpoint_folder
 
@@ -57,8 +57,8 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     confidences are those of one token per pass, in fewer passes; `confirm=False` takes the extra
     heads' tokens as written (faster, not exact). `model_kwargs` reach every forward pass (for example
     `{"num_recurrences": 8}` for a looped model; a name the model's forward does not take is refused).
-    `batch_size` (a positive integer) defaults to `default_batch_size(model)`. `limits`: the model's
-    `ModelLimits`, when the caller built them already (a command builds them once and passes them down).
+    `batch_size` (a positive integer) defaults to `default_batch_size(model)`; long problems run fewer rows
+    (`decoding.row_chunks`). `limits`: the model's `ModelLimits`, when the caller built them already.
 
     Every argument and problem is checked against the model's limits (`hf_arith.runtime.limits`) before the
     first batch runs, each bad one a one-line FormatError (a ValueError). Problems beyond the range the
@@ -98,10 +98,10 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     model_device = next(model.parameters()).device
     end = tokenizer.eos_token_id if limits.fmt.end_token else None
     bar = progress_bar(len(problems), "solving", "problem", enabled=progress)
-    for start in range(0, len(problems), batch_size):
-        chunk = problems[start : start + batch_size]
+    for rows in row_chunks(limits.sequence_tokens(parsed), model, batch_size):
+        chunk = problems[rows]
         enc = tokenizer(chunk, padding=True, return_tensors="pt")
-        batch = parsed.select(slice(start, start + batch_size))
+        batch = parsed.select(rows)
         budgets = limits.answer_budgets(batch)
         budget = int(budgets.max())
         new = greedy_decode(
