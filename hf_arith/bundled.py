@@ -33,6 +33,9 @@ CATALOGUE = {
     "abacus-gpt2-add-window-10-k2": {"trained": "1-10 digits",
                                      "use_for": "adding numbers of up to 100 digits, two answer digits per "
                                                 "forward pass"},
+    "abacus-gpt2-add-periodic": {"trained": "1-10 digits",
+                                 "use_for": "adding numbers of 1,000 digits: a periodic abacus table, so no table "
+                                            "bounds the length"},
     "looped-add-window": {"trained": "1-10 digits",
                           "use_for": "the smallest 100-digit adder: 2 layers looped, half the abacus adders' "
                                      "parameters"},
