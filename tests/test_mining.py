@@ -14,7 +14,7 @@ from hf_arith.data.streaming import ProblemStream
 from hf_arith.models import IGNORE_INDEX
 from hf_arith.runtime.loading import load_checkpoint
 from hf_arith.runtime.solving import solve
-from hf_arith.training.mining import MINED_FILE, load_pool, mine_problems, save_pool
+from hf_arith.training.mining import MINED_FILE, load_pool, mine_problems, mining_kinds, save_pool
 from hf_arith.training.recipe import RecipeError, check_recipe, load_recipe, load_stages
 from hf_arith.training.run import train
 
@@ -106,10 +106,24 @@ def test_a_mining_stage_records_its_pool_and_resumes_on_the_saved_one(tmp_path, 
     (["data.mine_problems=-1", "data.mined_fraction=0.2"], "data.mine_problems must be"),
     (["data.mined_fraction=1.0", "data.mine_problems=10"], "data.mined_fraction must be"),
     (["data.mined_confidence=2", "data.mine_problems=10", "data.mined_fraction=0.1"], "data.mined_confidence must be"),
+    (["data.mine_kinds=[bogus]"], "data.mine_kinds must be a list"),
+    (["data.mine_kinds=near_ties"], "data.mine_kinds must be a list"),
 ])
 def test_a_malformed_mining_recipe_is_one_line(overrides, message):
     with pytest.raises(RecipeError, match=message):
         load_recipe("minimal-add10", overrides)
+
+
+def test_a_mine_kind_the_task_does_not_draw_is_refused_in_one_line():
+    with pytest.raises(RecipeError, match="data.mine_kinds: 'near_ties' is not a kind addition draws"):
+        check_recipe(load_recipe("minimal-add10", ["data.mine_kinds=[near_ties]"]))
+
+
+def test_mine_kinds_names_the_hard_kinds_mined_beside_the_uniform_draw():
+    add, sort = ProblemSpec(task="add", min_digits=1, max_digits=10), ProblemSpec(task="sort", min_digits=1, max_digits=6)
+    assert mining_kinds(add, 100) == [("uniform", 100), ("repeated", 10), ("chains", 10)]
+    assert mining_kinds(sort, 100) == [("uniform", 100), ("repeated", 10)]  # the default: sort has no chains
+    assert mining_kinds(sort, 100, ["tie_heavy", "near_ties"]) == [("uniform", 100), ("tie_heavy", 10), ("near_ties", 10)]
 
 
 def test_the_mining_stages_of_the_sort_chain_start_from_the_stage_before():

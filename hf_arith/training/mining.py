@@ -29,14 +29,15 @@ CHUNK = 10_000  # problems per solve call: a progress step, and memory bounded w
 HARD_SHARE = 10  # each hard kind adds a tenth as many problems as the uniform draw
 
 
-def mining_kinds(spec: ProblemSpec, n: int) -> list[tuple[str, int]]:
-    """(problem kind, count) drawn for `n` mined problems: uniform ones, then the task's hard kinds."""
-    hard = [kind for kind in ("repeated", "chains") if kind in get_task(spec.task).hard_kinds]
+def mining_kinds(spec: ProblemSpec, n: int, kinds=()) -> list[tuple[str, int]]:
+    """(problem kind, count) drawn for `n` mined problems: uniform ones, then `kinds` (default: the task's
+    repeated digits and chains), each a tenth as many."""
+    hard = [kind for kind in (kinds or ("repeated", "chains")) if kind in get_task(spec.task).hard_kinds]
     return [("uniform", n), *((kind, max(1, n // HARD_SHARE)) for kind in hard)]
 
 
 def mine_problems(model, tokenizer, spec: ProblemSpec, n: int, threshold: float, seed: int,
-                  test_fraction: float) -> tuple[Problems, dict]:
+                  test_fraction: float, kinds=()) -> tuple[Problems, dict]:
     """The training-split problems `model` answers wrong or below confidence `threshold`, and what was drawn."""
     rng = np.random.default_rng([seed, 0x6D696E65])  # its own stream: not the training data's draws
     start_time = time.perf_counter()
@@ -44,7 +45,7 @@ def mine_problems(model, tokenizer, spec: ProblemSpec, n: int, threshold: float,
     model.eval()
     pools, report = [], {"threshold": threshold, "seed": seed, "kinds": {}}
     try:
-        for kind, count in mining_kinds(spec, n):
+        for kind, count in mining_kinds(spec, n, kinds):
             problems = sample(spec, count, rng, split="train", test_fraction=test_fraction, kind=kind)
             texts, answers = problems.to_text(), problems.answer_text()
             wrong, unsure = np.zeros(count, bool), np.zeros(count, bool)

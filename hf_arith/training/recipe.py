@@ -90,6 +90,9 @@ class DataRecipe:
     mine_problems: int = 0
     mined_confidence: float = 0.9
     mined_fraction: float = 0.0
+    # The hard kinds mined besides the uniform draw, a tenth as many of each (empty: the task's
+    # repeated digits and chains; sorting may name tie_heavy and near_ties).
+    mine_kinds: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -300,6 +303,8 @@ def _check_data(d) -> None:
         raise RecipeError(f"data.sample_by must be one of {SAMPLE_BY}, got {d.sample_by!r}")
     if d.hard_kind not in HARD_KINDS:
         raise RecipeError(f"data.hard_kind must be one of {HARD_KINDS}, got {d.hard_kind!r}")
+    if not isinstance(d.mine_kinds, list) or any(kind not in HARD_KINDS for kind in d.mine_kinds):
+        raise RecipeError(f"data.mine_kinds must be a list of {HARD_KINDS}, got {d.mine_kinds!r}")
 
 
 def _check_bounds(recipe: Recipe) -> None:
@@ -423,6 +428,9 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     if d.hard_fraction and d.hard_kind in HARD_KINDS and d.hard_kind not in task.hard_kinds:
         owners = " and ".join(t.title for t in tasks_with_kind(d.hard_kind))
         raise RecipeError(f"data.hard_kind {d.hard_kind!r} applies to {owners}, not {task.title}")
+    for kind in d.mine_kinds:
+        if kind not in task.hard_kinds:
+            raise RecipeError(f"data.mine_kinds: {kind!r} is not a kind {task.title} draws ({', '.join(task.hard_kinds)})")
     if task.item_list and d.max_items > fmt.max_items:
         raise RecipeError(f"data.max_items {d.max_items} exceeds format.max_items {fmt.max_items} (the items a prompt holds)")
     if recipe.eval.verify and not is_tiny_adder_format(fmt):

@@ -882,7 +882,7 @@ def _mined_pool(run: TrainingRun, spec: ProblemSpec, tokenizer, model, args) -> 
         d = recipe.data
         model.to(args.device)  # mined where it trains: a GPU answers the pool's problems many times faster
         mined, mining = mine_problems(model, tokenizer, spec, d.mine_problems, d.mined_confidence, recipe.optim.seed,
-                                      d.test_fraction)
+                                      d.test_fraction, d.mine_kinds)
         if is_main_process():  # the other processes of a multi-process run mine the same pool
             save_pool(mined, run.output_dir)
     if recipe.data.mine_problems and is_main_process():
