@@ -235,7 +235,7 @@ def test_placeholder_examples_and_description_follow_the_model(app, name):
     ("-5+3", "negative numbers are not supported"),
     ("5+-3", "negative numbers are not supported"),
     ("12345678901+1", "the longest number you typed has 11 digits; minimal-add10 takes numbers of up to 10 digits"),
-    ("9" * 450, "problems are at most 400"),
+    ("9" * 8300, "problems are at most 8200"),
     ("1;rm -rf /", "';' is not allowed"),
     ("", "type a problem"),
     ("7-2", "is subtraction, but this model does addition"),
@@ -375,8 +375,10 @@ def test_examples_show_a_long_sum_and_loops_breaking_it(app):
     assert set(long_rows) == {"abacus-gpt2-add"}
     hundred = {r[0]: r for r, label in zip(rows, labels) if "100-digit sum (trained on 1-10 digits)" in label}
     assert set(hundred) == {"abacus-gpt2-add-window-10-k2", "looped-add-window"}
-    for name, problem, loops in hundred.values():
-        assert len(problem.split("+")[0]) == 100
+    thousand = {r[0]: r for r, label in zip(rows, labels) if "1,000-digit sum (trained on 1-10 digits)" in label}
+    assert set(thousand) == {"abacus-gpt2-add-periodic"}
+    for name, problem, loops in [*hundred.values(), *thousand.values()]:
+        assert len(problem.split("+")[0]) == (1000 if name in thousand else 100)
         assert app.solve_problem(name, problem, loops)[0] == str(sum(int(v) for v in problem.split("+")))
     loops = [(r, label) for r, label in zip(rows, labels) if "more loops break long sums" in label and r[0] == LOOPED]
     assert len(loops) == 1 and loops[0][0] == [LOOPED, app.LONG_SUM, 16]

@@ -73,7 +73,7 @@ else:
 
 MODELS_ENV = "HF_ARITH_SPACE_MODELS"
 CARD_FILE = HERE / "README.md"
-MAX_CHARS = 400  # above any problem a model here takes (two 126-digit operands: 253); longer text is refused unread
+MAX_CHARS = 8200  # above any problem a model here takes (two 4,094-digit operands: 8,189); longer text is refused unread
 ALLOWED = re.compile(r"[0-9a-z+\-*:, ]*")
 # The slider's ceiling: the models take up to MAX_RECURRENCES (256), but answers must stay well under
 # a second, and the measured loops curves (loops.json) stop at 32.
@@ -81,6 +81,7 @@ SLIDER_MAX_RECURRENCES = 32
 TEN_DIGITS = "1234567890+9876543210"
 LONG_SUM = "3141592653589793238462643+2718281828459045235360287"  # 25 digits of pi plus 25 of e
 HUNDRED_DIGITS = 100  # operand length of the long example for models that take it (sample_problem writes it)
+THOUSAND_DIGITS = 1000  # the same for models that take 1,000-digit operands
 ABACUS_PAPER = "https://arxiv.org/abs/2405.17399"  # McLeish et al. 2024, abacus embeddings and looped models
 MULTI_TOKEN_PAPER = "https://arxiv.org/abs/2404.19737"  # Gloeckle et al. 2024, multi-token prediction
 END_TOKENS = ("<eos>", "<pad>")
@@ -830,13 +831,16 @@ def range_examples(entry: Entry, shown=()) -> list[str]:
 
 def examples() -> tuple[list[list], list[str]]:
     """Clickable examples for the models that loaded: for decimal adders, a 25-digit sum far past the
-    training length (a 100-digit one for models that take it) and the 25-digit sum with many more
+    training length (a 100-digit one for models that take it, a 1,000-digit one for those that take that) and the 25-digit sum with many more
     loops than a looped model was trained with; then three problems inside each model's measured range."""
     rows, labels = [], []
     entries = available()
     adders = [e for e in entries if e.fmt.task_rules.operator == "+" and e.fmt.base == 10]
     for entry in adders:
-        if entry.max_digits >= HUNDRED_DIGITS and entry.trained and entry.trained[1] < HUNDRED_DIGITS:
+        if entry.max_digits >= THOUSAND_DIGITS and entry.trained and entry.trained[1] < HUNDRED_DIGITS:
+            rows.append([entry.name, sample_problem(entry, THOUSAND_DIGITS), entry.default_loops or 1])
+            labels.append(f"{entry.name}: a 1,000-digit sum (trained on {entry.trained[0]}-{entry.trained[1]} digits)")
+        elif entry.max_digits >= HUNDRED_DIGITS and entry.trained and entry.trained[1] < HUNDRED_DIGITS:
             rows.append([entry.name, sample_problem(entry, HUNDRED_DIGITS), entry.default_loops or 1])
             labels.append(f"{entry.name}: a 100-digit sum (trained on {entry.trained[0]}-{entry.trained[1]} digits)")
         elif entry.max_digits >= 25 and entry.trained and entry.trained[1] < 25:
