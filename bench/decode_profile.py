@@ -182,9 +182,7 @@ def main(argv: list[str] | None = None) -> dict:
     what = (f"one decode of {args.model} split into prefill, forward passes, cache handling and Python overhead "
             f"(medians of {args.repeats} decodes per mode, modes taking turns, after a warm-up; wall clock; "
             f"{args.threads} torch thread(s)); passes: forward passes after the prefill")
-    if args.note:
-        what += f". Note: {args.note}"
-    return write_results(args.out, {"model": args.model, "rows": rows}, what=what, load_before=load_before,
+    return write_results(args.out, {"model": args.model, "rows": rows}, what=what, note=args.note, load_before=load_before,
                          title="Where one decode's time goes", table=table(rows))
 
 

@@ -57,12 +57,15 @@ def markdown_table(header: list[str], align: str, rows) -> list[str]:
 
 
 def write_results(out, record: dict, *, what: str, load_before: float | None = None, title: str | None = None,
-                  table: list[str] | None = None) -> dict:
-    """Write `record` as `out` (JSON) with what was measured, the machine, the command line and the date.
+                  table: list[str] | None = None, note: str | None = None) -> dict:
+    """Write `record` as `out` (JSON) with what was measured (and a `note` on the conditions, when given),
+    the machine, the command line and the date.
 
     With a `title`, also `out` with .md: a heading, what, machine, command, then the `table` lines.
     Returns the JSON's content.
     """
+    if note:
+        what += f". Note: {note}"
     result = {"what": what, **record, "machine": machine_info(load_before), "command": command_line(),
               "date": utc_now()}
     out = Path(out)

@@ -119,9 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
     what = (f"wall time of greedy decoding with {args.model}, one token per pass vs self-speculative "
             f"(median of {args.rounds} rounds, modes taking turns, after a warm-up; prompts tokenized outside "
             "the clock); passes: forward passes per round, prefill included")
-    if args.note:
-        what += f". Note: {args.note}"
-    return write_results(args.out, {"model": args.model, "rows": rows}, what=what, load_before=load_before,
+    return write_results(args.out, {"model": args.model, "rows": rows}, what=what, note=args.note, load_before=load_before,
                          title="Self-speculative decoding vs one token per pass", table=table(rows))
 
 
