@@ -526,15 +526,21 @@ def verdict_html(entry: Entry, problem: str, out: dict, truth: str, loops: int |
             f'<p class="notes">{html.escape("; ".join(notes), quote=False)}</p>')
 
 
+def checked_run(model_name: str, problem: str, recurrences):
+    """The model, the problem as checked, the loop count and the run: what Solve and Attention both start
+    from. Every check raises InputError with the reason to show."""
+    entry = load(model_name)
+    clean = check_problem(entry, problem)
+    loops = recurrences_for(entry, recurrences)
+    return entry, clean, loops, run(entry, clean, loops)
+
+
 @serialized
 def solve_problem(model_name: str, problem: str, recurrences=None):
     """The Solve button: (answer in normal order, verdict HTML, [#, token, probability] rows in the
     order the model wrote them)."""
     try:
-        entry = load(model_name)
-        clean = check_problem(entry, problem)
-        loops = recurrences_for(entry, recurrences)
-        out = run(entry, clean, loops)
+        entry, clean, loops, out = checked_run(model_name, problem, recurrences)
     except InputError as err:
         return "", notice_html(str(err)), []
     rows = [[i + 1, t["token"], round(t["probability"], 6)] for i, t in enumerate(out["tokens"])]
@@ -591,10 +597,7 @@ def attention_figure(model_name: str, problem: str, recurrences=None, which: str
     """The Attention tab: (figure or None, note, pass selector)."""
     hidden = gr.Dropdown(visible=False)
     try:
-        entry = load(model_name)
-        clean = check_problem(entry, problem)
-        loops = recurrences_for(entry, recurrences)
-        out = run(entry, clean, loops)
+        entry, clean, loops, out = checked_run(model_name, problem, recurrences)
     except InputError as err:
         return None, f"Cannot draw: {err}", hidden
     tok = entry.tokenizer
