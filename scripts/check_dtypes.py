@@ -27,9 +27,9 @@ from transformers import AutoModelForCausalLM
 import hf_arith
 from hf_arith.data.problems import held_out_problems
 from hf_arith.evaluation.metrics import arith_scores
+from hf_arith.models.modeling_common import DTYPE_CHECK_FILE, REFERENCE_DTYPE
 from hf_arith.runtime.hardware import machine_info
 from hf_arith.runtime.limits import model_limits, problem_spec
-from hf_arith.models.modeling_common import DTYPE_CHECK_FILE, REFERENCE_DTYPE
 from hf_arith.runtime.loading import (
     DTYPES,
     _quiet_transformers,
