@@ -41,6 +41,9 @@ CATALOGUE = {
                                      "parameters"},
     "abacus-gpt2-sub": {"trained": "1-20 digits",
                         "use_for": "default for subtraction, negative results included"},
+    "abacus-gpt2-sub-periodic": {"trained": "1-10 digits",
+                                 "use_for": "subtracting numbers of 100 digits and more, negative results included "
+                                            "(a periodic abacus table)"},
     "abacus-gpt2-mul": {"trained": "1-5 digits",
                         "use_for": "default for multiplication, writing its running sums"},
     "abacus-gpt2-sort": {"trained": "2-5 numbers of 1-6 digits",

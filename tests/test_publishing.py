@@ -812,7 +812,7 @@ def test_wheel_carries_the_card_templates(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     (wheel,) = tmp_path.glob("hf_arith-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "hf_arith/publishing/hub_cards/model_card.md" in names and "hf_arith/publishing/hub_cards/dataset_card.md" in names
+    assert "hf_arith/hub_cards/model_card.md" in names and "hf_arith/hub_cards/dataset_card.md" in names
     assert "hf_arith/bundled/minimal-add10/eval_results.json" in names
 
 

@@ -41,7 +41,7 @@ _SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K
 
 
 def template_path() -> Path:
-    """The dataset card template: hub_cards/, linked into the package as hf_arith/publishing/hub_cards so wheels carry it."""
+    """The dataset card template: hub_cards/, linked into the package as hf_arith/hub_cards so wheels carry it."""
     path = HUB_CARDS_DIR / TEMPLATE_NAME
     if not path.is_file():
         raise FileNotFoundError(f"dataset card template not found at {path}; the installation is incomplete")
