@@ -294,9 +294,10 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
 
 class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
     _tied_weights_keys = {"lm_head.weight": "transformer.wte.weight"}
-    # A warm start may lengthen the abacus table (a larger abacus_max_digits): the trained indices are
-    # kept and the new ones learned, which is how a model extends the lengths it can place.
-    _warm_start_growable_tables = ("transformer.abacus.weight",)
+    # A warm start may lengthen the abacus table (a larger abacus_max_digits) or the segment table (more
+    # numbers or lines, abacus_num_segments): the trained rows are kept and the new ones learned, which is
+    # how a model extends the lengths it can place.
+    _warm_start_growable_tables = ("transformer.abacus.weight", "transformer.segment.weight")
     trunk_class = AbacusGPT2Model  # the looped family runs its own trunk under the same head
 
     def __init__(self, config: AbacusGPT2Config):
