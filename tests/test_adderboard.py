@@ -327,7 +327,10 @@ def test_cli_refuses_an_existing_file_without_overwrite(tmp_path, capsys):
     message = fails(capsys, "adderboard", "minimal-add10", "--output", target)
     assert message == f"--output {target}: exists; pass --overwrite to replace it"
     assert target.read_text() == "mine\n"
-    assert "is a folder" in fails(capsys, "adderboard", "minimal-add10", "--output", tmp_path)
+    (tmp_path / "folder.py").mkdir()  # a name ending in .py is a file; any other --output is a submission folder
+    assert "is a folder, not a file" in fails(capsys, "adderboard", "minimal-add10", "--output", tmp_path / "folder.py")
+    message = fails(capsys, "adderboard", "minimal-add10", "--output", tmp_path)
+    assert message == f"--output {tmp_path}: is not empty; pass --overwrite to replace an export there"
 
 
 def test_cli_refuses_an_unwritable_folder(tmp_path, capsys):

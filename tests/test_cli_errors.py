@@ -58,6 +58,7 @@ def test_every_user_error_class_is_the_package_error_type():
     from hf_arith.data.errors import CLIError, HfArithError
     from hf_arith.data.formatting import FormatError
     from hf_arith.publishing.adderboard import ProtocolFailure
+    from hf_arith.publishing.adderboard_folder import ParameterCountError
     from hf_arith.publishing.hub_folder import PublishError
     from hf_arith.publishing.space_build import SpaceError
     from hf_arith.runtime.loading import CheckpointError
@@ -65,7 +66,7 @@ def test_every_user_error_class_is_the_package_error_type():
     from hf_arith.training.warm_start import WarmStartError
 
     for cls in (FormatError, CheckpointError, RecipeError, WarmStartError, PublishError, SpaceError,
-                ProtocolFailure, CLIError):
+                ProtocolFailure, ParameterCountError, CLIError):
         assert issubclass(cls, HfArithError) and issubclass(cls, ValueError), cls
 
 

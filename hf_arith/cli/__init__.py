@@ -8,6 +8,7 @@
     hf-arith attention MODEL 101+1002 [--output attention.png]
     hf-arith summary MODEL [--json summary.json]
     hf-arith adderboard minimal-add10 --output submission.py   # a single-file AdderBoard submission
+    hf-arith adderboard minimal-add10 --output DIR             # the submission folder around it
     hf-arith solve 1234567890+9876543210 [--model NAME_OR_PATH_OR_REPO_ID]
     hf-arith solve 1+2 --model ORG/NAME [--revision REV] [--device cuda] [--dtype float16]
     hf-arith models                      # bundled checkpoints, each with its problem format

@@ -2,8 +2,8 @@
 
 `HfArithError` is raised for bad input: a malformed problem, recipe, checkpoint, path or option.
 Every user-error class of the package derives from it (FormatError, CheckpointError, RecipeError,
-WarmStartError, PublishError, SpaceError, ProtocolFailure, CLIError), and it is a `ValueError`, so
-code that catches ValueError keeps working. The command line prints these as one line
+WarmStartError, PublishError, SpaceError, ProtocolFailure, ParameterCountError, CLIError), and it is a
+`ValueError`, so code that catches ValueError keeps working. The command line prints these as one line
 `hf-arith: error: ...` with exit status 2; any other exception is a bug and keeps its traceback.
 
 This module imports nothing, so that the command line can name it before torch is loaded, and so that

@@ -91,3 +91,17 @@ def verify_tiny_adder(model, tokenizer, seed: int = 2025, batch_size: int = 1638
         "unique_params": model.num_parameters(), "seconds": seconds, "additions_per_second": len(cases) / seconds,
         "seed": seed,
     }
+
+
+def verify_text(result: dict, name: str) -> str:
+    """`verify_tiny_adder`'s result as `hf-arith verify` prints it (six lines, no trailing newline)."""
+    from ..text import pct
+
+    return "\n".join([
+        f"Tiny-adder verify of {name} (seed {result['seed']}):",
+        f"  accuracy          {pct(result['accuracy'], spaced=False)}",
+        f"  correct           {result['correct']} / {result['total']}",
+        f"  edge cases        {result['edge_cases_correct']} / 10",
+        f"  unique params     {result['unique_params']}",
+        f"  additions/s       {result['additions_per_second']:,.0f}",
+    ])

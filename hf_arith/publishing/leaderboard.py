@@ -15,7 +15,8 @@ import torch
 
 from .adderboard import PASS_ACCURACY
 
-TRAINED_TABLE_SOURCE = "the README of github.com/anadim/AdderBoard, 2026-03-04"
+TRAINED_TABLE_DATE = "2026-03-04"
+TRAINED_TABLE_SOURCE = f"the README of github.com/anadim/AdderBoard, {TRAINED_TABLE_DATE}"
 TRAINED_TABLE = (  # (unique parameters, protocol accuracy), in the table's order
     (62, 1.0), (67, 1.0), (83, 1.0), (86, 1.0), (89, 1.0), (95, 0.9903), (101, 1.0), (122, 0.9995),
     (234, 0.9991), (262, 0.9995), (275, 0.9998), (305, 0.9998), (311, 0.99999), (456, 1.0), (491, 0.9997),
@@ -81,16 +82,18 @@ def parameter_savings(model) -> list[tuple[str, int]]:
     return out
 
 
-def leaderboard_entry(model, tokenizer) -> dict | None:
+def leaderboard_entry(model, tokenizer, report: dict | None = None) -> dict | None:
     """For a minimal-family 10-digit adder: its protocol result (seed 2025), the rank it would take on
-    the trained table, and each trick's saving; None for any other model."""
+    the trained table, and each trick's saving; None for any other model. `report`: the model's
+    seed-2025 `verify_tiny_adder` result, when it was run already."""
     from ..evaluation.held_out import is_tiny_adder_format, verify_tiny_adder
     from .adderboard import MODEL_TYPE
 
     fmt = getattr(tokenizer, "arith_format", None)
     if model.config.model_type != MODEL_TYPE or fmt is None or not is_tiny_adder_format(fmt):
         return None
-    report = verify_tiny_adder(model, tokenizer)
+    if report is None or report.get("seed") != 2025:
+        report = verify_tiny_adder(model, tokenizer)
     params = model.num_parameters()
     return {
         "params": params, "accuracy": report["accuracy"], "correct": report["correct"], "total": report["total"],
@@ -100,4 +103,38 @@ def leaderboard_entry(model, tokenizer) -> dict | None:
     }
 
 
-__all__ = ["TRAINED_TABLE", "TRAINED_TABLE_SOURCE", "leaderboard_entry", "parameter_savings", "trained_rank"]
+# The columns of the tables in AdderBoard's README ("Trained Weights (Learned from Data)").
+README_COLUMNS = ("Rank", "Params", "Accuracy", "Author", "Built with", "Architecture", "Key Tricks", "Link")
+
+
+def readme_accuracy(correct: int, total: int) -> str:
+    """An accuracy as the board writes it ('100%', '99.97%'): never rounded up to 100 % unless all are right."""
+    if correct == total:
+        return "100%"
+    text = f"{100 * correct / total:.3f}".rstrip("0").rstrip(".")
+    return f"{text}%" if text != "100" else "99.999%"
+
+
+def _cell(text) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def readme_row(entry: dict, metadata: dict, link: str, built_with: str = "") -> str:
+    """The entry as one row of the trained table in AdderBoard's README (`README_COLUMNS`): `entry` from
+    `leaderboard_entry` (the rank is the place on the snapshot `TRAINED_TABLE`, said so: a later table may
+    hold smaller entries; '-' when it does not qualify), `metadata` the submission file's (author, architecture, tricks), `link` its markdown link."""
+    rank = f"{entry['rank']} (on the {TRAINED_TABLE_DATE} snapshot)" if entry["rank"] else "- (below 99 %)"
+    cells = [rank, f"{entry['params']:,}",
+             readme_accuracy(entry["correct"], entry["total"]), metadata.get("author") or "unknown", built_with,
+             metadata["architecture"], "; ".join(metadata.get("tricks") or []), link]
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def readme_table(rows: list[str]) -> str:
+    """The header of AdderBoard's table, then `rows`."""
+    return "\n".join(["| " + " | ".join(README_COLUMNS) + " |", "|" + "|".join("---" for _ in README_COLUMNS) + "|",
+                      *rows])
+
+
+__all__ = ["README_COLUMNS", "TRAINED_TABLE", "TRAINED_TABLE_DATE", "TRAINED_TABLE_SOURCE", "leaderboard_entry", "parameter_savings",
+           "readme_accuracy", "readme_row", "readme_table", "trained_rank"]
