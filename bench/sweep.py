@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 def write_table() -> None:
     """bench/results/sweep.md (and sweep.json): every sweep_<model>.json there, each row from its own file."""
-    every = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("sweep_*.json"))]
+    # An exploration file (several models in one record, no "model" key) is not one model's sweep.
+    every = [r for r in (json.loads(path.read_text()) for path in sorted(RESULTS.glob("sweep_*.json"))) if "model" in r]
     # A swept run that became a bundled model is listed under its bundled name (its path stays in its file).
     rows = [(r.get("bundled_as", r["model"]), f"{r['operand_digits'][0]}-{r['operand_digits'][1]}", tokens, f"{p[k]['n']:,}", key_name,
              p[k]["wrong"], p[k]["silent_wrong"], f"{p[k]['lowest_confidence_right']:.3f}", r["date"][:10])

@@ -52,6 +52,19 @@ def test_a_longer_abacus_table_keeps_the_trained_indices_and_learns_the_new_ones
         warm_start(shorter, "abacus-gpt2-add", fmt.to_dict())
 
 
+def test_more_segments_keep_the_trained_rows_and_learn_the_new_lines():
+    # Multiplication's running sums give each line its own segment: longer operands mean more lines.
+    model, fmt = model_of("abacus-gpt2-mul", ["model.abacus_num_segments=16"])
+    fresh = warm_start(model, "abacus-gpt2-mul", fmt.to_dict())
+    saved = load_file(f"{bundled_path('abacus-gpt2-mul')}/model.safetensors")["transformer.segment.weight"]
+    table = model.transformer.segment.weight.detach()
+    assert fresh == ["transformer.segment.weight"] and table.shape[0] == 16 > saved.shape[0]
+    assert torch.equal(table[:len(saved)], saved)
+    fewer, fmt = model_of("abacus-gpt2-mul", ["model.abacus_num_segments=4"])
+    with pytest.raises(WarmStartError, match="transformer.segment.weight of shape"):
+        warm_start(fewer, "abacus-gpt2-mul", fmt.to_dict())
+
+
 @pytest.mark.parametrize(("preset", "overrides", "words"), [
     ("abacus-gpt2-add", ["model.hidden_size=32", "model.intermediate_size=128"], "shape"),
     ("abacus-gpt2-add-hex", [], "number format"),
