@@ -399,5 +399,8 @@ def test_sampling_by_value_weights_each_length_by_how_many_values_have_it():
     assert share == pytest.approx([0.001, 0.009, 0.09, 0.9], abs=0.006)
     by_length = sample(ProblemSpec("add", 1, 4), 40_000, np.random.default_rng(0), split=None).lengths.ravel()
     assert np.bincount(by_length, minlength=5)[1:] / by_length.size == pytest.approx([0.25] * 4, abs=0.01)
+    mixed = sample(ProblemSpec("add", 1, 4, sample_by="mixed"), 40_000, np.random.default_rng(0), split=None).lengths.ravel()
+    # half the problems by value, half by length: (value share + 0.25) / 2 per length
+    assert np.bincount(mixed, minlength=5)[1:] / mixed.size == pytest.approx([0.1255, 0.1295, 0.17, 0.575], abs=0.01)
     with pytest.raises(FormatError, match="sample_by"):
         ProblemSpec("add", 1, 4, sample_by="digits")

@@ -28,7 +28,7 @@ _PRIMES = (np.uint64(2147483647), np.uint64(2147483629))
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-SAMPLE_BY = ("length", "value")
+SAMPLE_BY = ("length", "value", "mixed")
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,8 @@ class ProblemSpec:
     min_items: int = 2
     max_items: int = 5
     # How uniform problems draw operand lengths: "length" gives every length in the range the same
-    # share; "value" every value (most have max_digits digits, as in the tiny-adder protocol).
+    # share; "value" every value (most have max_digits digits, as in the tiny-adder protocol);
+    # "mixed" half the problems one way, half the other (a stage that must keep both).
     sample_by: str = "length"
 
     def __post_init__(self):
@@ -69,13 +70,16 @@ class ProblemSpec:
 # -- sampling -----------------------------------------------------------------------------
 def _sample_operands(spec: ProblemSpec, n: int, rng: np.random.Generator):
     k, width = spec.n_operands, spec.max_digits
-    if spec.sample_by == "value":  # each length weighted by how many values have it
+    if spec.sample_by == "length":
+        lengths = rng.integers(spec.min_digits, spec.max_digits + 1, size=(n, k))
+    else:  # each length weighted by how many values have it
         span = np.arange(spec.min_digits, spec.max_digits + 1)
         # Counts over base^(max_digits - 1), so a 1,000-digit range does not overflow a float.
         scaled = np.where(span == 1, float(spec.base), spec.base - 1.0) * float(spec.base) ** (span - spec.max_digits)
         lengths = rng.choice(span, size=(n, k), p=scaled / scaled.sum())
-    else:
-        lengths = rng.integers(spec.min_digits, spec.max_digits + 1, size=(n, k))
+        if spec.sample_by == "mixed":  # drawn after the value draw, so "value" keeps its random stream
+            by_length = rng.random(n) < 0.5
+            lengths[by_length] = rng.integers(spec.min_digits, spec.max_digits + 1, size=(int(by_length.sum()), k))
     digits = rng.integers(0, spec.base, size=(n, k, width), dtype=np.int8)
     _fix_leading(digits, lengths, spec.base, rng)
     lengths = get_task(spec.task).choose_items(lengths, digits, spec.min_items, spec.max_items, rng)
