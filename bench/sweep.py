@@ -92,17 +92,24 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def write_table() -> None:
-    """bench/results/sweep.md (and sweep.json): every sweep_<model>.json there, each row from its own file."""
+    """bench/results/sweep.md (and sweep.json): every sweep_<model>.json there, each row from its own file,
+    plus the rows sweep.json already holds for models whose file has left the folder (superseded files are
+    pruned, the figures they gave stay cited)."""
     # An exploration file (several models in one record, no "model" key) is not one model's sweep.
     every = [r for r in (json.loads(path.read_text()) for path in sorted(RESULTS.glob("sweep_*.json"))) if "model" in r]
-    # A swept run that became a bundled model is listed under its bundled name (its path stays in its file).
-    rows = [(r.get("bundled_as", r["model"]), f"{r['operand_digits'][0]}-{r['operand_digits'][1]}", tokens, f"{p[k]['n']:,}", key_name,
-             p[k]["wrong"], p[k]["silent_wrong"], f"{p[k]['lowest_confidence_right']:.3f}", r["date"][:10])
+    rows = [[r.get("bundled_as", r["model"]), f"{r['operand_digits'][0]}-{r['operand_digits'][1]}", tokens, f"{p[k]['n']:,}",
+             key_name, p[k]["wrong"], p[k]["silent_wrong"], f"{p[k]['lowest_confidence_right']:.3f}", r["date"][:10]]
             for r in every for tokens, p in passes(r) for k, key_name in SET_NAMES.items() if k in p]
-    write_results(RESULTS / "sweep.json", {"models": [r.get("bundled_as", r["model"]) for r in every]}, title="Reliability sweep",
+    swept = {row[0] for row in rows}
+    table_file = RESULTS / "sweep.json"
+    kept = [row for row in (json.loads(table_file.read_text()).get("rows", []) if table_file.is_file() else [])
+            if row[0] not in swept]
+    rows = sorted(kept + rows, key=lambda row: row[0])
+    write_results(table_file, {"models": sorted({row[0] for row in rows}), "rows": rows}, title="Reliability sweep",
                   what="held-out problems inside each model's trained range; wrong answers, and how many of "
                        f"them had confidence >= {LOW_CONFIDENCE} (silent); lowest confidence of a right answer. "
-                       "Rows come from bench/results/sweep_<model>.json, each with its own command and machine",
+                       "Rows come from bench/results/sweep_<model>.json, each with its own command and machine "
+                       "(rows of a model whose file was pruned stay, with its date)",
                   table=markdown_table(["model", "digits", "tokens/pass", "problems", "set", "wrong", "silent wrong",
                                         "lowest right conf.", "date"], "llrrlrrrl", rows))
 
