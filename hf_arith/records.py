@@ -46,6 +46,16 @@ def write_atomic(path: str | os.PathLike, text: str, mode: int = 0o644) -> Path:
     return path
 
 
+def make_writable_dir(path: str | os.PathLike) -> Path:
+    """Create the folder and prove it takes a file now, not after minutes of work (an OSError if not)."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    probe = path / ".hf-arith-write-test"
+    probe.write_text("")
+    probe.unlink()
+    return path
+
+
 def write_json(path: str | os.PathLike, data, indent: int | None = 2) -> Path:
     """`data` as JSON (one trailing newline) at `path`, written atomically (`write_atomic`)."""
     return write_atomic(path, json.dumps(data, indent=indent) + "\n")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..data.errors import CLIError, one_line
 from ..data.formatting import FormatError, quote
+from ..records import make_writable_dir
 from ..runtime.hardware import THREADS_PER_CORE, max_threads
 from ..text import pct as text_pct
 from ..training.recipe import MAX_EVAL_SAMPLES
@@ -224,14 +225,9 @@ def describe_format(fmt) -> str:
 
 def writable_dir(text: str, option: str) -> Path:
     """Create the folder and prove it takes a file now, not after minutes of evaluation."""
-    path = Path(text)
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".hf-arith-write-test"
-        probe.write_text("")
-        probe.unlink()
+        return make_writable_dir(text)
     except OSError as err:
         raise CLIError(f"{option} {text}: cannot write there ({err.strerror or err})") from None
-    return path
 
 

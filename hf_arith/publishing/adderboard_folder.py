@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..data.errors import HfArithError
 from ..evaluation.model_summary import parameter_counts
-from ..records import NOTES_FILE, SUMMARY_FILE, read_notes, read_summary, write_atomic, write_json
+from ..records import NOTES_FILE, SUMMARY_FILE, make_writable_dir, read_notes, read_summary, write_atomic, write_json
 from ..runtime.loading import checkpoint_folder, checkpoint_label
 
 SEEDS = (2025, 0, 1)  # the protocol's own seed first: it decides whether the model qualifies
@@ -69,10 +69,7 @@ def prepare_folder(folder: str | os.PathLike, overwrite: bool) -> Path:
         shutil.rmtree(out / PARTIAL_DIR, ignore_errors=True)
         if out.is_dir() and any(out.iterdir()) and not overwrite:
             raise HfArithError(f"{out}: is not empty; pass --overwrite (overwrite=True) to replace an export there")
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".hf-arith-write-test"
-        probe.write_text("")
-        probe.unlink()
+        make_writable_dir(out)
     except OSError as err:
         raise HfArithError(f"{out}: cannot write there ({err.strerror or err})") from None
     return out
