@@ -2,7 +2,7 @@
 
 The usual use is adding capacity to a model that already works, such as extra multi-token
 heads on a trained trunk: tensors the checkpoint has are copied in, tensors it lacks keep
-their fresh initialisation. A table the model declares growable (the abacus table) may be longer
+their fresh initialisation. A table the model declares growable (the abacus and segment tables) may be longer
 than the checkpoint's, so a model can learn digit indices beyond its checkpoint's range. A
 checkpoint of another family or number format, or one whose tensors have other shapes, is
 refused in one line before any training.
