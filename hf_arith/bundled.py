@@ -24,7 +24,7 @@ def bundled_path(name: str) -> str:
 # most, each config records (`measured_max_digits`, `max_operand_digits`).
 CATALOGUE = {
     "minimal-add10": {"trained": "10 digits",
-                      "use_for": "default for addition: 10-digit sums from 244 parameters, the CLI's default model"},
+                      "use_for": "default for addition: 10-digit sums from 720 parameters, the CLI's default model"},
     "minimal-add10-split-wide-arc": {"trained": "10 digits",
                                      "use_for": "the smallest exact adder: 54 parameters, first on AdderBoard's "
                                                 "trained table"},

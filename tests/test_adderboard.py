@@ -95,7 +95,7 @@ def bundled():
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """minimal-add10 written by the CLI over an existing file (--overwrite); (path, stdout)."""
-    path = tmp_path_factory.mktemp("adderboard") / "submission_244p.py"
+    path = tmp_path_factory.mktemp("adderboard") / "submission_720p.py"
     path.write_text("old\n")
     code, out = run_cli("adderboard", "minimal-add10", "--output", path, "--overwrite", "--author", "tester")
     assert code == 0, out
@@ -113,7 +113,7 @@ def test_cli_prints_where_the_file_went_its_parameters_and_how_to_verify(exporte
     path, out = exported
     lines = out.splitlines()
     assert len(lines) == 2, out
-    assert str(path) in lines[0] and "244 unique parameters" in lines[0]
+    assert str(path) in lines[0] and "720 unique parameters" in lines[0]
     assert lines[1].endswith(f"python verify.py {path}")
     source = path.read_text()
     assert "import transformers" not in source and "hf_arith import" not in source
@@ -141,9 +141,9 @@ def test_submission_runs_without_hf_arith_and_answers_as_solve_does(exported, bu
     assert report["is_module"] and report["logits_shape"] == [1, 22, model.config.vocab_size]
     metadata = report["metadata"]
     assert METADATA_KEYS <= set(metadata) and metadata["author"] == "tester"
-    assert metadata["params"] == model.num_parameters() == report["parameters"] == 244
+    assert metadata["params"] == model.num_parameters() == report["parameters"] == 720
     assert isinstance(metadata["tricks"], list) and all(isinstance(t, str) for t in metadata["tricks"])
-    assert metadata["architecture"].startswith("1L decoder, d=4, 2h/1kv, hd=4, ff=6, RoPE θ=3")
+    assert metadata["architecture"].startswith("1L decoder, d=8, 2h/1kv, hd=4, ff=16, RoPE θ=3")
 
 
 def test_the_submission_runs_on_one_torch_thread(exported, monkeypatch):

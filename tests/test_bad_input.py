@@ -26,7 +26,7 @@ def sub3(tmp_path_factory):
     """Subtraction of up to 3 digits, no fixed width: its context, not a width, limits operands."""
     return tiny_checkpoint(tmp_path_factory, "sub3", [
         "format.task=sub", "format.operand_width=0", "format.answer_width=0", "format.end_token=true",
-        "data.max_digits=3", "optim.steps=2",
+        "model.digit_logits_only=false", "data.max_digits=3", "optim.steps=2",
     ])
 
 

@@ -53,7 +53,7 @@ def test_cached_decoding_through_the_preallocated_cache_matches_uncached_decodin
 def test_default_batch_size_shrinks_with_the_models_width():
     tiny, _ = load_checkpoint("minimal-add10")
     wide, _ = load_checkpoint("abacus-gpt2-add")
-    assert default_batch_size(tiny) == 4096
+    assert default_batch_size(tiny) == 2**15 // tiny.config.intermediate_size == 2048
     assert default_batch_size(wide) == 2**15 // wide.config.intermediate_size == 128
 
 

@@ -49,6 +49,8 @@ def expected_macs(config, prompt: int, generated: int) -> tuple[int, int]:
     """Matrix multiply-adds of the minimal family by hand: (prompt pass, all decoding steps)."""
     d, f, h, kv, hd, v = (config.hidden_size, config.intermediate_size, config.num_attention_heads,
                           config.num_key_value_heads, config.head_dim, config.vocab_size)
+    if config.digit_logits_only:  # the head scores the digit rows only
+        v = config.num_digit_tokens
     keys_values = 2 * d * kv * hd  # k, v
     per_token = keys_values + d * h * hd + h * hd * d + 3 * d * f  # q, o, gate, up, down
     layers = config.num_hidden_layers

@@ -660,7 +660,7 @@ def test_bad_push_requests_fail_in_one_line_before_the_network(online, no_networ
     model_dir = tmp_path / "ckpt"
     model_dir.mkdir()
     for f in Path(hf_arith.bundled_path("minimal-add10")).iterdir():
-        if f.name != EVAL_FILE:
+        if f.is_file() and f.name != EVAL_FILE:
             (model_dir / f.name).write_bytes(f.read_bytes())
     (tmp_path / "partial.json").write_text(json.dumps({"exact_match": 1.0}))
     (tmp_path / "junk.json").write_text("{not json")

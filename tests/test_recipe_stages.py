@@ -49,7 +49,7 @@ def test_stages_state_what_changes_from_the_stage_before(tmp_path):
     stages = load_stages(str(path))
     # The recipe it extends is the first stage, labelled by its name.
     assert [s.label for s in stages] == ["minimal-add10", "first", "second", "third"]
-    assert [s.recipe.optim.steps for s in stages] == [20000, 10, 10, 10]  # kept from the stage before
+    assert [s.recipe.optim.steps for s in stages] == [3000, 10, 10, 10]  # kept from the stage before
     assert [s.recipe.optim.learning_rate for s in stages][2:] == [0.001, 0.001]
     assert [s.recipe.data.hard_fraction for s in stages] == [0.0, 0.0, 0.0, 0.25]
     # Earlier stages train into their own folders; each later one starts from the final model before it.

@@ -156,9 +156,9 @@ def short_run(tmp_path_factory):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("model.hidden_size=8", r"different model \(hidden_size: 4 -> 8"),
+    ("model.hidden_size=4", r"different model \(hidden_size: 8 -> 4"),
     ("model.rope_theta=10.0", r"different model \(rope_theta: 3.0 -> 10.0"),
-    ("optim.learning_rate=0.02", r"different recipe \(optim.learning_rate: 0.01 -> 0.02"),
+    ("optim.learning_rate=0.02", r"different recipe \(optim.learning_rate: 0.03 -> 0.02"),
     ("data.max_digits=5", r"different (model|recipe)"),
     ("format.reverse_answer=false", r"different recipe \(format.reverse_answer: True -> False"),
 ])
@@ -171,7 +171,7 @@ def test_resuming_with_another_model_or_recipe_is_refused(short_run, override, m
 def test_resume_may_extend_the_run_and_cli_errors_are_one_line(short_run, tmp_path, capsys):
     out, common = short_run
     assert last_checkpoint(out).endswith("checkpoint-4")
-    code = main(["train", "--output-dir", str(out), "--resume", "--set", "model.hidden_size=8",
+    code = main(["train", "--output-dir", str(out), "--resume", "--set", "model.hidden_size=4",
                  *[x for c in common if not c.startswith("output_dir") for x in ("--set", c)]])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("hf-arith: error: --resume: ") and err.count("\n") == 1

@@ -350,7 +350,7 @@ def test_models_tab_reads_the_checkpoints_own_files(client, name):
 
 def test_every_model_is_explained(app):
     text = app.glossary()
-    for name, words in [("minimal-add10", "**A 244-parameter model**"), ("abacus-gpt2-add", "**Abacus** positions"),
+    for name, words in [("minimal-add10", "**A 720-parameter model**"), ("abacus-gpt2-add", "**Abacus** positions"),
                         ("abacus-gpt2-add-window-10-k2", "**k2**: 1 extra output head also predicts"), (LOOPED, "**Looped**: the same 2 layers")]:
         line = next(line for line in text.splitlines() if line.startswith(f"- **{name}**"))
         assert words in line, line
@@ -395,7 +395,7 @@ def test_examples_show_a_long_sum_and_loops_breaking_it(app):
 # -- the recurrences slider ---------------------------------------------------------------------------------------
 def test_slider_shown_for_looped_models_only(client):
     slider, box, info = client.predict("minimal-add10", api_name="/model_options")
-    assert slider["visible"] is False and "244 parameters" in info
+    assert slider["visible"] is False and "720 parameters" in info
     slider, box, info = client.predict(LOOPED, api_name="/model_options")
     assert slider["visible"] is True and (slider["minimum"], slider["maximum"], slider["value"]) == (1, 32, 2)
     assert "Trained with 2" in slider["info"] and "1-32" in slider["info"]

@@ -14,7 +14,7 @@ from hf_arith.training.run import CurriculumCallback, cosine_with_restart, train
 SMALL = [
     "format.operand_width=0", "format.answer_width=0", "format.end_token=true", "data.max_digits=2",
     "model.hidden_size=64", "model.head_dim=32", "model.num_key_value_heads=2", "model.intermediate_size=128",
-    "model.position_embedding=learned", "model.qk_norm=false",
+    "model.position_embedding=learned", "model.qk_norm=false", "model.digit_logits_only=false",
     "optim.batch_size=64", "optim.learning_rate=0.002", "optim.logging_steps=100",
     "eval.verify=false", "eval.samples=400", "optim.compile=false",
 ]

@@ -122,8 +122,8 @@ def default_batch_size(model, tokens: int | None = None) -> int:
     On a GPU, as many as fit comfortably. On a CPU, per-step overhead favours big batches for tiny
     models, but once a batch's activations outgrow the cache, memory traffic costs more than the
     overhead saved: abacus-gpt2-add (width 256) ran its grid 1.6x faster at 128 rows than at 4096
-    (bench/results/grid_batch_size_abacus-gpt2-add.md), while the 244-parameter minimal-add10
-    verified fastest at 4096-16384 (bench/results/verify_speed.json). So rows scale inversely with
+    (bench/results/grid_batch_size_abacus-gpt2-add.md), while the 720-parameter minimal-add10
+    verified fastest at 16384 (bench/results/verify_speed.json). So rows scale inversely with
     the model's widest layer.
     """
     if next(model.parameters()).is_cuda:
