@@ -31,7 +31,7 @@ import torch
 from common import decimal_heldout, script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 
-from hf_arith import decoding
+from hf_arith.runtime import decoding
 from hf_arith.runtime.limits import answer_budget
 from hf_arith.runtime.loading import load_checkpoint
 

@@ -403,6 +403,43 @@ def test_windowed_outputs_do_not_depend_on_far_digits():
         assert not torch.allclose(unwindowed(near).logits[0, probe], unwindowed(far).logits[0, probe], atol=1e-3)
 
 
+def test_windowed_cached_decoding_reads_only_the_window_keys_and_writes_the_same(monkeypatch):
+    # Long operands, window 1: a decoding step's queries see a few keys of a long cache, so each
+    # cached pass attends over those keys alone (`key_index`); the tokens and their probabilities
+    # must be those of the uncached decode, which attends over every key under the mask.
+    import hf_arith.models.modeling_abacus_gpt2 as modeling
+    import hf_arith.models.modeling_common as common
+    monkeypatch.setattr(common, "GATHER_MIN_ROW_KEYS", 0)  # gather at any size (by default, from 4,096 row-keys)
+    model, tok = make(seed=0, abacus_attention_window=1, abacus_align_answer=True, answer_start_token_id=11)
+    problems = ["1234567890123456789+9876543210987654321", "5+77777777777777777777", "99999999999999+1"]
+    enc = tok(problems, padding=True, return_tensors="pt")
+    widths = []
+    real = modeling.gather_keys
+
+    def spy(key, value, key_index):
+        widths.append((key.shape[2], None if key_index is None else key_index.shape[1]))
+        return real(key, value, key_index)
+
+    monkeypatch.setattr(modeling, "gather_keys", spy)
+    n = 16
+    cached, p_cached = greedy_decode(model, enc.input_ids, enc.attention_mask, n, pad_token_id=tok.pad_token_id,
+                                     return_probabilities=True)
+    gathered = [(full, kept) for full, kept in widths if kept is not None]
+    assert gathered and all(2 * kept <= full for full, kept in gathered)  # the cached steps read few keys
+    widths.clear()
+    uncached, p_uncached = greedy_decode(model, enc.input_ids, enc.attention_mask, n, pad_token_id=tok.pad_token_id,
+                                         use_cache=False, return_probabilities=True)
+    assert widths and all(kept is None for _, kept in widths)  # no cache: every key under the mask
+    assert len(set(cached.flatten().tolist())) > 2
+    assert torch.equal(cached, uncached) and torch.allclose(p_cached, p_uncached, atol=1e-5)
+    for k in (2, 3):  # a block of several queries reads the union of their windows
+        spec, _ = make(seed=0, abacus_attention_window=1, abacus_align_answer=True, answer_start_token_id=11,
+                       num_future_tokens=k)
+        one = greedy_decode(spec, enc.input_ids, enc.attention_mask, n, pad_token_id=tok.pad_token_id)
+        assert torch.equal(greedy_decode(spec, enc.input_ids, enc.attention_mask, n, pad_token_id=tok.pad_token_id,
+                                         tokens_per_step=k), one)
+
+
 def test_windowed_cached_forward_without_key_positions_is_a_clear_error():
     model, tok = make(abacus_attention_window=2)
     ids = tok(["12+34"], return_tensors="pt").input_ids

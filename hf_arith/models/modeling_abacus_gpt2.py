@@ -42,6 +42,7 @@ from .modeling_common import (
     causal_mask,
     check_prompt,
     eager_attention_forward,
+    gather_keys,
     kept_queries,
     positions_from_mask,
     resolve_cache,
@@ -61,8 +62,10 @@ class AbacusGPT2Attention(nn.Module):
         self.c_proj = nn.Linear(config.hidden_size, config.hidden_size)
         self.resid_dropout = nn.Dropout(config.resid_pdrop)
 
-    def forward(self, hidden_states, attention_mask, past_key_values=None, queries: int = 0, **kwargs):
-        """`queries` > 0: keys and values for every position, queries (and output) for the last `queries` only."""
+    def forward(self, hidden_states, attention_mask, past_key_values=None, queries: int = 0, key_index=None,
+                **kwargs):
+        """`queries` > 0: keys and values for every position, queries (and output) for the last `queries` only.
+        `key_index` [batch, n]: attend over these keys only (the mask covers them; `restricted_causal_mask`)."""
         batch, length, _ = hidden_states.shape
         q, k, v = self.c_attn(hidden_states).view(batch, length, 3, self.num_heads, self.head_dim).unbind(2)
         if queries:
@@ -70,6 +73,7 @@ class AbacusGPT2Attention(nn.Module):
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)
+        k, v = gather_keys(k, v, key_index)
         attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
@@ -237,14 +241,18 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         return self.drop(hidden), placed
 
     def attention_mask_for(self, hidden_states, index, attention_mask, past_key_values, past_length: int,
-                           key_position_ids=None):
-        """The blocks' mask: causal (with padding), and with `abacus_attention_window` also the window
-        (`abacus_positions.window_allowed`) between the new tokens' abacus `index` and every key's.
-        With a KV cache the keys' indices come from `key_position_ids`, the whole sequence's
-        position ids (`position_inputs` gives them), since the cache keeps no positions."""
+                           key_position_ids=None, output_attentions: bool = False):
+        """The blocks' (mask, key_index): the mask is causal (with padding), and with `abacus_attention_window`
+        also the window (`abacus_positions.window_allowed`) between the new tokens' abacus `index` and every
+        key's. With a KV cache the keys' indices come from `key_position_ids`, the whole sequence's
+        position ids (`position_inputs` gives them), since the cache keeps no positions.
+
+        `key_index` (None, or [batch, n]) is set when cached decoding under a window: a query sees a few
+        dozen keys whatever the sequence's length, so attention reads only those (and the mask covers
+        only them). Attention maps want every key, so `output_attentions` keeps them all."""
         c = self.config
         if not c.abacus_attention_window:
-            return causal_mask(c, hidden_states, attention_mask, past_key_values, past_length)
+            return causal_mask(c, hidden_states, attention_mask, past_key_values, past_length), None
         if past_length:
             expected = (index.shape[0], past_length + index.shape[1])
             if key_position_ids is None or tuple(key_position_ids.shape) != expected:
@@ -256,7 +264,9 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         else:
             keys = index
         allowed = window_allowed(index, keys, c.abacus_attention_window)
-        return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype)
+        if not past_length or output_attentions:
+            return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype), None
+        return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype, gather_keys=True)
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 use_cache=None, output_attentions=False, num_future_tokens: int = 1,
@@ -271,16 +281,17 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         past_key_values = resolve_cache(past_key_values, cache, use_cache)
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         hidden_states, index = self.embed(input_ids, attention_mask, position_ids, past_length)
-        mask = self.attention_mask_for(hidden_states, index, attention_mask, past_key_values, past_length,
-                                       key_position_ids)
+        mask, key_index = self.attention_mask_for(hidden_states, index, attention_mask, past_key_values,
+                                                  past_length, key_position_ids, output_attentions)
         keep = kept_queries(keep_last, input_ids.shape[1], mask, output_attentions)
         attentions = []
         for i, block in enumerate(self.h):
             last = i == len(self.h) - 1 and num_future_tokens == 1
-            hidden_states, weights = block(hidden_states, mask, past_key_values, keep if last else 0, **kwargs)
+            hidden_states, weights = block(hidden_states, mask, past_key_values, keep if last else 0,
+                                           key_index=key_index, **kwargs)
             if output_attentions:
                 attentions.append(weights)
-        future = [block(hidden_states, mask, past_key_values, keep, **kwargs)[0]
+        future = [block(hidden_states, mask, past_key_values, keep, key_index=key_index, **kwargs)[0]
                   for block in self.future_heads[: num_future_tokens - 1]]
         if future and keep:
             hidden_states = hidden_states[:, -keep:]

@@ -57,8 +57,9 @@ class LoopedModel(AbacusGPT2Model):
         return check_num_recurrences(self.config.num_recurrences if num_recurrences is None else num_recurrences)
 
     def prepare(self, input_ids, attention_mask, position_ids, past_key_values, num_recurrences: int,
-                key_position_ids=None):
-        """Embedded input (the injection, abacus offsets drawn in training) and the attention mask."""
+                key_position_ids=None, output_attentions: bool = False):
+        """Embedded input (the injection, abacus offsets drawn in training), the attention mask and the keys
+        it covers (`AbacusGPT2Model.attention_mask_for`)."""
         if input_ids is None:
             raise ValueError("looped models need input_ids (positions are computed from the digits)")
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
@@ -68,8 +69,8 @@ class LoopedModel(AbacusGPT2Model):
             raise ValueError(f"this KV cache holds {filled} layers, but num_recurrences={num_recurrences} with "
                              f"{len(self.h)} layers reads {slots}: decode with the loop count that filled it")
         injected, index = self.embed(input_ids, attention_mask, position_ids, past_length)
-        return injected, self.attention_mask_for(injected, index, attention_mask, past_key_values, past_length,
-                                                 key_position_ids)
+        return injected, *self.attention_mask_for(injected, index, attention_mask, past_key_values, past_length,
+                                                  key_position_ids, output_attentions)
 
     def recur(self, state, injected, mask, start: int, count: int, past_key_values=None, attentions=None,
               keep: int = 0, **kwargs):
@@ -102,10 +103,12 @@ class LoopedModel(AbacusGPT2Model):
         `keep_last` positions only; every position still fills the cache."""
         n = self.resolve_recurrences(num_recurrences)
         past_key_values = resolve_cache(past_key_values, cache, use_cache)
-        injected, mask = self.prepare(input_ids, attention_mask, position_ids, past_key_values, n, key_position_ids)
+        injected, mask, key_index = self.prepare(input_ids, attention_mask, position_ids, past_key_values, n,
+                                                 key_position_ids, output_attentions)
         attentions = [] if output_attentions else None
         keep = kept_queries(keep_last, input_ids.shape[1], mask, output_attentions)
-        state = self.recur(None, injected, mask, 0, n, past_key_values, attentions, keep, **kwargs)
+        state = self.recur(None, injected, mask, 0, n, past_key_values, attentions, keep, key_index=key_index,
+                           **kwargs)
         return BaseModelOutputWithPast(
             last_hidden_state=self.ln_f(state),
             **{CACHE_FIELD: past_key_values if use_cache else None},
@@ -169,7 +172,7 @@ class LoopedForCausalLM(AbacusGPT2ForCausalLM):
         accumulation exactly like a plain causal-LM loss.
         """
         t, alpha = self.transformer, float(self.config.progressive_loss_alpha)
-        injected, mask = t.prepare(input_ids, attention_mask, position_ids, None, num_recurrences)
+        injected, mask, _ = t.prepare(input_ids, attention_mask, position_ids, None, num_recurrences)
         n, k = self.draw_progressive_depths(num_recurrences)
         full_loss = full_logits = None
         if alpha > 0:
