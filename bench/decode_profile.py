@@ -9,7 +9,10 @@ abacus-gpt2-add-window-10-k2 or `--model`) with each mode of the shared decoder:
 - `one-token`: `greedy_decode` one token per forward pass;
 - `raw-kN`: the N heads' own tokens, N per pass (`confirm=False`: fewer passes, not exact);
 - `speculative-kN`: the extra heads draft, the first head verifies (`speculative_decode`, the
-  default; `commit="row"`), and with `--min` also `commit="min"`.
+  default; `commit="row"`), and with `--min` also `commit="min"`;
+- with `--all-keys`, `one-token-all-keys`: one token per pass with every decoding step of a windowed
+  model attending over the whole cache under its mask, as before steps read only their window's keys
+  (`modeling_common.GATHER_MIN_ROW_KEYS`, set out of reach for that mode).
 
 Each decode is split by explicit timers (wall clock): `prefill` is the model calls on the prompt
 (an empty cache), `forward` every other model call, `cache` the time in the decoder's cache
@@ -31,6 +34,7 @@ import torch
 from common import decimal_heldout, script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 
+from hf_arith.models import modeling_common
 from hf_arith.runtime import decoding
 from hf_arith.runtime.limits import answer_budget
 from hf_arith.runtime.loading import load_checkpoint
@@ -79,9 +83,11 @@ class Timers:
             setattr(decoding.PreallocatedLayer, name, method)
 
 
-def modes(k: int, with_min: bool) -> dict:
-    """Mode name -> greedy_decode / speculative_decode keyword arguments."""
+def modes(k: int, with_min: bool, all_keys: bool = False) -> dict:
+    """Mode name -> greedy_decode / speculative_decode keyword arguments (and `all_keys`)."""
     table = {"one-token": {"tokens_per_step": 1}}
+    if all_keys:
+        table["one-token-all-keys"] = {"tokens_per_step": 1, "all_keys": True}
     if k > 1:
         table[f"raw-k{k}"] = {"tokens_per_step": k, "confirm": False}
         table[f"speculative-k{k}"] = {"tokens_per_step": k}
@@ -92,9 +98,15 @@ def modes(k: int, with_min: bool) -> dict:
 
 def decode(model, batch, eos, pad, kwargs: dict):
     ids, mask, budget = batch
-    if "commit" in kwargs:
-        return decoding.speculative_decode(model, ids, mask, budget, eos, pad, **kwargs)
-    return decoding.greedy_decode(model, ids, mask, budget, eos, pad, **kwargs)
+    kwargs, threshold = dict(kwargs), modeling_common.GATHER_MIN_ROW_KEYS
+    if kwargs.pop("all_keys", False):
+        modeling_common.GATHER_MIN_ROW_KEYS = float("inf")
+    try:
+        if "commit" in kwargs:
+            return decoding.speculative_decode(model, ids, mask, budget, eos, pad, **kwargs)
+        return decoding.greedy_decode(model, ids, mask, budget, eos, pad, **kwargs)
+    finally:
+        modeling_common.GATHER_MIN_ROW_KEYS = threshold
 
 
 def profile_once(model, batch, eos, pad, kwargs: dict) -> dict:
@@ -119,12 +131,13 @@ def top_operators(model, batch, eos, pad, kwargs: dict, n: int = 5) -> list[str]
     return [f"{e.key} {100 * e.self_cpu_time_total / total:.0f}%" for e in events[:n]]
 
 
-def bench(model, tok, digits: int, batch_size: int, repeats: int, with_min: bool, ops: bool) -> list[dict]:
+def bench(model, tok, digits: int, batch_size: int, repeats: int, with_min: bool, ops: bool,
+          all_keys: bool = False) -> list[dict]:
     texts, _, _ = decimal_heldout(tok, digits, digits, batch_size, seed=digits)
     enc = tok(texts, padding=True, return_tensors="pt")
     batch = (enc["input_ids"], enc["attention_mask"], answer_budget(tok, texts))
     eos, pad = tok.eos_token_id, tok.pad_token_id
-    table = modes(model.config.num_future_tokens, with_min)
+    table = modes(model.config.num_future_tokens, with_min, all_keys)
     for kwargs in table.values():
         decode(model, batch, eos, pad, kwargs)  # warm-up
     runs = defaultdict(list)
@@ -166,6 +179,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--min", action="store_true", help="also profile speculative decoding with commit='min'")
+    parser.add_argument("--all-keys", action="store_true",
+                        help="also profile one token per pass with windowed steps attending over every cached key")
     parser.add_argument("--ops", action="store_true", help="also list each mode's top operators (torch.profiler)")
     parser.add_argument("--note", default="", help="a remark recorded with the results (e.g. that the machine was busy)")
     parser.add_argument("--out", default=str(RESULTS / "decode_profile.json"))
@@ -176,7 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
     model.eval()
     load_before = load_average()
     rows = [row for digits in args.digits for batch_size in args.batch_sizes
-            for row in bench(model, tok, digits, batch_size, args.repeats, args.min, args.ops)]
+            for row in bench(model, tok, digits, batch_size, args.repeats, args.min, args.ops, args.all_keys)]
     for line in table(rows):
         print(line)
     what = (f"one decode of {args.model} split into prefill, forward passes, cache handling and Python overhead "

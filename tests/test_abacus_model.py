@@ -440,6 +440,24 @@ def test_windowed_cached_decoding_reads_only_the_window_keys_and_writes_the_same
                                          tokens_per_step=k), one)
 
 
+@pytest.mark.parametrize("layout", ["buffer view", "offset view", "heads strided", "dim strided"])
+def test_gather_keys_picks_each_rows_positions_whatever_the_cache_layout(layout):
+    from hf_arith.models.modeling_common import gather_keys
+    torch.manual_seed(0)
+    b, h, n, d = 3, 4, 50, 8
+    buffer = torch.randn(b, h, n + 7, d)
+    key = {"buffer view": buffer[:, :, :n], "offset view": buffer[:, :, 3:n + 3],
+           "heads strided": torch.randn(b, n, h, d).transpose(1, 2),
+           "dim strided": torch.randn(b, h, d, n).transpose(2, 3)}[layout]
+    value = key * 2
+    index = torch.randint(0, n, (b, 6))
+    keys, values = gather_keys(key, value, index)
+    for row in range(b):
+        assert torch.equal(keys[row], key[row][:, index[row]]) and torch.equal(values[row], value[row][:, index[row]])
+    same = gather_keys(key, value, None)
+    assert same[0] is key and same[1] is value
+
+
 def test_windowed_cached_forward_without_key_positions_is_a_clear_error():
     model, tok = make(abacus_attention_window=2)
     ids = tok(["12+34"], return_tensors="pt").input_ids

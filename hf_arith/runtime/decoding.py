@@ -310,9 +310,10 @@ def bucketed_prefill(model, input_ids, attention_mask, cache, extra: dict, posit
 
 
 # On a CPU, a batch of many rows is bound by arithmetic: a speculative pass (k tokens through the trunk
-# and the extra heads) costs 1.6-2x a one-token pass at 128 rows for 0.5x the passes, 0.86-0.89x the
-# speed, where one row decodes 1.29x faster (bench/results/speculative_speed.md). The answers are the
-# same either way, so by default bigger CPU batches decode one token per pass.
+# and the extra heads) costs 1.6x a one-token pass at 128 rows for 0.51x the passes, 0.94-0.97x the
+# speed, where one row decodes 1.31-1.34x faster (bench/results/speculative_speed.md) and 16 rows gain
+# 1.00-1.08x (bench/results/decode_profile.md). The answers are the same either way, so by default bigger CPU
+# batches decode one token per pass.
 SPECULATE_MAX_CPU_ROWS = 16
 
 
