@@ -182,6 +182,17 @@ def test_card_describes_format_architecture_and_training_of_every_bundled_model(
     assert ("This is a looped model" in text) == hasattr(model.config, "num_recurrences")
     heads = getattr(model.config, "num_future_tokens", 1)
     assert (f"This model has {heads} output heads" in text) == (heads > 1)
+    if heads > 1:  # the opt-in unverified mode's error rate, recounted here from the same problems
+        from hf_arith.data.problems import held_out_problems
+        from hf_arith.publishing.model_card import UNVERIFIED_SAMPLES
+        from hf_arith.runtime.limits import problem_spec
+        report = json.loads((built[name] / EVAL_FILE).read_text())
+        n = min(UNVERIFIED_SAMPLES, report["n"])
+        problems = held_out_problems(problem_spec(fmt, report["min_digits"], report["max_digits"]), n, report["seed"])
+        raw = hf_arith.solve(model, tokenizer, problems.to_text(), confirm=False, warn_beyond_training=False)
+        right = sum(a == b for a, b in zip(raw, problems.answer_text()))
+        digits = f"{report['min_digits']}-{report['max_digits']}"
+        assert f"| {digits} | {n:,} | {100 * right / n:.2f} % | {n - right:,} (" in text
     summary_path = Path(hf_arith.bundled_path(name)) / SUMMARY_FILE
     training = card_training(built[name])
     if summary_path.is_file():  # the Training section says what the summary records, and only that

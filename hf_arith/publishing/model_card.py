@@ -326,6 +326,39 @@ def cited_works(model, summary: dict | None = None) -> list[dict]:
     return [{"what": CITATIONS[k][0], "bibtex": CITATIONS[k][1]} for k in keys]
 
 
+# Problems the card answers with a multi-token model's unverified heads, to state that mode's error rate:
+# the first of the report's held-out problems, and problems whose operands are the longest measured.
+UNVERIFIED_SAMPLES = 2000
+UNVERIFIED_LONG_SAMPLES = 200
+
+
+def unverified_heads(model, tokenizer, report: dict, grid: dict | None = None) -> list[dict] | None:
+    """For a multi-token model: how its extra heads' own tokens (`solve(..., confirm=False)`, the opt-in fast
+    mode) score beside the verified default, on the first UNVERIFIED_SAMPLES of the report's held-out
+    problems and on UNVERIFIED_LONG_SAMPLES problems with both operands of the longest measured length
+    (when that is beyond the report's). One row each: digits, n, and each mode's exact match, wrong and
+    silent wrong answers. None for a model with one head."""
+    if int(getattr(model.config, "num_future_tokens", 1) or 1) < 2:
+        return None
+    from ..evaluation.held_out import evaluate_model
+    from ..runtime.limits import measured_max_digits, problem_spec
+
+    fmt = tokenizer.arith_format
+    sets = [(report["min_digits"], report["max_digits"], min(UNVERIFIED_SAMPLES, int(report["n"])))]
+    longest = measured_max_digits(report, grid)
+    if longest and longest > report["max_digits"]:
+        sets.append((longest, longest, UNVERIFIED_LONG_SAMPLES))
+    rows = []
+    for low, high, n in sets:
+        row = {"digits": f"{low}-{high}" if low < high else str(low), "n": n}
+        for mode, confirm in (("verified", True), ("unverified", False)):
+            scores = evaluate_model(model, tokenizer, problem_spec(fmt, low, high), n=n, seed=report["seed"],
+                                    confirm=confirm)
+            row.update({f"{mode}_{key}": scores[key] for key in ("exact_match", "wrong", "silent_wrong")})
+        rows.append(row)
+    return rows
+
+
 def reproduce_command(label: str | None, summary: dict | None) -> str | None:
     """The one command that trains this model again from scratch: `hf-arith train PRESET` for a bundled model
     whose preset of the same name trains it (every stage); else None (the card then names the recorded run and
@@ -515,14 +548,15 @@ def model_card(model, tokenizer, report: dict, *, repo_id: str, summary: dict | 
         recurrences=getattr(model.config, "num_recurrences", None),
         loops=loops_rows(loops, getattr(model.config, "num_recurrences", None), loops_picture), loops_file=LOOPS_FILE,
         future_tokens=getattr(model.config, "num_future_tokens", 1),
+        unverified=unverified_heads(model, tokenizer, report, grid),
         leaderboard=leaderboard_entry(model, tokenizer),
     )
 
 
 __all__ = [
     "CITATIONS", "GENERATED_DATASET_TYPE", "cited_works", "limitation_facts", "plural", "reproduce_command",
-    "EVAL_FILE", "GRID_FILE", "GRID_SAMPLES", "HEATMAP_FILE", "NOTES_FILE", "SUMMARY_FILE", "read_notes", "base_model", "card_example", "card_figure",
+    "EVAL_FILE", "GRID_FILE", "UNVERIFIED_LONG_SAMPLES", "UNVERIFIED_SAMPLES", "GRID_SAMPLES", "HEATMAP_FILE", "NOTES_FILE", "SUMMARY_FILE", "read_notes", "base_model", "card_example", "card_figure",
     "config_rows", "dtype_rows", "length_grid_figure", "length_heatmap", "length_rows", "load_grid", "loops_rows", "model_card",
-    "pipeline_snippet", "read_summary", "shipped_grid_figure", "template_path", "training_details", "usage_snippet",
+    "pipeline_snippet", "read_summary", "shipped_grid_figure", "unverified_heads", "template_path", "training_details", "usage_snippet",
     "recorded_warm_start", "training_device",
 ]
