@@ -120,3 +120,12 @@ def test_solve_help_points_to_the_formats_and_the_shell_quoting(capsys):
     assert main(["solve", "--help"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "hf-arith models" in out and "'12*34'" in out
+
+
+def test_a_model_name_given_as_a_problem_is_told_to_go_after_model(capsys):
+    # `hf-arith solve abacus-gpt2-mul 5*3`: the name is read as a problem, and the default adder
+    # would call it subtraction; the message says what was meant instead.
+    message = fails(capsys, "solve", "abacus-gpt2-mul", "5*3")
+    assert message.startswith("'abacus-gpt2-mul' is a bundled model, not a problem")
+    assert "--model abacus-gpt2-mul" in message
+    assert "not a problem" not in fails(capsys, "solve", "5+3", "--model", "abacus-gpt2-mul")  # a plain wrong syntax

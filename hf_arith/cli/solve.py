@@ -110,6 +110,11 @@ def cmd_solve(args) -> int:
     try:
         parsed = parse_problems(list(args.problems), tokenizer.arith_format)
     except FormatError as err:  # a problem in another syntax: show the model's own
+        from ..bundled import bundled_models
+        named = [p for p in args.problems if p.strip() in bundled_models()]
+        if named:  # `hf-arith solve MODEL PROBLEM`: the model goes after --model
+            raise FormatError(f"{named[0].strip()!r} is a bundled model, not a problem: name it with --model, "
+                              f"e.g. hf-arith solve PROBLEM --model {named[0].strip()}") from None
         raise FormatError(f"{err}; this model takes {format_help(limits)} ('hf-arith models' lists every "
                           "bundled model's format)") from None
     with warnings.catch_warnings():  # solve's warning, said here per problem instead
