@@ -264,9 +264,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         else:
             keys = index
         allowed = window_allowed(index, keys, c.abacus_attention_window)
-        if not past_length or output_attentions:
-            return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype), None
-        return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype, gather_keys=True)
+        return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype,
+                                      gather_keys=bool(past_length) and not output_attentions)
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 use_cache=None, output_attentions=False, num_future_tokens: int = 1,

@@ -76,18 +76,17 @@ def causal_mask(config, hidden_states, attention_mask, past_key_values, past_len
 GATHER_MIN_ROW_KEYS = 4096
 
 
-def restricted_causal_mask(allowed: torch.Tensor, attention_mask, past_length: int, dtype,
-                           gather_keys: bool = False):
-    """An additive mask [batch, 1, queries, keys] that also keeps each query to the keys `allowed`
-    [batch, queries, keys] permits (a family's own restriction), on top of causality and padding.
+def restricted_causal_mask(allowed: torch.Tensor, attention_mask, past_length: int, dtype, gather_keys: bool = False):
+    """(mask, key_index): an additive mask [batch, 1, queries, keys] that also keeps each query to the keys
+    `allowed` [batch, queries, keys] permits (a family's own restriction), on top of causality and padding.
 
     Additive floats suit both the eager and the sdpa attention. A row with nothing allowed (a
     padding query) gets equal, finite scores, as transformers' own masks give it.
 
-    With `gather_keys`, returns (mask, key_index): when a few new queries meet a long KV cache (cached
-    decoding), the keys any query of a row may see (`key_index` [batch, n], None when that saves
-    little) and the mask over those keys only [batch, 1, queries, n]. Attention then reads n keys a
-    row instead of the whole sequence; the keys left out had weight zero, so the output is the same.
+    `key_index` is None, or with `gather_keys` (cached decoding, where a few new queries meet a long KV
+    cache, from GATHER_MIN_ROW_KEYS on) the keys any query of a row may see [batch, n]; the mask then
+    covers those keys only [batch, 1, queries, n]. Attention reads n keys a row instead of the whole
+    sequence; the keys left out had weight zero, so the output is the same.
     """
     queries, keys = allowed.shape[-2:]
     position = torch.arange(keys, device=allowed.device)
@@ -105,8 +104,7 @@ def restricted_causal_mask(allowed: torch.Tensor, attention_mask, past_length: i
             key_index = seen.to(torch.int32).argsort(dim=1, descending=True, stable=True)[:, :n]
             keep = keep.gather(2, key_index[:, None, :].expand(-1, queries, -1))
     mask = torch.zeros(keep.shape, dtype=dtype, device=allowed.device)
-    mask = mask.masked_fill_(~keep, torch.finfo(dtype).min)[:, None]
-    return (mask, key_index) if gather_keys else mask
+    return mask.masked_fill_(~keep, torch.finfo(dtype).min)[:, None], key_index
 
 
 def gather_keys(key: torch.Tensor, value: torch.Tensor, key_index: torch.Tensor | None):
