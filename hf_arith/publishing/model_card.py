@@ -327,16 +327,17 @@ def cited_works(model, summary: dict | None = None) -> list[dict]:
 
 
 # Problems the card answers with a multi-token model's unverified heads, to state that mode's error rate:
-# the first of the report's held-out problems, and problems whose operands are the longest measured.
+# held-out problems drawn as the report's (its lengths and seed), and problems whose operands are the
+# longest measured.
 UNVERIFIED_SAMPLES = 2000
 UNVERIFIED_LONG_SAMPLES = 200
 
 
 def unverified_heads(model, tokenizer, report: dict, grid: dict | None = None) -> list[dict] | None:
     """For a multi-token model: how its extra heads' own tokens (`solve(..., confirm=False)`, the opt-in fast
-    mode) score beside the verified default, on the first UNVERIFIED_SAMPLES of the report's held-out
-    problems and on UNVERIFIED_LONG_SAMPLES problems with both operands of the longest measured length
-    (when that is beyond the report's). One row each: digits, n, and each mode's exact match, wrong and
+    mode) score beside the verified default on the same problems: UNVERIFIED_SAMPLES held-out problems of
+    the report's lengths and seed (a smaller draw than the report's, so both modes are scored here), and
+    UNVERIFIED_LONG_SAMPLES with both operands of the longest measured length (when beyond the report's). One row each: digits, n, and each mode's exact match, wrong and
     silent wrong answers. None for a model with one head."""
     if int(getattr(model.config, "num_future_tokens", 1) or 1) < 2:
         return None
