@@ -41,11 +41,13 @@ def resolve_cache(past_key_values: Cache | None, cache: Cache | None, use_cache:
 def check_prompt(config, input_ids: torch.Tensor | None, length: int, past_length: int) -> None:
     """One clear error for a sequence beyond the context or an id beyond the vocabulary, instead of an
     index error deep in torch. Token ids are checked on the prompt: later cached steps feed back the
-    model's own tokens."""
+    model's own tokens. Under torch.compile the id check is skipped, as transformers skips its own
+    data-dependent checks there: it reads tensor values, which splits the compiled graph in pieces,
+    and compiled callers (the trainer) feed ids the tokenizer made."""
     if length + past_length > config.max_position_embeddings:
         raise ValueError(f"sequence of {length + past_length} tokens is longer than this model's context "
                          f"({config.max_position_embeddings} positions)")
-    if (input_ids is not None and not past_length and input_ids.numel()
+    if (input_ids is not None and not past_length and input_ids.numel() and not torch.compiler.is_compiling()
             and (input_ids.min() < 0 or input_ids.max() >= config.vocab_size)):
         raise ValueError(f"input_ids must lie in [0, {config.vocab_size}); got ids outside it")
 

@@ -122,7 +122,8 @@ class MinimalModel(MinimalPreTrainedModel, MinimalDecoderParts):
         inputs_embeds = self.embed(input_ids, inputs_embeds, position_ids)
         if position_ids is None:
             position_ids = positions_from_mask(attention_mask, length, past_length, inputs_embeds.device)
-        elif not past_length and position_ids.numel() and (position_ids.min() < 0 or position_ids.max() >= self.config.max_position_embeddings):
+        elif (not past_length and position_ids.numel() and not torch.compiler.is_compiling()
+              and (position_ids.min() < 0 or position_ids.max() >= self.config.max_position_embeddings)):
             # Checked on the prompt (the rotary table has one row per position); later steps
             # are bounded by the context check above.
             raise ValueError(f"position_ids must lie in [0, {self.config.max_position_embeddings}); got ids outside it")
