@@ -18,3 +18,16 @@ def test_bench_script_imports_and_has_an_entry_point(script, monkeypatch):
     monkeypatch.setitem(sys.modules, spec.name, module)
     spec.loader.exec_module(module)
     assert callable(getattr(module, "main", None)), f"{script.name} has no main()"
+
+
+RECIPES = sorted((BENCH / "recipes").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
+def test_bench_recipe_loads_and_is_named_as_its_file(recipe):
+    """A result names the recipe it ran; a preset it extends may change, and the recipe must still load."""
+    from hf_arith.training.recipe import check_recipe, load_recipe
+
+    loaded = load_recipe(str(recipe))
+    check_recipe(loaded)
+    assert loaded.name == recipe.stem
