@@ -50,6 +50,57 @@ def test_the_split_design_has_54_parameters_and_each_tie_saves_what_it_should():
         assert make(**{**SPLIT, **undo})[0].num_parameters() == 54 + extra, name
 
 
+TOKEN_ONLY = {"token_only_paths": True, "answer_start_position": "spiral", "o_proj_rank": 0}
+
+
+def test_token_only_paths_and_a_fixed_answer_start_make_33_parameters():
+    model, _ = make(**{**SPLIT, **TOKEN_ONLY})
+    parts = unique_parameters(model)
+    assert parts == {
+        "model.embed_tokens.arc_params": 3,
+        "model.head_proj.weight": 4,  # token dims -> token dims
+        "model.layers.0.input_layernorm.weight": 5,
+        "model.layers.0.self_attn.q_rotation": 1,
+        "model.layers.0.self_attn.q_proj.weight": 12,
+        "model.layers.0.self_attn.o_proj.weight": 4,  # a full 2 x 2 output
+        "model.layers.0.mlp.up_proj.weight": 4,
+    }
+    assert model.num_parameters() == sum(parts.values()) == 33
+    assert set(model.state_dict()) == set(parts)
+    # Each option alone: the '=' point costs 3, the wide paths 54 - 3 - 33 = 18 (with a rank-1 output).
+    assert make(**{**SPLIT, "answer_start_position": "spiral"})[0].num_parameters() == 51
+    assert make(**{**SPLIT, "token_only_paths": True})[0].num_parameters() == 36
+
+
+def test_with_token_only_paths_the_position_part_stays_as_embedded_and_logits_read_tokens():
+    model, tok = make_split(seed=7, **TOKEN_ONLY)
+    ids = tok(["1234567890+9876543210"], return_tensors="pt")["input_ids"]
+    decoder = model.model
+    columns = model.position_ids_from_input_ids(ids)
+    embedded = decoder.embed(ids, position_ids=columns)
+    layer = decoder.layers[0]
+    out, _ = layer(embedded, None, None, head=decoder.head_proj)
+    torch.testing.assert_close(out[..., 2:], embedded[..., 2:])  # attention and FFN wrote tokens only
+    assert not torch.allclose(out[..., :2], embedded[..., :2])
+    hidden = decoder(ids).last_hidden_state
+    moved = hidden.clone()
+    moved[..., 2:] += 100.0  # the head does not read the position part
+    torch.testing.assert_close(model.logits(moved), model.logits(hidden))
+
+
+def test_a_fixed_answer_start_sits_one_column_before_the_first_answer_digit():
+    model, tok = make_split(seed=1, answer_start_position="spiral")
+    ids = tok(["1234567890+9876543210"], return_tensors="pt")["input_ids"]
+    columns = model.position_ids_from_input_ids(ids)
+    points = model.model.spiral(ids, columns)[0]
+    amplitude, period, slope = model.config.spiral
+    angle = -2 * math.pi / period
+    expected = torch.tensor([amplitude * math.cos(angle), amplitude * math.sin(angle), -slope])
+    torch.testing.assert_close(points[21], expected)  # '='
+    assert torch.equal(points[10], torch.zeros(3))  # '+' stays at the origin
+    assert model.model.spiral.answer_start is None
+
+
 def test_an_odd_head_dim_turns_its_pairs_and_leaves_the_last_dimension():
     from hf_arith.models.minimal_core import rotate_pairs
 
@@ -176,6 +227,8 @@ def test_a_cached_step_without_position_ids_is_a_clear_error():
     ({"o_proj_rank": 1.5}, "o_proj_rank"),
     ({"tie_qk_rotation": "yes"}, "tie_qk_rotation"),
     ({"learn_spiral": 1}, "learn_spiral"),
+    ({"token_only_paths": "yes"}, "token_only_paths"),
+    ({"answer_start_position": "origin"}, "answer_start_position"),
 ])
 def test_malformed_split_configs_name_the_problem(bad, message):
     tok = ArithTokenizer(number_format=FMT10)
@@ -185,7 +238,8 @@ def test_malformed_split_configs_name_the_problem(bad, message):
 
 
 @pytest.mark.parametrize("option", [{"tie_down_head": True}, {"learn_spiral": True}, {"tie_qk_rotation": True},
-                                    {"o_proj_rank": 1}])
+                                    {"o_proj_rank": 1}, {"token_only_paths": True},
+                                    {"answer_start_position": "spiral"}])
 def test_split_only_options_need_the_split_residual(option):
     name = next(iter(option))
     with pytest.raises(ValueError, match=f"{name} needs the split residual"):

@@ -16,6 +16,7 @@ _CHOICES = {
     "special_embedding": ("learned", "arc", "digit0"),
     "norm_sharing": ("none", "block", "all"),
     "hidden_act": ("relu", "gelu", "silu", "tanh"),
+    "answer_start_position": ("learned", "spiral"),
 }
 
 
@@ -58,7 +59,13 @@ class MinimalConfig(ArithConfig):
         spiral: the fixed position of digit column c (its index within its number, from 0):
             (A cos(2 pi c / P), A sin(2 pi c / P), s c) for `[A, P, s]`; other tokens sit at the
             origin, except the answer-start token (`answer_start_token_id`), whose position is
-            learned (three parameters). Fixed positions are not parameters.
+            learned (three parameters; see `answer_start_position`). Fixed positions are not parameters.
+        answer_start_position: where the answer-start token sits in a split residual: "learned" (three
+            parameters) or "spiral": column -1 of the fixed spiral, one column before the first answer
+            digit's operands, as every answer token sits one column before the digits it reads.
+        token_only_paths: in a split residual, the head projection, the attention output and the FFN
+            read and write the token part alone (each map token_dims wide); the position part is read
+            by queries and keys only and stays as embedded.
         learn_spiral: the spiral's amplitude, phase, slope and offset are learned (four parameters,
             starting from `spiral` with phase and offset 0).
         answer_start_token_id: the `=` token's id (needed by the spiral positions).
@@ -112,6 +119,8 @@ class MinimalConfig(ArithConfig):
         tie_qk_rotation: bool = False,
         o_proj_rank: int = 0,
         tie_down_head: bool = False,
+        answer_start_position: str = "learned",
+        token_only_paths: bool = False,
         initializer_range: float = 0.02,
         **kwargs,
     ):
@@ -150,6 +159,8 @@ class MinimalConfig(ArithConfig):
         self.tie_qk_rotation = tie_qk_rotation
         self.o_proj_rank = o_proj_rank
         self.tie_down_head = tie_down_head
+        self.answer_start_position = answer_start_position
+        self.token_only_paths = token_only_paths
         self.initializer_range = initializer_range
         super().__init__(**kwargs)  # ArithConfig: token ids, tied head, then self._validate()
 
@@ -196,7 +207,7 @@ class MinimalConfig(ArithConfig):
             raise ValueError(f"MinimalConfig.arc_init must be three finite numbers (radius, start, step), "
                              f"got {self.arc_init!r}")
         for name in ("share_qk_norm", "qk_norm", "tie_kv", "tie_qo", "final_norm", "digit_logits_only",
-                     "tie_qk_rotation", "tie_down_head", "learn_spiral"):
+                     "tie_qk_rotation", "tie_down_head", "learn_spiral", "token_only_paths"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"MinimalConfig.{name} must be true or false, got {getattr(self, name)!r}")
         if self.share_qk_norm and not self.qk_norm:
@@ -215,9 +226,11 @@ class MinimalConfig(ArithConfig):
         if split != spiral:
             raise ValueError("MinimalConfig: token_dims > 0 and position_embedding='spiral' go together")
         if not split:  # these options exist only in the split layout: refused, not silently ignored
-            for name in ("tie_down_head", "learn_spiral", "tie_qk_rotation", "o_proj_rank"):
+            for name in ("tie_down_head", "learn_spiral", "tie_qk_rotation", "o_proj_rank", "token_only_paths"):
                 if getattr(self, name):
                     raise ValueError(f"MinimalConfig.{name} needs the split residual (token_dims > 0)")
+            if self.answer_start_position != "learned":
+                raise ValueError("MinimalConfig.answer_start_position needs the split residual (token_dims > 0)")
             return
         if self.hidden_size - self.token_dims != 3:
             raise ValueError(f"MinimalConfig: the spiral positions take 3 dimensions, so hidden_size must be "

@@ -181,16 +181,23 @@ class SpiralPositions(nn.Module):
         super().__init__()
         self.amplitude, self.period, self.slope = (float(v) for v in config.spiral)
         self.answer_start_token_id = config.answer_start_token_id
-        self.answer_start = nn.Parameter(torch.zeros(3))
+        # answer_start_position="spiral": '=' sits at column -1, one column before the answer's first
+        # digit, as every answer token sits one column before the digits it reads (no parameters).
+        learned_start = config.answer_start_position == "learned"
+        self.answer_start = nn.Parameter(torch.zeros(3)) if learned_start else None
         self.shape = nn.Parameter(self.default_shape()) if config.learn_spiral else None
 
     def default_shape(self) -> torch.Tensor:
         """amplitude, phase, slope, offset of the fixed spiral (where a learned one starts)."""
         return torch.tensor([self.amplitude, 0.0, self.slope, 0.0])
 
-    def forward(self, input_ids, position_ids):
-        """`position_ids`: abacus ids (1 + the digit's column; 0 for every other token)."""
-        column = (position_ids - 1).to(self.answer_start.dtype)
+    def forward(self, input_ids, position_ids, dtype=torch.float32):
+        """`position_ids`: abacus ids (1 + the digit's column; 0 for every other token); the points in `dtype`."""
+        is_start = input_ids == self.answer_start_token_id
+        on_spiral = position_ids > 0
+        if self.answer_start is None:
+            on_spiral = on_spiral | is_start  # abacus id 0 there, so its column is -1
+        column = (position_ids - 1).to(dtype)
         angle = column * (2 * math.pi / self.period)
         if self.shape is None:
             points = torch.stack([self.amplitude * angle.cos(), self.amplitude * angle.sin(), self.slope * column], -1)
@@ -198,8 +205,10 @@ class SpiralPositions(nn.Module):
             amplitude, phase, slope, offset = self.shape
             angle = angle + phase
             points = torch.stack([amplitude * angle.cos(), amplitude * angle.sin(), slope * column + offset], -1)
-        points = points * (position_ids > 0)[..., None]
-        return torch.where((input_ids == self.answer_start_token_id)[..., None], self.answer_start, points)
+        points = points * on_spiral[..., None]
+        if self.answer_start is None:
+            return points
+        return torch.where(is_start[..., None], self.answer_start, points)
 
 
 def rotate_pairs(x, angle):
@@ -275,7 +284,9 @@ class SplitAttention(nn.Module):
         # tie_qk_rotation: keys use the query projection; queries are turned by one learned angle.
         self.k_proj = None if config.tie_qk_rotation else Projection(positions, self.head_dim, rank, False)
         self.q_rotation = nn.Parameter(torch.zeros(())) if config.tie_qk_rotation else None
-        self.o_proj = Projection(d, d, config.o_proj_rank or rank, False)
+        # token_only_paths: values are token vectors, and the output writes the token part alone.
+        width = config.token_dims if config.token_only_paths else d
+        self.o_proj = Projection(width, width, config.o_proj_rank or rank, False)
 
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
                 head=None, attention=causal_attention, **kwargs):
@@ -298,6 +309,8 @@ class MinimalMLP(nn.Module):
     def __init__(self, config):
         super().__init__()
         d, f, rank, bias = config.hidden_size, config.intermediate_size, config.projection_rank, config.mlp_bias
+        if config.token_only_paths:  # reads (and writes) the token part of a split residual alone
+            d = config.token_dims
         self.gate_proj = Projection(d, f, rank, bias) if config.mlp_type == "gated" else None
         self.up_proj = Projection(d, f, rank, bias)
         # tie_down_head: the down projection is the head projection transposed, passed in as `head`.
@@ -321,6 +334,9 @@ class MinimalDecoderLayer(nn.Module):
         self.post_attention_layernorm = (Norm(config.hidden_size, config.norm_type, config.norm_eps)
                                          if config.norm_sharing == "none" else None)
         self.mlp = MinimalMLP(config)
+        # token_only_paths: attention and the FFN write the token part; the position part stays as embedded.
+        self.token_dims = config.token_dims if config.token_only_paths else 0
+        self.position_dims = config.hidden_size - config.token_dims
 
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
                 head=None, **kwargs):
@@ -337,8 +353,12 @@ class MinimalDecoderLayer(nn.Module):
         )
         if queries:
             hidden_states = hidden_states[:, -queries:]
-        hidden_states = hidden_states + attn_out
         second_norm = self.input_layernorm if self.post_attention_layernorm is None else self.post_attention_layernorm
+        if self.token_dims:
+            hidden_states = hidden_states + F.pad(attn_out, (0, self.position_dims))
+            mlp_out = self.mlp(second_norm(hidden_states)[..., : self.token_dims], head)
+            return hidden_states + F.pad(mlp_out, (0, self.position_dims)), weights
+        hidden_states = hidden_states + attn_out
         hidden_states = hidden_states + self.mlp(second_norm(hidden_states), head)
         return hidden_states, weights
 
@@ -358,7 +378,9 @@ class MinimalDecoderParts:
         self.spiral = SpiralPositions(config) if config.position_embedding == "spiral" else None
         # The split residual's head projection (hidden -> token_dims): the output head's first step,
         # and the value projection (and with tie_down_head the FFN down) of every layer.
-        self.head_proj = Projection(config.hidden_size, config.token_dims, 0, False) if config.token_dims else None
+        # With token_only_paths it reads the token part alone (token_dims -> token_dims).
+        self.head_reads = config.token_dims if config.token_only_paths else config.hidden_size
+        self.head_proj = Projection(self.head_reads, config.token_dims, 0, False) if config.token_dims else None
         self.layers = nn.ModuleList([MinimalDecoderLayer(config, i) for i in range(config.num_hidden_layers)])
         # norm_sharing="all": the final norm is the last layer's (applied in forward, not a second module).
         self.norm = (Norm(config.hidden_size, config.norm_type, config.norm_eps)
@@ -379,7 +401,7 @@ class MinimalDecoderParts:
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         if self.spiral is not None:
-            inputs_embeds = torch.cat([inputs_embeds, self.spiral(input_ids, position_ids)], dim=-1)
+            inputs_embeds = torch.cat([inputs_embeds, self.spiral(input_ids, position_ids, inputs_embeds.dtype)], dim=-1)
         return inputs_embeds
 
     def run_layers(self, hidden_states, position_ids, attention_mask=None, past_key_values=None, keep: int = 0,
@@ -414,7 +436,7 @@ class MinimalHeadParts:
 
     def logits(self, hidden):
         if self.model.head_proj is not None:
-            hidden = self.model.head_proj(hidden)
+            hidden = self.model.head_proj(hidden[..., : self.model.head_reads])
         weight = self.model.embed_tokens.table() if self.lm_head is None else self.lm_head.weight
         if self.digit_logits:  # only digits are ever written: the other tokens are not scored
             return F.pad(F.linear(hidden, weight[:self.digit_logits]), (0, weight.shape[0] - self.digit_logits),

@@ -67,7 +67,8 @@ class MinimalPreTrainedModel(ArithModelMixin, PreTrainedModel):
             if module.bias is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, SpiralPositions):
-            init.normal_(module.answer_start, mean=0.0, std=std)
+            if module.answer_start is not None:
+                init.normal_(module.answer_start, mean=0.0, std=std)
             if module.shape is not None:
                 init.copy_(module.shape, module.default_shape())
         elif isinstance(module, SplitAttention) and module.q_rotation is not None:

@@ -140,14 +140,18 @@ def tricks(config, fmt) -> list[str]:
     if c.token_dims:
         out.append(f"split residual: tokens in {c.token_dims} dims, positions in {c.hidden_size - c.token_dims}; "
                    "queries and keys read positions, values read tokens")
+        start = ("a learned point for '='" if c.answer_start_position == "learned"
+                 else "'=' at the spiral's column -1, zero params")
         if c.learn_spiral:
             out.append("spiral positions shared by digit i of a, b and the sum (4 params: amplitude, phase, "
-                       "slope, offset; a learned point for '=')")
+                       f"slope, offset; {start})")
         else:
-            out.append("fixed spiral positions shared by digit i of a, b and the sum (zero params; "
-                       "a learned point for '=')")
+            out.append(f"fixed spiral positions shared by digit i of a, b and the sum (zero params; {start})")
         out.append("one head projection: value projection, output head"
                    + (" and FFN down projection" if c.tie_down_head else ""))
+        if c.token_only_paths:
+            out.append("the head, the attention output and the FFN read and write the token dims only "
+                       "(positions feed queries and keys alone)")
     elif c.tie_word_embeddings:
         out.append("tied embeddings (output head = embedding table)")
     if c.digit_logits_only:

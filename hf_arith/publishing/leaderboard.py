@@ -39,6 +39,8 @@ TRICKS = (
     ("tied K = Q, queries turned by one learned angle", {"tie_qk_rotation": False}),
     ("low-rank attention output", {"o_proj_rank": 0}),
     ("fixed (uncounted) instead of learned spiral positions", {"learn_spiral": True}),
+    ("'=' at a fixed spiral point instead of a learned one", {"answer_start_position": "learned"}),
+    ("head, attention output and FFN on the token dims alone", {"token_only_paths": False}),
 )
 
 
