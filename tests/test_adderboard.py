@@ -265,7 +265,8 @@ def test_digit0_embeds_every_delimiter_as_digit_zero_at_no_cost(tmp_path):
              "norm_sharing": "block", "learn_spiral": True}),
     (FMT10, {**SPLIT, "head_dim": 5, "learn_spiral": True}),  # an odd head dim: its last dimension is not turned
     (FMT10, {**SPLIT, "special_embedding": "digit0", "learn_spiral": True}),
-    (FMT10, {**SPLIT, "token_only_paths": True, "answer_start_position": "spiral", "o_proj_rank": 0}),
+    (FMT10, {**SPLIT, "split_paths": "tokens", "answer_start_position": "spiral", "o_proj_rank": 0}),
+    (FMT10, {**SPLIT, "split_paths": "tokens_and_slope", "query_positions": "circle"}),
 ])
 def test_every_option_exports_with_solves_answers(tmp_path, fmt, flags):
     model, tok = random_model(fmt, **flags)

@@ -47,13 +47,17 @@ def test_the_split_designs_tricks_save_what_undoing_them_costs():
     assert model.num_parameters() == 54
 
 
-def test_the_token_only_designs_tricks_save_what_undoing_them_costs():
-    model, _ = make(**{**SPLIT, "token_only_paths": True, "answer_start_position": "spiral", "o_proj_rank": 0})
+def test_the_narrow_path_designs_tricks_save_what_undoing_them_costs():
+    model, _ = make(**{**SPLIT, "split_paths": "tokens", "answer_start_position": "spiral", "o_proj_rank": 0})
     savings = {trick.split(" (")[0].split(",")[0]: saved for trick, saved in parameter_savings(model)}
     assert savings["'=' at a fixed spiral point instead of a learned one"] == 3
     # the head (2 x 5), the output (5 x 5 with o_proj_rank 0) and the FFN's up (2 x 5) read all five dims
     assert savings["head"] == (10 - 4) + (25 - 4) + (10 - 4)
     assert model.num_parameters() == 33
+    circle, _ = make(**{**SPLIT, "split_paths": "tokens_and_slope", "query_positions": "circle"})
+    savings = {trick.split(" (")[0].split(",")[0]: saved for trick, saved in parameter_savings(circle)}
+    assert savings["queries and keys read the spiral's circle alone"] == 4  # the slope's row of a 3 -> 4 map
+    assert savings["head"] == (10 - 6) + (5 + 5 - 3 - 3) + (10 - 6)  # 3 of 5 dims read; rank-1 output
 
 
 def test_the_tiny_preset_builds_the_58_parameter_design_and_exports_it(tmp_path):

@@ -50,10 +50,10 @@ def test_the_split_design_has_54_parameters_and_each_tie_saves_what_it_should():
         assert make(**{**SPLIT, **undo})[0].num_parameters() == 54 + extra, name
 
 
-TOKEN_ONLY = {"token_only_paths": True, "answer_start_position": "spiral", "o_proj_rank": 0}
+TOKEN_ONLY = {"split_paths": "tokens", "answer_start_position": "spiral", "o_proj_rank": 0}
 
 
-def test_token_only_paths_and_a_fixed_answer_start_make_33_parameters():
+def test_paths_on_the_token_dims_and_a_fixed_answer_start_make_33_parameters():
     model, _ = make(**{**SPLIT, **TOKEN_ONLY})
     parts = unique_parameters(model)
     assert parts == {
@@ -69,10 +69,10 @@ def test_token_only_paths_and_a_fixed_answer_start_make_33_parameters():
     assert set(model.state_dict()) == set(parts)
     # Each option alone: the '=' point costs 3, the wide paths 54 - 3 - 33 = 18 (with a rank-1 output).
     assert make(**{**SPLIT, "answer_start_position": "spiral"})[0].num_parameters() == 51
-    assert make(**{**SPLIT, "token_only_paths": True})[0].num_parameters() == 36
+    assert make(**{**SPLIT, "split_paths": "tokens"})[0].num_parameters() == 36
 
 
-def test_with_token_only_paths_the_position_part_stays_as_embedded_and_logits_read_tokens():
+def test_with_paths_on_the_token_dims_the_position_part_stays_as_embedded_and_logits_read_tokens():
     model, tok = make_split(seed=7, **TOKEN_ONLY)
     ids = tok(["1234567890+9876543210"], return_tensors="pt")["input_ids"]
     decoder = model.model
@@ -85,6 +85,29 @@ def test_with_token_only_paths_the_position_part_stays_as_embedded_and_logits_re
     hidden = decoder(ids).last_hidden_state
     moved = hidden.clone()
     moved[..., 2:] += 100.0  # the head does not read the position part
+    torch.testing.assert_close(model.logits(moved), model.logits(hidden))
+
+
+def test_paths_on_tokens_and_slope_with_circle_queries_make_35_parameters_and_keep_x_and_y():
+    flags = {"split_paths": "tokens_and_slope", "query_positions": "circle", "answer_start_position": "spiral"}
+    model, tok = make_split(seed=8, **flags)
+    parts = unique_parameters(model)
+    assert parts["model.head_proj.weight"] == 2 * 3  # reads token dims and the slope dim
+    assert parts["model.layers.0.self_attn.q_proj.weight"] == 2 * 4  # the circle's two dims -> head dim 4
+    assert parts["model.layers.0.mlp.up_proj.weight"] == 3 * 2
+    assert parts["model.layers.0.self_attn.o_proj.down"] + parts["model.layers.0.self_attn.o_proj.up"] == 3 + 3
+    assert model.num_parameters() == 35
+    ids = tok(["1234567890+9876543210"], return_tensors="pt")["input_ids"]
+    decoder = model.model
+    embedded = decoder.embed(ids, position_ids=model.position_ids_from_input_ids(ids))
+    with torch.no_grad():
+        decoder.layers[0].self_attn.o_proj.up.normal_()  # the output starts at zero: make it write
+        out, _ = decoder.layers[0](embedded, None, None, head=decoder.head_proj)
+    torch.testing.assert_close(out[..., 2:4], embedded[..., 2:4])  # the circle stays as embedded
+    assert not torch.allclose(out[..., 4], embedded[..., 4])  # the slope dim is written to
+    hidden = decoder(ids).last_hidden_state
+    moved = hidden.clone()
+    moved[..., 2:4] += 100.0
     torch.testing.assert_close(model.logits(moved), model.logits(hidden))
 
 
@@ -227,7 +250,8 @@ def test_a_cached_step_without_position_ids_is_a_clear_error():
     ({"o_proj_rank": 1.5}, "o_proj_rank"),
     ({"tie_qk_rotation": "yes"}, "tie_qk_rotation"),
     ({"learn_spiral": 1}, "learn_spiral"),
-    ({"token_only_paths": "yes"}, "token_only_paths"),
+    ({"split_paths": "yes"}, "split_paths"),
+    ({"query_positions": "slope"}, "query_positions"),
     ({"answer_start_position": "origin"}, "answer_start_position"),
 ])
 def test_malformed_split_configs_name_the_problem(bad, message):
@@ -238,8 +262,8 @@ def test_malformed_split_configs_name_the_problem(bad, message):
 
 
 @pytest.mark.parametrize("option", [{"tie_down_head": True}, {"learn_spiral": True}, {"tie_qk_rotation": True},
-                                    {"o_proj_rank": 1}, {"token_only_paths": True},
-                                    {"answer_start_position": "spiral"}])
+                                    {"o_proj_rank": 1}, {"split_paths": "tokens"},
+                                    {"answer_start_position": "spiral"}, {"query_positions": "circle"}])
 def test_split_only_options_need_the_split_residual(option):
     name = next(iter(option))
     with pytest.raises(ValueError, match=f"{name} needs the split residual"):

@@ -17,6 +17,8 @@ _CHOICES = {
     "norm_sharing": ("none", "block", "all"),
     "hidden_act": ("relu", "gelu", "silu", "tanh"),
     "answer_start_position": ("learned", "spiral"),
+    "split_paths": ("all", "tokens", "tokens_and_slope"),
+    "query_positions": ("spiral", "circle"),
 }
 
 
@@ -63,9 +65,13 @@ class MinimalConfig(ArithConfig):
         answer_start_position: where the answer-start token sits in a split residual: "learned" (three
             parameters) or "spiral": column -1 of the fixed spiral, one column before the first answer
             digit's operands, as every answer token sits one column before the digits it reads.
-        token_only_paths: in a split residual, the head projection, the attention output and the FFN
-            read and write the token part alone (each map token_dims wide); the position part is read
-            by queries and keys only and stays as embedded.
+        split_paths: the residual dims a split residual's head projection, attention output and FFN
+            read and write: "all"; "tokens", the token part alone (each map token_dims wide), so the
+            position part is read by queries and keys only and stays as embedded; "tokens_and_slope",
+            the token part and the spiral's slope dimension (which starts as the digit's column, a
+            bias that differs by column, and is written to as well).
+        query_positions: what queries and keys of a split residual read: "spiral", all three position
+            dims, or "circle", the spiral's circle alone (two).
         learn_spiral: the spiral's amplitude, phase, slope and offset are learned (four parameters,
             starting from `spiral` with phase and offset 0).
         answer_start_token_id: the `=` token's id (needed by the spiral positions).
@@ -120,7 +126,8 @@ class MinimalConfig(ArithConfig):
         o_proj_rank: int = 0,
         tie_down_head: bool = False,
         answer_start_position: str = "learned",
-        token_only_paths: bool = False,
+        split_paths: str = "all",
+        query_positions: str = "spiral",
         initializer_range: float = 0.02,
         **kwargs,
     ):
@@ -160,7 +167,8 @@ class MinimalConfig(ArithConfig):
         self.o_proj_rank = o_proj_rank
         self.tie_down_head = tie_down_head
         self.answer_start_position = answer_start_position
-        self.token_only_paths = token_only_paths
+        self.split_paths = split_paths
+        self.query_positions = query_positions
         self.initializer_range = initializer_range
         super().__init__(**kwargs)  # ArithConfig: token ids, tied head, then self._validate()
 
@@ -207,7 +215,7 @@ class MinimalConfig(ArithConfig):
             raise ValueError(f"MinimalConfig.arc_init must be three finite numbers (radius, start, step), "
                              f"got {self.arc_init!r}")
         for name in ("share_qk_norm", "qk_norm", "tie_kv", "tie_qo", "final_norm", "digit_logits_only",
-                     "tie_qk_rotation", "tie_down_head", "learn_spiral", "token_only_paths"):
+                     "tie_qk_rotation", "tie_down_head", "learn_spiral"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"MinimalConfig.{name} must be true or false, got {getattr(self, name)!r}")
         if self.share_qk_norm and not self.qk_norm:
@@ -226,11 +234,13 @@ class MinimalConfig(ArithConfig):
         if split != spiral:
             raise ValueError("MinimalConfig: token_dims > 0 and position_embedding='spiral' go together")
         if not split:  # these options exist only in the split layout: refused, not silently ignored
-            for name in ("tie_down_head", "learn_spiral", "tie_qk_rotation", "o_proj_rank", "token_only_paths"):
+            for name in ("tie_down_head", "learn_spiral", "tie_qk_rotation", "o_proj_rank"):
                 if getattr(self, name):
                     raise ValueError(f"MinimalConfig.{name} needs the split residual (token_dims > 0)")
-            if self.answer_start_position != "learned":
-                raise ValueError("MinimalConfig.answer_start_position needs the split residual (token_dims > 0)")
+            for name, default in (("answer_start_position", "learned"), ("split_paths", "all"),
+                                  ("query_positions", "spiral")):
+                if getattr(self, name) != default:
+                    raise ValueError(f"MinimalConfig.{name} needs the split residual (token_dims > 0)")
             return
         if self.hidden_size - self.token_dims != 3:
             raise ValueError(f"MinimalConfig: the spiral positions take 3 dimensions, so hidden_size must be "

@@ -211,6 +211,35 @@ class SpiralPositions(nn.Module):
         return torch.where(is_start[..., None], self.answer_start, points)
 
 
+class SplitPaths:
+    """The residual dimensions that a split residual's head projection, attention output and FFN read and
+    write (`split_paths`): "all"; "tokens", the token part alone; "tokens_and_slope", the token part and
+    the spiral's last (slope) dimension, which then starts as the column and is also written to. The
+    other dimensions stay as embedded. No parameters."""
+
+    def __init__(self, config):
+        self.kind, self.token_dims, self.hidden_size = config.split_paths, config.token_dims, config.hidden_size
+        self.width = {"all": self.hidden_size, "tokens": self.token_dims,
+                      "tokens_and_slope": self.token_dims + 1}[self.kind]
+
+    def read(self, x):
+        if self.kind == "all":
+            return x
+        if self.kind == "tokens":
+            return x[..., : self.token_dims]
+        return torch.cat([x[..., : self.token_dims], x[..., -1:]], dim=-1)
+
+    def write(self, y):
+        """A [..., width] update as a [..., hidden_size] one, zero in the dimensions the paths do not write."""
+        if self.kind == "all":
+            return y
+        unwritten = self.hidden_size - self.width
+        if self.kind == "tokens":
+            return F.pad(y, (0, unwritten))
+        t = self.token_dims
+        return torch.cat([y[..., :t], y.new_zeros(*y.shape[:-1], unwritten), y[..., t:]], dim=-1)
+
+
 def rotate_pairs(x, angle):
     """Turn each pair of dimensions (0, 1), (2, 3), ... of x by `angle`; an odd last dimension stays as it is."""
     even = x.shape[-1] - x.shape[-1] % 2
@@ -279,19 +308,22 @@ class SplitAttention(nn.Module):
         self.num_key_value_groups = 1
         self.scaling = self.head_dim**-0.5
         self.is_causal = True
-        d, positions, rank = config.hidden_size, config.hidden_size - config.token_dims, config.projection_rank
-        self.q_proj = Projection(positions, self.head_dim, rank, False)
+        rank = config.projection_rank
+        # query_positions="circle": queries and keys read the spiral's circle, not its slope.
+        self.positions_read = 2 if config.query_positions == "circle" else 3
+        self.q_proj = Projection(self.positions_read, self.head_dim, rank, False)
         # tie_qk_rotation: keys use the query projection; queries are turned by one learned angle.
-        self.k_proj = None if config.tie_qk_rotation else Projection(positions, self.head_dim, rank, False)
+        self.k_proj = None if config.tie_qk_rotation else Projection(self.positions_read, self.head_dim, rank, False)
         self.q_rotation = nn.Parameter(torch.zeros(())) if config.tie_qk_rotation else None
-        # token_only_paths: values are token vectors, and the output writes the token part alone.
-        width = config.token_dims if config.token_only_paths else d
+        # Values come out of the head projection as wide as the paths (split_paths), and so does the output.
+        width = SplitPaths(config).width
         self.o_proj = Projection(width, width, config.o_proj_rank or rank, False)
 
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
                 head=None, attention=causal_attention, **kwargs):
         batch, length, _ = hidden_states.shape
-        tokens, positions = hidden_states[..., : self.token_dims], hidden_states[..., self.token_dims:]
+        tokens = hidden_states[..., : self.token_dims]
+        positions = hidden_states[..., self.token_dims: self.token_dims + self.positions_read]
         query_positions = positions[:, -queries:] if queries else positions
         q = self.q_proj(query_positions)
         k = self.q_proj(positions) if self.k_proj is None else self.k_proj(positions)
@@ -309,8 +341,8 @@ class MinimalMLP(nn.Module):
     def __init__(self, config):
         super().__init__()
         d, f, rank, bias = config.hidden_size, config.intermediate_size, config.projection_rank, config.mlp_bias
-        if config.token_only_paths:  # reads (and writes) the token part of a split residual alone
-            d = config.token_dims
+        if config.token_dims:  # a split residual's FFN reads (and writes) the dims of its paths
+            d = SplitPaths(config).width
         self.gate_proj = Projection(d, f, rank, bias) if config.mlp_type == "gated" else None
         self.up_proj = Projection(d, f, rank, bias)
         # tie_down_head: the down projection is the head projection transposed, passed in as `head`.
@@ -334,9 +366,7 @@ class MinimalDecoderLayer(nn.Module):
         self.post_attention_layernorm = (Norm(config.hidden_size, config.norm_type, config.norm_eps)
                                          if config.norm_sharing == "none" else None)
         self.mlp = MinimalMLP(config)
-        # token_only_paths: attention and the FFN write the token part; the position part stays as embedded.
-        self.token_dims = config.token_dims if config.token_only_paths else 0
-        self.position_dims = config.hidden_size - config.token_dims
+        self.paths = SplitPaths(config) if config.token_dims else None
 
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
                 head=None, **kwargs):
@@ -354,10 +384,10 @@ class MinimalDecoderLayer(nn.Module):
         if queries:
             hidden_states = hidden_states[:, -queries:]
         second_norm = self.input_layernorm if self.post_attention_layernorm is None else self.post_attention_layernorm
-        if self.token_dims:
-            hidden_states = hidden_states + F.pad(attn_out, (0, self.position_dims))
-            mlp_out = self.mlp(second_norm(hidden_states)[..., : self.token_dims], head)
-            return hidden_states + F.pad(mlp_out, (0, self.position_dims)), weights
+        if self.paths is not None and self.paths.kind != "all":
+            hidden_states = hidden_states + self.paths.write(attn_out)
+            mlp_out = self.mlp(self.paths.read(second_norm(hidden_states)), head)
+            return hidden_states + self.paths.write(mlp_out), weights
         hidden_states = hidden_states + attn_out
         hidden_states = hidden_states + self.mlp(second_norm(hidden_states), head)
         return hidden_states, weights
@@ -378,9 +408,9 @@ class MinimalDecoderParts:
         self.spiral = SpiralPositions(config) if config.position_embedding == "spiral" else None
         # The split residual's head projection (hidden -> token_dims): the output head's first step,
         # and the value projection (and with tie_down_head the FFN down) of every layer.
-        # With token_only_paths it reads the token part alone (token_dims -> token_dims).
-        self.head_reads = config.token_dims if config.token_only_paths else config.hidden_size
-        self.head_proj = Projection(self.head_reads, config.token_dims, 0, False) if config.token_dims else None
+        # It reads the dims of the split's paths (split_paths), all of them by default.
+        self.paths = SplitPaths(config) if config.token_dims else None
+        self.head_proj = Projection(self.paths.width, config.token_dims, 0, False) if config.token_dims else None
         self.layers = nn.ModuleList([MinimalDecoderLayer(config, i) for i in range(config.num_hidden_layers)])
         # norm_sharing="all": the final norm is the last layer's (applied in forward, not a second module).
         self.norm = (Norm(config.hidden_size, config.norm_type, config.norm_eps)
@@ -436,7 +466,7 @@ class MinimalHeadParts:
 
     def logits(self, hidden):
         if self.model.head_proj is not None:
-            hidden = self.model.head_proj(hidden[..., : self.model.head_reads])
+            hidden = self.model.head_proj(self.model.paths.read(hidden))
         weight = self.model.embed_tokens.table() if self.lm_head is None else self.lm_head.weight
         if self.digit_logits:  # only digits are ever written: the other tokens are not scored
             return F.pad(F.linear(hidden, weight[:self.digit_logits]), (0, weight.shape[0] - self.digit_logits),

@@ -149,9 +149,11 @@ def tricks(config, fmt) -> list[str]:
             out.append(f"fixed spiral positions shared by digit i of a, b and the sum (zero params; {start})")
         out.append("one head projection: value projection, output head"
                    + (" and FFN down projection" if c.tie_down_head else ""))
-        if c.token_only_paths:
-            out.append("the head, the attention output and the FFN read and write the token dims only "
-                       "(positions feed queries and keys alone)")
+        if c.split_paths != "all":
+            read = "the token dims" + (" and the spiral's slope dim" if c.split_paths == "tokens_and_slope" else "")
+            out.append(f"the head, the attention output and the FFN read and write {read} only")
+        if c.query_positions == "circle":
+            out.append("queries and keys read the spiral's circle only")
     elif c.tie_word_embeddings:
         out.append("tied embeddings (output head = embedding table)")
     if c.digit_logits_only:

@@ -40,7 +40,8 @@ TRICKS = (
     ("low-rank attention output", {"o_proj_rank": 0}),
     ("fixed (uncounted) instead of learned spiral positions", {"learn_spiral": True}),
     ("'=' at a fixed spiral point instead of a learned one", {"answer_start_position": "learned"}),
-    ("head, attention output and FFN on the token dims alone", {"token_only_paths": False}),
+    ("head, attention output and FFN on some of the residual's dims", {"split_paths": "all"}),
+    ("queries and keys read the spiral's circle alone", {"query_positions": "spiral"}),
 )
 
 
