@@ -267,6 +267,8 @@ def test_digit0_embeds_every_delimiter_as_digit_zero_at_no_cost(tmp_path):
     (FMT10, {**SPLIT, "special_embedding": "digit0", "learn_spiral": True}),
     (FMT10, {**SPLIT, "split_paths": "tokens", "answer_start_position": "spiral", "o_proj_rank": 0}),
     (FMT10, {**SPLIT, "split_paths": "tokens_and_slope", "query_positions": "circle"}),
+    (FMT10, {**SPLIT, "split_paths": "tokens_and_slope", "norm_weights": "paths", "split_values": "tokens",
+             "answer_start_position": "circle", "head_dim": 3}),
 ])
 def test_every_option_exports_with_solves_answers(tmp_path, fmt, flags):
     model, tok = random_model(fmt, **flags)

@@ -50,7 +50,7 @@ def test_the_split_designs_tricks_save_what_undoing_them_costs():
 def test_the_narrow_path_designs_tricks_save_what_undoing_them_costs():
     model, _ = make(**{**SPLIT, "split_paths": "tokens", "answer_start_position": "spiral", "o_proj_rank": 0})
     savings = {trick.split(" (")[0].split(",")[0]: saved for trick, saved in parameter_savings(model)}
-    assert savings["'=' at a fixed spiral point instead of a learned one"] == 3
+    assert savings["'=' at a fixed spiral point"] == 3
     # the head (2 x 5), the output (5 x 5 with o_proj_rank 0) and the FFN's up (2 x 5) read all five dims
     assert savings["head"] == (10 - 4) + (25 - 4) + (10 - 4)
     assert model.num_parameters() == 33

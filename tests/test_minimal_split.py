@@ -111,6 +111,54 @@ def test_paths_on_tokens_and_slope_with_circle_queries_make_35_parameters_and_ke
     torch.testing.assert_close(model.logits(moved), model.logits(hidden))
 
 
+NARROW = {"split_paths": "tokens_and_slope", "norm_weights": "paths"}
+
+
+def test_norm_weights_on_the_paths_fold_into_the_queries_without_changing_an_answer():
+    """The x and y norm weights of a tokens-and-slope layout only scale what queries and keys read, so
+    moving them into the query projection gives the same logits with two parameters fewer."""
+    wide, tok = make_split(seed=9, split_paths="tokens_and_slope")
+    narrow, _ = make_split(seed=9, **NARROW)
+    assert wide.num_parameters() - narrow.num_parameters() == 2
+    with torch.no_grad():
+        norm = wide.model.layers[0].input_layernorm.weight
+        norm.copy_(torch.tensor([1.3, 0.7, 2.0, 0.5, 1.9]))
+        for name, p in narrow.named_parameters():
+            p.copy_(dict(wide.named_parameters())[name] if "layernorm" not in name else norm[[0, 1, 4]])
+        narrow.model.layers[0].self_attn.q_proj.weight[:, :2] *= norm[2:4]
+    ids = tok(["1234567890+9876543210", "5+7"], padding=True, return_tensors="pt")
+    torch.testing.assert_close(narrow(**ids).logits, wide(**ids).logits)
+
+
+def test_values_read_as_tokens_fold_the_head_into_a_rank_one_output():
+    """split_values='tokens' reads the token part as values; with a rank-1 output, the old output's
+    first factor times the head's transpose is the new first factor: same logits, one parameter fewer."""
+    head_values, tok = make_split(seed=10, **NARROW)
+    token_values, _ = make_split(seed=10, **NARROW, split_values="tokens")
+    assert head_values.num_parameters() - token_values.num_parameters() == 1
+    with torch.no_grad():
+        head_values.model.layers[0].self_attn.o_proj.up.normal_()  # starts at zero: make it write
+        params = dict(head_values.named_parameters())
+        for name, p in token_values.named_parameters():
+            p.copy_(params[name] if not name.endswith("o_proj.down")
+                    else params[name] @ params["model.head_proj.weight"].t())
+    ids = tok(["1234567890+9876543210", "5+7"], padding=True, return_tensors="pt")
+    torch.testing.assert_close(token_values(**ids).logits, head_values(**ids).logits)
+
+
+def test_an_answer_start_on_the_circle_learns_only_its_slope_coordinate():
+    model, tok = make_split(seed=11, answer_start_position="circle")
+    assert model.model.spiral.answer_start.shape == (1,)
+    assert make_split(seed=11)[0].num_parameters() - model.num_parameters() == 2
+    with torch.no_grad():
+        model.model.spiral.answer_start.fill_(0.9)
+    ids = tok(["1234567890+9876543210"], return_tensors="pt")["input_ids"]
+    points = model.model.spiral(ids, model.position_ids_from_input_ids(ids))[0]
+    amplitude, period, _ = model.config.spiral
+    angle = -2 * math.pi / period
+    torch.testing.assert_close(points[21], torch.tensor([amplitude * math.cos(angle), amplitude * math.sin(angle), 0.9]))
+
+
 def test_a_fixed_answer_start_sits_one_column_before_the_first_answer_digit():
     model, tok = make_split(seed=1, answer_start_position="spiral")
     ids = tok(["1234567890+9876543210"], return_tensors="pt")["input_ids"]
@@ -252,6 +300,8 @@ def test_a_cached_step_without_position_ids_is_a_clear_error():
     ({"learn_spiral": 1}, "learn_spiral"),
     ({"split_paths": "yes"}, "split_paths"),
     ({"query_positions": "slope"}, "query_positions"),
+    ({"norm_weights": "paths"}, "norm_weights='paths' needs"),  # the paths are all dims
+    ({"split_values": "x"}, "split_values"),
     ({"answer_start_position": "origin"}, "answer_start_position"),
 ])
 def test_malformed_split_configs_name_the_problem(bad, message):
@@ -263,7 +313,8 @@ def test_malformed_split_configs_name_the_problem(bad, message):
 
 @pytest.mark.parametrize("option", [{"tie_down_head": True}, {"learn_spiral": True}, {"tie_qk_rotation": True},
                                     {"o_proj_rank": 1}, {"split_paths": "tokens"},
-                                    {"answer_start_position": "spiral"}, {"query_positions": "circle"}])
+                                    {"answer_start_position": "spiral"}, {"query_positions": "circle"},
+                                    {"norm_weights": "paths"}, {"split_values": "tokens"}])
 def test_split_only_options_need_the_split_residual(option):
     name = next(iter(option))
     with pytest.raises(ValueError, match=f"{name} needs the split residual"):

@@ -16,9 +16,11 @@ _CHOICES = {
     "special_embedding": ("learned", "arc", "digit0"),
     "norm_sharing": ("none", "block", "all"),
     "hidden_act": ("relu", "gelu", "silu", "tanh"),
-    "answer_start_position": ("learned", "spiral"),
+    "answer_start_position": ("learned", "spiral", "circle"),
     "split_paths": ("all", "tokens", "tokens_and_slope"),
     "query_positions": ("spiral", "circle"),
+    "norm_weights": ("all", "paths"),
+    "split_values": ("head", "tokens"),
 }
 
 
@@ -64,12 +66,19 @@ class MinimalConfig(ArithConfig):
             learned (three parameters; see `answer_start_position`). Fixed positions are not parameters.
         answer_start_position: where the answer-start token sits in a split residual: "learned" (three
             parameters) or "spiral": column -1 of the fixed spiral, one column before the first answer
-            digit's operands, as every answer token sits one column before the digits it reads.
+            digit's operands, as every answer token sits one column before the digits it reads; or
+            "circle": column -1's point on the circle, with a learned slope coordinate (one parameter).
         split_paths: the residual dims a split residual's head projection, attention output and FFN
             read and write: "all"; "tokens", the token part alone (each map token_dims wide), so the
             position part is read by queries and keys only and stays as embedded; "tokens_and_slope",
             the token part and the spiral's slope dimension (which starts as the digit's column, a
             bias that differs by column, and is written to as well).
+        norm_weights: "all", or "paths": a split residual's RMSNorms learn weights for the dims of
+            `split_paths` alone, the others keeping weight 1 (queries and keys alone read them, and
+            their projection absorbs any scale: no loss of expressiveness, fewer parameters).
+        split_values: a split residual's values: "head", the token part through the head projection
+            (transposed), or "tokens", the token part itself, the output projection then reading
+            token_dims (a rank-r output reads r x token_dims instead of r x the paths' width).
         query_positions: what queries and keys of a split residual read: "spiral", all three position
             dims, or "circle", the spiral's circle alone (two).
         learn_spiral: the spiral's amplitude, phase, slope and offset are learned (four parameters,
@@ -128,6 +137,8 @@ class MinimalConfig(ArithConfig):
         answer_start_position: str = "learned",
         split_paths: str = "all",
         query_positions: str = "spiral",
+        norm_weights: str = "all",
+        split_values: str = "head",
         initializer_range: float = 0.02,
         **kwargs,
     ):
@@ -169,6 +180,8 @@ class MinimalConfig(ArithConfig):
         self.answer_start_position = answer_start_position
         self.split_paths = split_paths
         self.query_positions = query_positions
+        self.norm_weights = norm_weights
+        self.split_values = split_values
         self.initializer_range = initializer_range
         super().__init__(**kwargs)  # ArithConfig: token ids, tied head, then self._validate()
 
@@ -238,7 +251,8 @@ class MinimalConfig(ArithConfig):
                 if getattr(self, name):
                     raise ValueError(f"MinimalConfig.{name} needs the split residual (token_dims > 0)")
             for name, default in (("answer_start_position", "learned"), ("split_paths", "all"),
-                                  ("query_positions", "spiral")):
+                                  ("query_positions", "spiral"), ("norm_weights", "all"),
+                                  ("split_values", "head")):
                 if getattr(self, name) != default:
                     raise ValueError(f"MinimalConfig.{name} needs the split residual (token_dims > 0)")
             return
@@ -252,6 +266,9 @@ class MinimalConfig(ArithConfig):
             raise ValueError("MinimalConfig: token_dims > 0 has no tie_kv, tie_qo, qk_norm or biases")
         if self.digit_embedding == "circular_arc" and self.token_dims < 2:
             raise ValueError("MinimalConfig.digit_embedding='circular_arc' needs token_dims >= 2")
+        if self.norm_weights == "paths" and (self.norm_type != "rmsnorm" or self.split_paths == "all"):
+            raise ValueError("MinimalConfig.norm_weights='paths' needs norm_type='rmsnorm' and split_paths other "
+                             "than 'all'")
         if self.tie_down_head and self.intermediate_size != self.token_dims:
             raise ValueError(f"MinimalConfig.tie_down_head needs intermediate_size == token_dims ({self.token_dims}), "
                              f"got {self.intermediate_size}")

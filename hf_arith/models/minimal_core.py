@@ -67,19 +67,25 @@ class Projection(nn.Module):
 
 
 class Norm(nn.Module):
-    """RMSNorm, LayerNorm or identity, chosen by `norm_type`."""
+    """RMSNorm, LayerNorm or identity, chosen by `norm_type`.
 
-    def __init__(self, dim: int, kind: str, eps: float):
+    With `paths` (a split residual's `SplitPaths`, RMSNorm only) it learns weights for the path dims
+    alone; the other dims keep weight 1 (only queries and keys read them, and their projection
+    absorbs any scale)."""
+
+    def __init__(self, dim: int, kind: str, eps: float, paths=None):
         super().__init__()
-        self.kind, self.eps = kind, eps
-        self.weight = nn.Parameter(torch.ones(dim)) if kind != "none" else None
+        self.kind, self.eps, self.paths = kind, eps, paths
+        width = dim if paths is None else paths.width
+        self.weight = nn.Parameter(torch.ones(width)) if kind != "none" else None
         self.bias = nn.Parameter(torch.zeros(dim)) if kind == "layernorm" else None
 
     def forward(self, x):
         if self.kind == "rmsnorm":  # one fused kernel: a tiny model's decode step is mostly op overhead
+            weight = self.weight if self.paths is None else self.paths.write(self.weight - 1) + 1
             if x.dtype == torch.float32:  # no casts to dispatch
-                return self.weight * F.rms_norm(x, x.shape[-1:], eps=self.eps)
-            return self.weight * F.rms_norm(x.float(), x.shape[-1:], eps=self.eps).to(x.dtype)
+                return weight * F.rms_norm(x, x.shape[-1:], eps=self.eps)
+            return weight * F.rms_norm(x.float(), x.shape[-1:], eps=self.eps).to(x.dtype)
         if self.kind == "layernorm":
             return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)
         return x
@@ -182,9 +188,11 @@ class SpiralPositions(nn.Module):
         self.amplitude, self.period, self.slope = (float(v) for v in config.spiral)
         self.answer_start_token_id = config.answer_start_token_id
         # answer_start_position="spiral": '=' sits at column -1, one column before the answer's first
-        # digit, as every answer token sits one column before the digits it reads (no parameters).
-        learned_start = config.answer_start_position == "learned"
-        self.answer_start = nn.Parameter(torch.zeros(3)) if learned_start else None
+        # digit, as every answer token sits one column before the digits it reads (no parameters);
+        # "circle": at column -1's point of the circle, with a learned slope coordinate (one parameter).
+        self.start_kind = config.answer_start_position
+        learned = {"learned": 3, "spiral": 0, "circle": 1}[self.start_kind]
+        self.answer_start = nn.Parameter(torch.zeros(learned)) if learned else None
         self.shape = nn.Parameter(self.default_shape()) if config.learn_spiral else None
 
     def default_shape(self) -> torch.Tensor:
@@ -195,7 +203,7 @@ class SpiralPositions(nn.Module):
         """`position_ids`: abacus ids (1 + the digit's column; 0 for every other token); the points in `dtype`."""
         is_start = input_ids == self.answer_start_token_id
         on_spiral = position_ids > 0
-        if self.answer_start is None:
+        if self.start_kind != "learned":
             on_spiral = on_spiral | is_start  # abacus id 0 there, so its column is -1
         column = (position_ids - 1).to(dtype)
         angle = column * (2 * math.pi / self.period)
@@ -208,7 +216,10 @@ class SpiralPositions(nn.Module):
         points = points * on_spiral[..., None]
         if self.answer_start is None:
             return points
-        return torch.where(is_start[..., None], self.answer_start, points)
+        start = self.answer_start
+        if self.start_kind == "circle":
+            start = torch.cat([points[..., :2], start.to(dtype).expand(*points.shape[:-1], 1)], dim=-1)
+        return torch.where(is_start[..., None], start, points)
 
 
 class SplitPaths:
@@ -317,7 +328,11 @@ class SplitAttention(nn.Module):
         self.q_rotation = nn.Parameter(torch.zeros(())) if config.tie_qk_rotation else None
         # Values come out of the head projection as wide as the paths (split_paths), and so does the output.
         width = SplitPaths(config).width
-        self.o_proj = Projection(width, width, config.o_proj_rank or rank, False)
+        # split_values="tokens": values are the token part itself, and the output maps token_dims -> width
+        # (with a low-rank output, the same maps as values through the head, for fewer parameters).
+        self.values_from_head = config.split_values == "head"
+        self.o_proj = Projection(width if self.values_from_head else config.token_dims, width,
+                                 config.o_proj_rank or rank, False)
 
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
                 head=None, attention=causal_attention, **kwargs):
@@ -329,7 +344,7 @@ class SplitAttention(nn.Module):
         k = self.q_proj(positions) if self.k_proj is None else self.k_proj(positions)
         if self.q_rotation is not None:
             q = rotate_pairs(q, self.q_rotation)
-        v = head.transposed(tokens)
+        v = head.transposed(tokens) if self.values_from_head else tokens
         q, k, v = q[:, None], k[:, None], v[:, None]  # [batch, 1 head, length, dim]
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)
@@ -360,10 +375,12 @@ class MinimalMLP(nn.Module):
 class MinimalDecoderLayer(nn.Module):
     def __init__(self, config, layer_idx: int):
         super().__init__()
-        self.input_layernorm = Norm(config.hidden_size, config.norm_type, config.norm_eps)
+        # norm_weights="paths": a split residual's norms weigh the dims of its paths alone.
+        norm_paths = SplitPaths(config) if config.norm_weights == "paths" else None
+        self.input_layernorm = Norm(config.hidden_size, config.norm_type, config.norm_eps, norm_paths)
         self.self_attn = (SplitAttention if config.token_dims else MinimalAttention)(config, layer_idx)
         # norm_sharing: the second norm is the first (no module of its own, so parameters() stays unique).
-        self.post_attention_layernorm = (Norm(config.hidden_size, config.norm_type, config.norm_eps)
+        self.post_attention_layernorm = (Norm(config.hidden_size, config.norm_type, config.norm_eps, norm_paths)
                                          if config.norm_sharing == "none" else None)
         self.mlp = MinimalMLP(config)
         self.paths = SplitPaths(config) if config.token_dims else None
@@ -413,7 +430,8 @@ class MinimalDecoderParts:
         self.head_proj = Projection(self.paths.width, config.token_dims, 0, False) if config.token_dims else None
         self.layers = nn.ModuleList([MinimalDecoderLayer(config, i) for i in range(config.num_hidden_layers)])
         # norm_sharing="all": the final norm is the last layer's (applied in forward, not a second module).
-        self.norm = (Norm(config.hidden_size, config.norm_type, config.norm_eps)
+        self.norm = (Norm(config.hidden_size, config.norm_type, config.norm_eps,
+                          self.paths if config.norm_weights == "paths" else None)
                      if config.final_norm and config.norm_sharing != "all" else None)
         self.num_digit_tokens, self.has_final_norm = config.num_digit_tokens, config.final_norm
 

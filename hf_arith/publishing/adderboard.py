@@ -140,8 +140,9 @@ def tricks(config, fmt) -> list[str]:
     if c.token_dims:
         out.append(f"split residual: tokens in {c.token_dims} dims, positions in {c.hidden_size - c.token_dims}; "
                    "queries and keys read positions, values read tokens")
-        start = ("a learned point for '='" if c.answer_start_position == "learned"
-                 else "'=' at the spiral's column -1, zero params")
+        start = {"learned": "a learned point for '='", "spiral": "'=' at the spiral's column -1, zero params",
+                 "circle": "'=' at column -1 of the circle with a learned slope coordinate, 1 param"}[
+                     c.answer_start_position]
         if c.learn_spiral:
             out.append("spiral positions shared by digit i of a, b and the sum (4 params: amplitude, phase, "
                        f"slope, offset; {start})")
@@ -154,6 +155,11 @@ def tricks(config, fmt) -> list[str]:
             out.append(f"the head, the attention output and the FFN read and write {read} only")
         if c.query_positions == "circle":
             out.append("queries and keys read the spiral's circle only")
+        if c.norm_weights == "paths":
+            out.append("norm weights for those dims only (the rest are read by queries and keys, whose "
+                       "projection absorbs their scale)")
+        if c.split_values == "tokens":
+            out.append("values are the token dims themselves; the attention output reads them")
     elif c.tie_word_embeddings:
         out.append("tied embeddings (output head = embedding table)")
     if c.digit_logits_only:

@@ -39,9 +39,12 @@ TRICKS = (
     ("tied K = Q, queries turned by one learned angle", {"tie_qk_rotation": False}),
     ("low-rank attention output", {"o_proj_rank": 0}),
     ("fixed (uncounted) instead of learned spiral positions", {"learn_spiral": True}),
-    ("'=' at a fixed spiral point instead of a learned one", {"answer_start_position": "learned"}),
+    ("'=' at a fixed spiral point (or one learned coordinate) instead of a learned point",
+     {"answer_start_position": "learned"}),
     ("head, attention output and FFN on some of the residual's dims", {"split_paths": "all"}),
     ("queries and keys read the spiral's circle alone", {"query_positions": "spiral"}),
+    ("norm weights on the paths' dims alone", {"norm_weights": "all"}),
+    ("values are the token dims themselves", {"split_values": "head"}),
 )
 
 
