@@ -1,9 +1,14 @@
 """hf_arith.publishing.leaderboard: the rank on AdderBoard's trained table and each trick's parameter saving."""
 
+from pathlib import Path
+
 import pytest
 
 from hf_arith.publishing.leaderboard import TRAINED_TABLE, parameter_savings, trained_rank
 from tests.test_minimal_model import SPLIT, make
+
+# The 58-parameter design: an experiment, whose recipe lives with the benchmarks.
+TINY_RECIPE = str(Path(__file__).resolve().parents[1] / "bench" / "recipes" / "minimal-add10-tiny.yaml")
 
 TINY = dict(hidden_size=3, num_attention_heads=1, num_key_value_heads=1, head_dim=4, intermediate_size=2)
 
@@ -66,7 +71,7 @@ def test_the_tiny_preset_builds_the_58_parameter_design_and_exports_it(tmp_path)
     from hf_arith.training.recipe import check_recipe, load_recipe
     from hf_arith.training.run import build_model, build_tokenizer, recipe_spec
 
-    recipe = load_recipe("minimal-add10-tiny")
+    recipe = load_recipe(TINY_RECIPE)
     fmt = check_recipe(recipe)
     context = worst_case_length(recipe_spec(recipe, fmt), fmt)
     tokenizer = build_tokenizer(fmt, context)

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +14,9 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokeni
 import hf_arith
 from hf_arith import ArithTokenizer, MinimalConfig, MinimalForCausalLM, NumberFormat
 from hf_arith.runtime.decoding import greedy_decode
+
+# The 58-parameter design: an experiment, whose recipe lives with the benchmarks.
+TINY_RECIPE = str(Path(__file__).resolve().parents[1] / "bench" / "recipes" / "minimal-add10-tiny.yaml")
 
 FMT10 = NumberFormat(operand_width=10, answer_width=11, end_token=False)
 
@@ -319,7 +323,7 @@ def test_digit_logits_only_scores_digits_and_never_writes_another_token():
 def test_digit_logits_only_needs_a_digits_only_format():
     from hf_arith.training.recipe import RecipeError, check_recipe, load_recipe
 
-    check_recipe(load_recipe("minimal-add10-tiny", ["model.digit_logits_only=true"]))
+    check_recipe(load_recipe(TINY_RECIPE, ["model.digit_logits_only=true"]))
     for override in ("format.end_token=true", "format.answer_width=0"):
         with pytest.raises(RecipeError, match="model.digit_logits_only needs answers of digits only"):
-            check_recipe(load_recipe("minimal-add10-tiny", ["model.digit_logits_only=true", override]))
+            check_recipe(load_recipe(TINY_RECIPE, ["model.digit_logits_only=true", override]))

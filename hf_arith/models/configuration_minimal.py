@@ -79,6 +79,10 @@ class MinimalConfig(ArithConfig):
         split_values: a split residual's values: "head", the token part through the head projection
             (transposed), or "tokens", the token part itself, the output projection then reading
             token_dims (a rank-r output reads r x token_dims instead of r x the paths' width).
+        o_proj_angle: the attention output of a split residual whose values are two token dims
+            (`split_values="tokens"`, `token_dims=2`, `o_proj_rank=1`) reads them along a unit vector
+            at one learned angle: a rank-1 map's scale lives in its second factor, so its first
+            needs one parameter, not two.
         query_positions: what queries and keys of a split residual read: "spiral", all three position
             dims, or "circle", the spiral's circle alone (two).
         learn_spiral: the spiral's amplitude, phase, slope and offset are learned (four parameters,
@@ -139,6 +143,7 @@ class MinimalConfig(ArithConfig):
         query_positions: str = "spiral",
         norm_weights: str = "all",
         split_values: str = "head",
+        o_proj_angle: bool = False,
         initializer_range: float = 0.02,
         **kwargs,
     ):
@@ -182,6 +187,7 @@ class MinimalConfig(ArithConfig):
         self.query_positions = query_positions
         self.norm_weights = norm_weights
         self.split_values = split_values
+        self.o_proj_angle = o_proj_angle
         self.initializer_range = initializer_range
         super().__init__(**kwargs)  # ArithConfig: token ids, tied head, then self._validate()
 
@@ -228,7 +234,7 @@ class MinimalConfig(ArithConfig):
             raise ValueError(f"MinimalConfig.arc_init must be three finite numbers (radius, start, step), "
                              f"got {self.arc_init!r}")
         for name in ("share_qk_norm", "qk_norm", "tie_kv", "tie_qo", "final_norm", "digit_logits_only",
-                     "tie_qk_rotation", "tie_down_head", "learn_spiral"):
+                     "tie_qk_rotation", "tie_down_head", "learn_spiral", "o_proj_angle"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"MinimalConfig.{name} must be true or false, got {getattr(self, name)!r}")
         if self.share_qk_norm and not self.qk_norm:
@@ -247,7 +253,7 @@ class MinimalConfig(ArithConfig):
         if split != spiral:
             raise ValueError("MinimalConfig: token_dims > 0 and position_embedding='spiral' go together")
         if not split:  # these options exist only in the split layout: refused, not silently ignored
-            for name in ("tie_down_head", "learn_spiral", "tie_qk_rotation", "o_proj_rank"):
+            for name in ("tie_down_head", "learn_spiral", "tie_qk_rotation", "o_proj_rank", "o_proj_angle"):
                 if getattr(self, name):
                     raise ValueError(f"MinimalConfig.{name} needs the split residual (token_dims > 0)")
             for name, default in (("answer_start_position", "learned"), ("split_paths", "all"),
@@ -269,6 +275,8 @@ class MinimalConfig(ArithConfig):
         if self.norm_weights == "paths" and (self.norm_type != "rmsnorm" or self.split_paths == "all"):
             raise ValueError("MinimalConfig.norm_weights='paths' needs norm_type='rmsnorm' and split_paths other "
                              "than 'all'")
+        if self.o_proj_angle and (self.split_values, self.token_dims, self.o_proj_rank) != ("tokens", 2, 1):
+            raise ValueError("MinimalConfig.o_proj_angle needs split_values='tokens', token_dims=2 and o_proj_rank=1")
         if self.tie_down_head and self.intermediate_size != self.token_dims:
             raise ValueError(f"MinimalConfig.tie_down_head needs intermediate_size == token_dims ({self.token_dims}), "
                              f"got {self.intermediate_size}")

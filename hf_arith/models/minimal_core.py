@@ -42,27 +42,35 @@ def causal_attention(module, query, key, value, attention_mask, scaling, dropout
 class Projection(nn.Module):
     """A linear map, optionally factorised as two rank-r matrices (`projection_rank`).
 
-    `transposed` applies the transpose, which is how O = Q^T reuses the query weights.
+    `transposed` applies the transpose, which is how O = Q^T reuses the query weights. With `angle`
+    (rank 1 from two dims), the first factor is the unit vector at one learned angle: a rank-1 map's
+    scale can live in its second factor, so the first needs only its direction (one parameter, not two).
     """
 
-    def __init__(self, in_features: int, out_features: int, rank: int, bias: bool):
+    def __init__(self, in_features: int, out_features: int, rank: int, bias: bool, angle: bool = False):
         super().__init__()
-        self.low_rank = 0 < rank < min(in_features, out_features)
+        self.low_rank = angle or 0 < rank < min(in_features, out_features)
+        self.angle = nn.Parameter(torch.zeros(())) if angle else None
         if self.low_rank:
-            self.down = nn.Parameter(torch.empty(rank, in_features))
-            self.up = nn.Parameter(torch.empty(out_features, rank))
+            self.down = None if angle else nn.Parameter(torch.empty(rank, in_features))
+            self.up = nn.Parameter(torch.empty(out_features, 1 if angle else rank))
         else:
             self.weight = nn.Parameter(torch.empty(out_features, in_features))
         self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
 
+    def first_factor(self):
+        if self.angle is None:
+            return self.down
+        return torch.stack([self.angle.cos(), self.angle.sin()])[None]
+
     def forward(self, x):
         if self.low_rank:
-            return F.linear(F.linear(x, self.down), self.up, self.bias)
+            return F.linear(F.linear(x, self.first_factor()), self.up, self.bias)
         return F.linear(x, self.weight, self.bias)
 
     def transposed(self, x):
         if self.low_rank:
-            return F.linear(F.linear(x, self.up.t()), self.down.t())
+            return F.linear(F.linear(x, self.up.t()), self.first_factor().t())
         return F.linear(x, self.weight.t())
 
 
@@ -332,7 +340,7 @@ class SplitAttention(nn.Module):
         # (with a low-rank output, the same maps as values through the head, for fewer parameters).
         self.values_from_head = config.split_values == "head"
         self.o_proj = Projection(width if self.values_from_head else config.token_dims, width,
-                                 config.o_proj_rank or rank, False)
+                                 config.o_proj_rank or rank, False, angle=config.o_proj_angle)
 
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_values=None, queries: int = 0,
                 head=None, attention=causal_attention, **kwargs):

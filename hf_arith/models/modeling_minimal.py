@@ -57,7 +57,10 @@ class MinimalPreTrainedModel(ArithModelMixin, PreTrainedModel):
             # The split residual starts as MicroAdder's does: Xavier-uniform maps, and a low-rank map
             # whose second factor is zero, so it adds nothing until it has learned what to add.
             if module.low_rank:
-                init.xavier_uniform_(module.down)
+                if module.down is not None:
+                    init.xavier_uniform_(module.down)
+                else:  # o_proj_angle: the first factor's direction starts along the first token dim
+                    init.zeros_(module.angle)
                 init.zeros_(module.up)
             else:
                 init.xavier_uniform_(module.weight)

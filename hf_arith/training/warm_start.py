@@ -16,6 +16,8 @@ import torch
 from safetensors.torch import load_file
 
 from ..data.formatting import NumberFormat
+from ..models import MinimalConfig
+from ..models.minimal_narrowing import NarrowingError, is_narrowing, narrow_state
 from ..records import read_notes, read_summary, training_stages
 from ..runtime.loading import CheckpointError, _keys, _read_json, resolve_checkpoint
 from .recipe import RecipeError
@@ -52,6 +54,7 @@ def warm_start(model: torch.nn.Module, name_or_path: str, number_format: dict) -
     if not weights_file.is_file():
         raise WarmStartError(f"init_from: {name_or_path} has no model.safetensors")
     saved = load_file(str(weights_file))
+    saved = _narrowed(saved, config, model, name_or_path)
     own = model.state_dict()
     unexpected = set(saved) - set(own)
     if unexpected:
@@ -75,6 +78,23 @@ def warm_start(model: torch.nn.Module, name_or_path: str, number_format: dict) -
     if fresh and hasattr(model, "init_missing_from_loaded"):  # a family may seed new parts from trained ones
         model.init_missing_from_loaded(fresh)
     return sorted(fresh + grown)
+
+
+def _narrowed(saved: dict, config: dict, model: torch.nn.Module, name_or_path: str) -> dict:
+    """A wider split-residual adder's weights mapped onto this narrower layout (structured pruning,
+    `models.minimal_narrowing`); any other checkpoint as it is."""
+    if config.get("model_type") != "hf_arith_minimal" or not getattr(model.config, "token_dims", 0):
+        return saved
+    try:
+        old = MinimalConfig(**{k: v for k, v in config.items() if k != "model_type"})
+        if not is_narrowing(old, model.config):
+            return saved
+        narrowed = narrow_state(saved, old, model.config)
+    except (NarrowingError, ValueError, TypeError) as err:
+        raise WarmStartError(f"init_from: {name_or_path} cannot start this layout: {err}") from None
+    print(f"Narrowing {name_or_path} ({sum(v.numel() for v in saved.values())} unique parameters) to this "
+          f"layout ({sum(v.numel() for v in narrowed.values())})")
+    return narrowed
 
 
 def _grown_tables(model: torch.nn.Module, saved: dict, own: dict) -> list[str]:
