@@ -20,8 +20,17 @@ from pathlib import Path
 from common import script_parser
 from machine import RESULTS, load_average, write_results
 
-from hf_arith.training.recipe import load_recipe
+from hf_arith.records import read_summary
+from hf_arith.training.recipe import load_recipe, place_stages
 from hf_arith.training.run import train
+
+
+def _stage_cost(summary: dict) -> dict:
+    """An earlier stage's steps, training seconds and screen seconds, from its training summary."""
+    return {"steps": summary.get("steps"), "train_seconds": summary.get("train_seconds") or 0.0,
+            "screen_seconds": (summary.get("screen") or {}).get("screen_seconds", 0.0),
+            "verify_accuracy": (summary.get("verify") or {}).get("accuracy"),
+            "unique_params": summary.get("unique_params")}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -41,8 +50,14 @@ def main(argv: list[str] | None = None) -> dict:
 
     verify, heldout = summary.get("verify", {}), summary.get("heldout", {})
     train_seconds = summary["train_seconds"]
-    screen = summary.get("screen")  # optim.screen_steps: the inits tried before the run went on with one
-    screen_seconds = screen["screen_seconds"] if screen else 0.0
+    # A chain (stages) trains its earlier stages first, each into its own folder: their time counts too.
+    placed = place_stages(list(recipe.stages), output_dir)[:-1] if len(recipe.stages) > 1 else []
+    earlier = [read_summary(Path(stage.recipe.output_dir) / "final") or {} for stage in placed]
+    stages = [{"stage": stage.label, **_stage_cost(record)} for stage, record in zip(placed, earlier)]
+    # optim.screen_steps: the inits tried before the run (or its first stage) went on with one
+    screen = summary.get("screen") or next((record["screen"] for record in earlier if record.get("screen")), None)
+    screen_seconds = (summary.get("screen") or {}).get("screen_seconds", 0.0)
+    earlier_seconds = sum(stage["train_seconds"] + stage["screen_seconds"] for stage in stages)
     result = {
         "preset": args.preset,
         "name": recipe.name,
@@ -50,8 +65,10 @@ def main(argv: list[str] | None = None) -> dict:
         "wall_seconds": round(wall, 2),
         "train_seconds": round(train_seconds, 2) if train_seconds else None,
         "screen": screen,
-        # What the run cost from scratch: the screened inits' training and the chosen one's rest.
-        "total_train_seconds": round(train_seconds + screen_seconds, 2) if train_seconds else None,
+        # What the run cost from scratch: the screened inits' training and the chosen one's rest, and
+        # every earlier stage of a chain.
+        "total_train_seconds": round(train_seconds + screen_seconds + earlier_seconds, 2) if train_seconds else None,
+        **({"earlier_stages": stages} if stages else {}),
         "steps": summary["steps"],
         # optim.stop_exact / keep_best: where training stopped early and which scored weights it kept.
         **({"held_out_best": summary["held_out_best"]} if "held_out_best" in summary else {}),

@@ -26,8 +26,11 @@ CATALOGUE = {
     "minimal-add10": {"trained": "10 digits",
                       "use_for": "default for addition: 10-digit sums from 720 parameters, the CLI's default model"},
     "minimal-add10-split-wide-arc": {"trained": "10 digits",
-                                     "use_for": "the smallest exact adder: 54 parameters, first on AdderBoard's "
-                                                "trained table"},
+                                     "use_for": "the 54-parameter exact adder that the 35-parameter one is "
+                                                "narrowed from"},
+    "minimal-add10-split-narrow": {"trained": "10 digits",
+                                   "use_for": "the smallest exact adder: 35 parameters, first on AdderBoard's "
+                                              "trained table"},
     "abacus-gpt2-add": {"trained": "1-10 digits",
                         "use_for": "the abacus addition trunk the 100-digit adders start from; warm-start your own"},
     "abacus-gpt2-add-window-10-k2": {"trained": "1-10 digits",

@@ -45,7 +45,15 @@ TRICKS = (
     ("queries and keys read the spiral's circle alone", {"query_positions": "spiral"}),
     ("norm weights on the paths' dims alone", {"norm_weights": "all"}),
     ("values are the token dims themselves", {"split_values": "head"}),
+    ("the output reads two token values along one learned angle", {"o_proj_angle": False}),
 )
+
+# Options that only exist on top of another: undoing the other undoes them too.
+DEPENDENTS = {
+    "split_values": {"o_proj_angle": False},
+    "o_proj_rank": {"o_proj_angle": False},
+    "split_paths": {"norm_weights": "all"},
+}
 
 
 def trained_rank(params: int, accuracy: float) -> int | None:
@@ -79,7 +87,8 @@ def parameter_savings(model) -> list[tuple[str, int]]:
     for name, undo in TRICKS:
         if not _uses(config, undo):
             continue
-        variant = MinimalConfig(**{**base, **undo})
+        dependents = {k: v for key in undo for k, v in DEPENDENTS.get(key, {}).items()}
+        variant = MinimalConfig(**{**base, **dependents, **undo})
         with torch.device("meta"):  # counted, never run: no weights allocated
             other = MinimalForCausalLM(variant)
         saving = other.num_parameters() - model.num_parameters()
