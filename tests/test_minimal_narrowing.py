@@ -51,14 +51,19 @@ def test_the_35_parameter_layout_counts_each_tensor():
 
 
 def test_the_folds_lose_nothing():
-    """Norm weights of dims only queries read, the head inside the values and a rank-1 first factor's
-    length: folded into other tensors, the logits stay the same with 4 parameters fewer."""
+    """Norm weights of dims only queries read, the head inside the values, a rank-1 first factor's length
+    and a tied query head's fourth dim: folded into other tensors, the logits stay the same."""
     wide, tok = make_split(seed=1, **SLOPE)
     spread(wide, 1)
     narrow = narrowed(wide, **FOLDED)
     assert wide.num_parameters() - narrow.num_parameters() == 2 + 1 + 1
     ids = tok(["1234567890+9876543210", "99+1", "5+7"], padding=True, return_tensors="pt")
     torch.testing.assert_close(narrow(**ids).logits, wide(**ids).logits, rtol=1e-4, atol=1e-3)
+    with torch.no_grad():
+        wide.model.layers[0].self_attn.q_rotation.fill_(0.5)
+    narrowest = narrowed(wide, **NARROW)  # and the query head dim 4 -> 3 (the next tests): 35 parameters
+    assert narrowest.num_parameters() == 35
+    torch.testing.assert_close(narrowest(**ids).logits, wide(**ids).logits, rtol=1e-4, atol=1e-3)
 
 
 def test_the_slices_keep_the_rows_and_columns_the_narrower_layout_reads():
@@ -73,8 +78,7 @@ def test_the_slices_keep_the_rows_and_columns_the_narrower_layout_reads():
     torch.testing.assert_close(n["model.layers.0.mlp.up_proj.weight"], w["model.layers.0.mlp.up_proj.weight"][:, keep])
     norm = w["model.layers.0.input_layernorm.weight"]
     torch.testing.assert_close(n["model.layers.0.input_layernorm.weight"], norm[keep])
-    query = w["model.layers.0.self_attn.q_proj.weight"][:3] * torch.stack([norm[2], norm[3], torch.tensor(1.0)])
-    torch.testing.assert_close(n["model.layers.0.self_attn.q_proj.weight"], query)  # x, y norm weights folded in
+    assert n["model.layers.0.self_attn.q_proj.weight"].shape == (3, 3)  # folded: the next tests
     torch.testing.assert_close(n["model.spiral.answer_start"], w["model.spiral.answer_start"])
 
 
@@ -122,3 +126,25 @@ def test_the_narrow_preset_chains_the_54_parameter_design_and_its_narrowing():
     assert stages[0].recipe.model == load_stages("minimal-add10-split-wide-arc")[0].recipe.model
     _, model = preset_and_model("minimal-add10-split-narrow")
     assert model.num_parameters() == 35
+
+
+@pytest.mark.parametrize("seed", [5, 6, 7])
+def test_a_tied_head_of_dim_4_folds_into_dim_3_with_the_same_scores(seed):
+    """Tied queries and keys over three position dims give scores p^T B p' with B a 3 x 3 matrix whose
+    symmetric part is positive definite (turn below a quarter): a head dim of 3 gives exactly the same."""
+    from hf_arith.models.minimal_narrowing import fold_query_dims
+
+    wide, tok = make_split(seed=seed)
+    spread(wide, seed)
+    with torch.no_grad():
+        wide.model.layers[0].self_attn.q_rotation.fill_(0.3 + 0.3 * (seed - 5))
+    narrow = narrowed(wide, head_dim=3)
+    assert wide.num_parameters() - narrow.num_parameters() == 3
+    ids = tok(["1234567890+9876543210", "99+1", "5+7"], padding=True, return_tensors="pt")
+    for out in ("attentions", "logits"):
+        a, b = narrow(**ids, output_attentions=True)[out], wide(**ids, output_attentions=True)[out]
+        a, b = (a[0], b[0]) if out == "attentions" else (a, b)
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    # A turn past a quarter makes the symmetric part negative definite: no head dim of 3 gives it.
+    weight = wide.model.layers[0].self_attn.q_proj.weight.detach()
+    assert fold_query_dims(weight, torch.tensor(2.0), 1.0) is None
