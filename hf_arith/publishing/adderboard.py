@@ -148,8 +148,8 @@ def tricks(config, fmt) -> list[str]:
                        f"slope, offset; {start})")
         else:
             out.append(f"fixed spiral positions shared by digit i of a, b and the sum (zero params; {start})")
-        out.append("one head projection: value projection, output head"
-                   + (" and FFN down projection" if c.tie_down_head else ""))
+        roles = [*(["value projection"] if c.split_values == "head" else []), "output head"]
+        out.append(f"one head projection: {', '.join(roles)}" + (" and FFN down projection" if c.tie_down_head else ""))
         if c.split_paths != "all":
             read = "the token dims" + (" and the spiral's slope dim" if c.split_paths == "tokens_and_slope" else "")
             out.append(f"the head, the attention output and the FFN read and write {read} only")
@@ -171,7 +171,7 @@ def tricks(config, fmt) -> list[str]:
     if c.tie_qk_rotation:
         out.append("tied K=Q, queries turned by one learned angle")
     if c.o_proj_rank:
-        out.append(f"rank-{c.o_proj_rank} attention output")
+        out.append(f"rank-{c.o_proj_rank} attention output" + (" reading along one learned angle" if c.o_proj_angle else ""))
     if c.projection_rank:
         out.append(f"rank-{c.projection_rank} factorized projections")
     if c.num_key_value_heads < c.num_attention_heads:
