@@ -145,28 +145,21 @@ def narrow_state(saved: dict[str, torch.Tensor], old: MinimalConfig, new: Minima
     for name, tensor in saved.items():
         if name.endswith("mlp.up_proj.weight"):
             out[name] = tensor[:, keep]
-        elif name.endswith("q_proj.weight") and _folds_queries(old, new):
+        elif name.endswith(("q_proj.weight", "k_proj.weight")):
             layer_norm = norm_full.get(name.split("self_attn")[0] + "input_layernorm.weight")
-            weight = tensor.clone()
-            if layer_norm is not None:
-                for col in range(3):
+            weight = tensor[:, :query_cols].clone()
+            if layer_norm is not None:  # a position dim that loses its norm weight: the scale moves here
+                for col in range(query_cols):
                     if t + col not in norm_dims(new):
                         weight[:, col] *= layer_norm[t + col]
             rotation = name.replace("q_proj.weight", "q_rotation")
-            folded = fold_query_dims(weight, saved[rotation], (new.head_dim / old.head_dim) ** 0.5)
-            if folded is None:  # not a positive definite form: keep the first rows
+            folded = None
+            if name.endswith("q_proj.weight") and _folds_queries(old, new):
+                folded = fold_query_dims(weight, saved[rotation], (new.head_dim / old.head_dim) ** 0.5)
+            if folded is None:  # no exact fold (or none needed): keep the first rows
                 out[name] = weight[: new.head_dim]
             else:
                 out[name], out[rotation] = folded
-        elif name.endswith(("q_proj.weight", "k_proj.weight")):
-            layer_norm = norm_full.get(name.split("self_attn")[0] + "input_layernorm.weight")
-            weight = tensor[: new.head_dim, :query_cols].clone()
-            if layer_norm is not None:  # a position dim that loses its norm weight: the scale moves here
-                for col in range(query_cols):
-                    dim = t + col
-                    if dim not in norm_dims(new):
-                        weight[:, col] *= layer_norm[dim]
-            out[name] = weight
         elif name.endswith("o_proj.up") and not (new.o_proj_angle and not old.o_proj_angle):
             out[name] = tensor[keep, :]  # (a first factor turned into an angle rescales it below)
         elif name.endswith("o_proj.down"):
@@ -199,4 +192,5 @@ def narrow_state(saved: dict[str, torch.Tensor], old: MinimalConfig, new: Minima
     return out
 
 
-__all__ = ["NarrowingError", "check_narrowing", "is_narrowing", "narrow_state", "norm_dims", "path_dims"]
+__all__ = ["NarrowingError", "check_narrowing", "fold_query_dims", "is_narrowing", "narrow_state", "norm_dims",
+           "path_dims"]
