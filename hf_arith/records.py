@@ -104,6 +104,11 @@ def read_summary(folder: str | os.PathLike) -> dict | None:
             and not _int_pair([items.get("min_items"), items.get("max_items")], 2):
         raise RecordError(f"{path}: corrupt file, recipe.data min_items and max_items must be item counts with "
                           f"2 <= min_items <= max_items, got {items.get('min_items')!r} and {items.get('max_items')!r}")
+    stages = data.get("earlier_stages")
+    for stage in stages if isinstance(stages, list) else []:
+        if isinstance(stage, dict) and "train_items" in stage and not _int_pair(stage["train_items"], 2):
+            raise RecordError(f"{path}: corrupt file, an earlier stage's train_items must be [min, max] item counts "
+                              f"with 2 <= min <= max, got {str(stage['train_items'])[:40]}")
     return data
 
 
@@ -119,6 +124,23 @@ def read_loops(folder: str | os.PathLike) -> dict | None:
             or len(data["loops"]) != len(data["exact_match"]):
         return None
     return data
+
+
+def stage_items(summary: dict | None) -> tuple[int, int] | None:
+    """The list sizes one training stage drew (sorting): its recipe's data.min_items and max_items."""
+    recipe = (summary or {}).get("recipe")
+    data = recipe.get("data") if isinstance(recipe, dict) else None
+    low, high = (data.get("min_items"), data.get("max_items")) if isinstance(data, dict) else (None, None)
+    return (low, high) if isinstance(low, int) and isinstance(high, int) else None
+
+
+def chain_items(summary: dict | None) -> tuple[int, int] | None:
+    """The list sizes a checkpoint was trained on over all its stages: the union of its own stage's and
+    those its earlier stages recorded (`train_items`). A last stage on five-item lists after stages on
+    2-5 items leaves a model trained on 2-5, not on 5 alone."""
+    ranges = [list(r) for r in (stage_items(summary), *(s.get("train_items") for s in training_stages(summary, None)))
+              if r is not None]
+    return (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
 
 
 def training_stages(summary: dict | None, notes: dict | None) -> list[dict]:
@@ -160,5 +182,6 @@ def library_versions() -> dict:
             "numpy": numpy.__version__}
 
 
-__all__ = ["NOTES_FILE", "library_versions", "peak_memory", "SUMMARY_FILE", "RecordError", "read_notes", "read_summary", "training_stages", "write_atomic",
+__all__ = ["NOTES_FILE", "library_versions", "peak_memory", "SUMMARY_FILE", "RecordError", "chain_items", "read_notes", "read_summary", "stage_items",
+           "training_stages", "write_atomic",
            "write_json"]

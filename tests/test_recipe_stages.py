@@ -206,3 +206,34 @@ def test_every_bundled_model_is_the_last_stage_of_the_preset_of_its_name():
         # optim.stop_exact ends a stage once held-out problems are all right: the record says where.
         stopped = (summary.get("held_out_best") or {}).get("stopped_at_step")
         assert summary["steps"] == (stopped or last.optim.steps) <= last.optim.steps, name
+
+
+def test_a_sort_chain_is_trained_on_the_union_of_its_stages_list_sizes(tmp_path, capsys):
+    """A last stage on lists of one size after stages on 2-4 items: the model's trained range (warnings,
+    the grid's box, the card) is 2-4 items, not the last stage's alone."""
+    from hf_arith.cli import main
+    from hf_arith.data.formatting import parse_problems
+    from hf_arith.records import read_summary
+    from hf_arith.runtime.limits import model_limits
+    from hf_arith.runtime.loading import load_checkpoint
+
+    text = (f"family: abacus_gpt2\noutput_dir: {tmp_path / 'out'}\n"
+            "model: {hidden_size: 16, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 32,"
+            " abacus_max_digits: 8, max_position_embeddings: 128}\n"
+            "format: {task: sort, reverse_operands: true, reverse_answer: true, end_token: true, max_items: 5,"
+            " scratchpad: radix_passes}\n"
+            "data: {min_digits: 1, max_digits: 2, min_items: 2, max_items: 4}\n"
+            "stages:\n  - stage: lists\n  - stage: four\n    data: {min_items: 4, max_items: 4}\n")
+    assert main(["train", str(write(tmp_path, "sort-chain", text)), *SHORT]) == 0
+    final = tmp_path / "out" / "final"
+    summary = read_summary(final)
+    assert summary["recipe"]["data"]["min_items"] == 4 and summary["earlier_stages"][-1]["train_items"] == [2, 4]
+    limits = model_limits(*load_checkpoint(final), folder=final)
+    assert limits.training_items == (2, 4)
+    lists = parse_problems(["a:1,b:2,c:3", "a:1,b:2,c:3,d:4,e:5"], limits.fmt)
+    assert limits.beyond_training(lists).tolist() == [False, True]  # three items are inside the chain's range
+    # A damaged record of an earlier stage's list sizes is an error naming the file, never a guess.
+    summary["earlier_stages"][-1]["train_items"] = [4, 2]
+    (final / "training_summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ValueError, match="corrupt file, an earlier stage's train_items"):
+        read_summary(final)

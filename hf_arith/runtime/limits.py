@@ -31,7 +31,7 @@ from ..data.formatting import (
 from ..data.problems import ProblemSpec
 from ..data.tokenization_arith import FINGERPRINT_KEY
 from ..models import MAX_RECURRENCES
-from ..records import read_summary
+from ..records import chain_items, read_summary
 from .decoding import max_tokens_per_step
 
 # The longest context (and abacus range) hf_arith works out limits for: the longest operand is found by
@@ -73,14 +73,12 @@ def training_range(fmt: NumberFormat, folder: str | Path | None = None) -> tuple
 
 
 def training_items(fmt: NumberFormat, folder: str | Path | None = None) -> tuple[int, int] | None:
-    """The list sizes a sorting checkpoint was trained on (its recipe's data.min_items and
-    data.max_items in training_summary.json), where known; None for other tasks."""
+    """The list sizes a sorting checkpoint was trained on, over every stage of its chain (its recipe's
+    data.min_items and max_items in training_summary.json, and those of the earlier stages it lists),
+    where known; None for other tasks."""
     if not fmt.task_rules.item_list or folder is None:
         return None
-    recipe = (read_summary(folder) or {}).get("recipe")
-    data = recipe.get("data") if isinstance(recipe, dict) else None
-    low, high = (data.get("min_items"), data.get("max_items")) if isinstance(data, dict) else (None, None)
-    return (low, high) if isinstance(low, int) and isinstance(high, int) else None
+    return chain_items(read_summary(folder))
 
 
 # A length counts as measured when held-out exact match there is at least this (over every problem whose

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 from ..data.formatting import NumberFormat
 from ..models import MinimalConfig
 from ..models.minimal_narrowing import NarrowingError, is_narrowing, narrow_state
-from ..records import read_notes, read_summary, training_stages
+from ..records import read_notes, read_summary, stage_items, training_stages
 from ..runtime.loading import CheckpointError, _keys, _read_json, resolve_checkpoint
 from .recipe import RecipeError
 
@@ -136,6 +136,8 @@ def earlier_stages(name_or_path: str) -> list[dict]:
     if not summary:
         return []
     stage = {key: summary.get(key) for key in ("name", "steps", "train_seconds", "machine")}
+    if stage_items(summary) is not None:  # the list sizes it drew: the chain's trained range is their union
+        stage["train_items"] = list(stage_items(summary))
     if summary.get("mined"):  # hard-example mining took time before the stage's first step
         stage["mined"] = summary["mined"]
     return [*training_stages(summary, read_notes(folder)), stage]
