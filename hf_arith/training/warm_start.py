@@ -136,8 +136,9 @@ def earlier_stages(name_or_path: str) -> list[dict]:
     if not summary:
         return []
     stage = {key: summary.get(key) for key in ("name", "steps", "train_seconds", "machine")}
-    if stage_items(summary) is not None:  # the list sizes it drew: the chain's trained range is their union
-        stage["train_items"] = list(stage_items(summary))
+    items = stage_items(summary)
+    if items is not None:  # the list sizes it drew: the chain's trained range is their union
+        stage["train_items"] = list(items)
     if summary.get("mined"):  # hard-example mining took time before the stage's first step
         stage["mined"] = summary["mined"]
     return [*training_stages(summary, read_notes(folder)), stage]
