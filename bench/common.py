@@ -141,12 +141,14 @@ def hard_heldout(spec, kind: str, n: int, seed: int) -> tuple[list[str], list[st
     return [t for t, _ in chosen], [a for _, a in chosen]
 
 
-def run_set(model, tok, texts: list[str], answers: list[str], label: str, tokens_per_step: int = 1) -> dict:
+def run_set(model, tok, texts: list[str], answers: list[str], label: str, tokens_per_step: int = 1,
+            views: int | None = None) -> dict:
+    """Every wrong answer of `solve` on `texts` (at `views` views of each problem; None: the model's default)."""
     wrong, silent, lowest_right = [], 0, 1.0
     start = time.perf_counter()
     for i in tqdm(range(0, len(texts), SWEEP_CHUNK), desc=label, unit="chunk"):
         got = solve(model, tok, texts[i:i + SWEEP_CHUNK], return_confidence=True, warn_beyond_training=False,
-                    tokens_per_step=tokens_per_step)
+                    tokens_per_step=tokens_per_step, views=views)
         for text, answer, (prediction, confidence) in zip(texts[i:i + SWEEP_CHUNK], answers[i:i + SWEEP_CHUNK], got):
             if prediction != answer:
                 silent += is_silent_wrong(prediction, answer, confidence, LOW_CONFIDENCE)

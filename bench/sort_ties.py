@@ -1,7 +1,7 @@
 """Sorting with ties: a sort model on held-out ordinary, tie-heavy and near-tie lists (issue 57).
 
 Usage: python bench/sort_ties.py [MODEL ...] [--random N] [--hard N] [--items MIN:MAX] [--digits MIN:MAX]
-                                 [--seed S] [--threads T] [--note TEXT] [--out FILE]
+                                 [--seed S] [--threads T] [--views N ...] [--note TEXT] [--out FILE]
 
 MODEL is a bundled name or a checkpoint folder, or LABEL=MODEL to name it in the record (default:
 abacus-gpt2-sort). Sets, all from the test split, lists of --items items (default 2-5) of --digits
@@ -10,6 +10,8 @@ digits (default: the trained range):
 - tie_heavy: lists with repeated values, the sort task's kind "tie_heavy" (default 1,000);
 - near_ties: lists whose values differ in one digit, kind "near_ties" (default 1,000);
 - reported: the sort task's `reported_failures`, lists a bundled model once answered wrong.
+With --views, each model is measured at each of those view counts (`solve(..., views=N)`), else at
+its own default (`config.answer_views`); each record says which.
 Each answer comes from `solve(..., return_confidence=True)`; a wrong answer is listed with its
 confidence and counted as silent when that confidence is at or above `LOW_CONFIDENCE`.
 Results: bench/results/abacus-gpt2-sort-ties.json (and .md), one entry per model.
@@ -32,7 +34,7 @@ SETS = ("random", *KINDS, "reported")
 
 
 def measure(model_name: str, n_random: int, n_hard: int, seed: int, items: tuple[int, int],
-            digits: tuple[int, int] | None) -> dict:
+            digits: tuple[int, int] | None, views: int | None = None) -> dict:
     model, tok = load_checkpoint(model_name)
     limits = model_limits(model, tok, checkpoint_folder(model))
     low, high = digits or limits.training_range or (1, limits.max_digits)
@@ -43,9 +45,10 @@ def measure(model_name: str, n_random: int, n_hard: int, seed: int, items: tuple
         sets[kind] = hard_heldout(spec, kind, n_hard, seed + offset)
     reported = list(tok.arith_format.task_rules.reported_failures)
     sets["reported"] = (reported, references(reported, tok.arith_format))
-    record = {"model": model_name, "operand_digits": [low, high], "items": list(items)}
+    record = {"model": model_name, "operand_digits": [low, high], "items": list(items),
+              "answer_views": limits.check_views(views)}
     for key, (texts, answers) in sets.items():
-        record[key] = run_set(model, tok, texts, answers, f"{model_name} {key}")
+        record[key] = run_set(model, tok, texts, answers, f"{model_name} {key}", views=views)
     return record
 
 
@@ -63,6 +66,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--items", default="2:5", help="items per list, MIN:MAX (default 2:5)")
     parser.add_argument("--digits", default=None, help="digits per item, MIN:MAX (default: the trained range)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--views", type=int, nargs="+", default=None,
+                        help="view counts to measure each model at (default: each model's config.answer_views)")
     parser.add_argument("--note", default=None, help="a line recorded with the figures (how a candidate was trained)")
     parser.add_argument("--out", default=str(RESULTS / "abacus-gpt2-sort-ties.json"))
     args = parser.parse_args(argv)
@@ -71,8 +76,10 @@ def main(argv: list[str] | None = None) -> dict:
     records = {}
     for entry in args.models:
         label, _, name = entry.rpartition("=")
-        records[label or name] = measure(name, args.random, args.hard, args.seed, _span(args.items),
-                                         _span(args.digits) if args.digits else None)
+        for views in args.views or [None]:
+            shown = (label or name) + (f" ({views} view{'s' if views > 1 else ''})" if args.views else "")
+            records[shown] = measure(name, args.random, args.hard, args.seed, _span(args.items),
+                                     _span(args.digits) if args.digits else None, views)
     rows = [(label, key, f"{r[key]['n']:,}", f"{100 * (1 - r[key]['wrong'] / r[key]['n']):.2f} %", r[key]["wrong"],
              r[key]["silent_wrong"]) for label, r in records.items() for key in SETS]
     write_results(args.out, {"seed": args.seed, "threads": args.threads, "confidence_threshold": LOW_CONFIDENCE,

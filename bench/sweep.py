@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> dict:
             if kind in get_task(spec.task).hard_kinds:
                 sets[key] = hard_heldout(spec, kind, args.hard, args.seed + offset)
         record = {"model": name, "operand_digits": [low, high], "seed": args.seed, "threads": args.threads,
+                  "answer_views": limits.answer_views,  # solve's default: the answer most views of a problem give
                   **({"device": str(model.device)} if args.device else {}), "confidence_threshold": LOW_CONFIDENCE}
         # Every set at one token per pass; a multi-token model's sets again at its full heads.
         for k in sorted({1, max_tokens_per_step(model)}):

@@ -162,9 +162,10 @@ def test_a_saved_folder_names_the_pipeline_and_carries_its_file(tmp_path):
     imported |= {node.module.split(".")[0] for node in ast.walk(ast.parse(source))
                  if isinstance(node, ast.ImportFrom) and node.module and not node.level}
     assert imported == {"__future__", "numbers", "types", "torch", "transformers"}
-    # Its one sibling, the decoder `solve` uses, travels with it.
+    # Its siblings, the decoder and the views' vote `solve` uses, travel with it.
     siblings = {node.module for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom) and node.level}
-    assert siblings == {"decoding"} and (folder / "decoding.py").is_file()
+    assert siblings == {"decoding", "answer_views"}
+    assert all((folder / f"{name}.py").is_file() for name in siblings)
     # With hf_arith installed, the folder's pipeline runs as remote code or as the installed class.
     for p in (pipeline("arithmetic", model=str(folder), trust_remote_code=True),
               pipeline("arithmetic", model=str(folder), pipeline_class=ArithmeticPipeline)):

@@ -35,6 +35,9 @@ def add_parsers(sub, parents) -> None:
                         "of 1 token per pass")
     p.add_argument("--raw-heads", action="store_true",
                    help="write the extra heads' tokens unverified: fewer passes, but not always the first head's answers")
+    p.add_argument("--views", type=positive_int, default=None, metavar="N",
+                   help="answer N views of each problem (a sort list relabelled) and give the answer most of them "
+                        "give (default: the model's config.answer_views; 1: the problem as given only)")
     p.add_argument("--min-confidence", type=probability, default=LOW_CONFIDENCE, metavar="P",
                    help="mark answers with '?' when the model gave any of their tokens a lower probability "
                         f"(default {LOW_CONFIDENCE})")
@@ -120,7 +123,7 @@ def cmd_solve(args) -> int:
     with warnings.catch_warnings():  # solve's warning, said here per problem instead
         warnings.simplefilter("ignore", BeyondTrainingWarning)
         answers = solve(model, tokenizer, list(args.problems), tokens_per_step=args.tokens_per_step,
-                        return_confidence=True, confirm=not args.raw_heads)
+                        return_confidence=True, confirm=not args.raw_heads, views=args.views)
     # Operand lengths in the model's base, leading zeros not counted.
     beyond = limits.beyond_training_notes(parsed)
     for problem, (answer, confidence), flagged in zip(args.problems, answers, beyond, strict=True):

@@ -38,6 +38,8 @@ def evaluate_model(model, tokenizer, spec: ProblemSpec, n: int = 2000, seed: int
     report = arith_scores(predictions, answers, lengths)
     report.update(confidence_scores(texts, predictions, answers, [a.confidence for a in answered], LOW_CONFIDENCE))
     report["seconds"] = time.perf_counter() - start
+    # The views of each problem solve answered and voted on (the model's config.answer_views).
+    report["answer_views"] = (limits or model_limits(model, tokenizer)).answer_views
     return report
 
 

@@ -31,6 +31,7 @@ from transformers import PreTrainedConfig  # noqa: E402  (after the version chec
 
 # What a config records of the model's limits (None: not recorded).
 LIMIT_FIELDS = ("max_operand_digits", "max_answer_tokens", "measured_max_digits")
+MAX_ANSWER_VIEWS = 16  # config.answer_views: each view is one more decode of every problem
 
 
 class ArithConfig(PreTrainedConfig):
@@ -45,15 +46,21 @@ class ArithConfig(PreTrainedConfig):
     and where it was measured to answer, recorded with its evaluation (`hf-arith push`, the bundled models):
         measured_max_digits: every operand length from 1 to this was measured at >= 99 % exact match on
             held-out problems (`hf_arith.runtime.limits.measured_max_digits`); at most max_operand_digits.
+    and how it answers by default:
+        answer_views: views of each problem it answers, the answer most of them give winning (1 to
+            MAX_ANSWER_VIEWS; 1: the problem as given only). See `hf_arith.runtime.answer_views`.
     """
 
     def __init__(self, tie_word_embeddings: bool = True, pad_token_id: int | None = None,
                  eos_token_id: int | None = None, bos_token_id: int | None = None,
                  max_operand_digits: int | None = None, max_answer_tokens: int | None = None,
-                 measured_max_digits: int | None = None, **kwargs):
+                 measured_max_digits: int | None = None, answer_views: int = 1, **kwargs):
         self.max_operand_digits, self.max_answer_tokens = max_operand_digits, max_answer_tokens
-        self.measured_max_digits = measured_max_digits
-        self.check_integers([f for f in LIMIT_FIELDS if getattr(self, f) is not None])
+        self.measured_max_digits, self.answer_views = measured_max_digits, answer_views
+        self.check_integers([f for f in LIMIT_FIELDS if getattr(self, f) is not None] + ["answer_views"])
+        if answer_views > MAX_ANSWER_VIEWS:
+            raise ValueError(f"{type(self).__name__}.answer_views must be at most {MAX_ANSWER_VIEWS} (each view is "
+                             f"one more decode of every problem), got {answer_views!r}")
         self._validate()
         super().__init__(tie_word_embeddings=tie_word_embeddings, pad_token_id=pad_token_id,
                          eos_token_id=eos_token_id, bos_token_id=bos_token_id, **kwargs)
@@ -69,4 +76,4 @@ class ArithConfig(PreTrainedConfig):
                 raise ValueError(f"{type(self).__name__}.{field} must be {what}, got {value!r}")
 
 
-__all__ = ["LIMIT_FIELDS", "MIN_TRANSFORMERS_VERSION", "ArithConfig", "check_transformers_version"]
+__all__ = ["LIMIT_FIELDS", "MAX_ANSWER_VIEWS", "MIN_TRANSFORMERS_VERSION", "ArithConfig", "check_transformers_version"]

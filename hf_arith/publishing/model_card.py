@@ -29,7 +29,8 @@ GRID_SAMPLES = 20  # problems per cell of the card's grid: 2,000 for 10x10 opera
 # which the card's Limitations section states).
 _CONFIG_NOISE = {"architectures", "auto_map", "transformers_version", "dtype", "torch_dtype", "model_type",
                  "use_cache", "initializer_range", "bos_token_id", "eos_token_id", "pad_token_id",
-                 "_name_or_path", "output_attentions", "output_hidden_states", "return_dict", *LIMIT_FIELDS}
+                 "_name_or_path", "output_attentions", "output_hidden_states", "return_dict", "answer_views",
+                 *LIMIT_FIELDS}
 # model-index needs a dataset type: a Hub dataset id when the data was pushed, else this plain word (no fake id).
 GENERATED_DATASET_TYPE = "synthetic"
 
@@ -376,7 +377,7 @@ def limitation_facts(model, tokenizer, report: dict, grid: dict | None, source: 
     """The two numbers of the card's Limitations section and what goes with them: the hard limit (the longest
     operands the model accepts, `ModelLimits.max_digits`, and why) and the measured range (`measured_max_digits`
     of the report and the grid), the first length beyond it with its exact match (None: not measured), the
-    trained range and, for sorting, the trained list sizes."""
+    trained range and, for sorting, the trained list sizes; and the views of each problem it answers."""
     from ..runtime.limits import measured_accuracy, measured_max_digits, model_limits
 
     limits = model_limits(model, tokenizer, source)
@@ -390,7 +391,8 @@ def limitation_facts(model, tokenizer, report: dict, grid: dict | None, source: 
         why = [f"operands zero-padded to {tokenizer.arith_format.operand_width} digits"]
     return {"hard": limits.max_digits, "hard_why": " and ".join(why) or "its format", "measured": measured,
             "beyond": beyond, "beyond_accuracy": accuracy.get(beyond), "trained": limits.training_range,
-            "trained_items": limits.training_items, "grid": grid is not None}
+            "trained_items": limits.training_items, "grid": grid is not None, "views": limits.answer_views,
+            "views_note": tokenizer.arith_format.task_rules.views_note}
 
 
 # -- figures ----------------------------------------------------------------------------------------

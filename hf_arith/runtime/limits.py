@@ -31,6 +31,7 @@ from ..data.formatting import (
 from ..data.problems import ProblemSpec
 from ..data.tokenization_arith import FINGERPRINT_KEY
 from ..models import MAX_RECURRENCES
+from ..models.configuration_common import MAX_ANSWER_VIEWS
 from ..records import chain_items, read_summary
 from .decoding import max_tokens_per_step
 
@@ -150,6 +151,7 @@ class ModelLimits:
     folder: Path | None = None
     model_name: str = "this model"
     measured_max_digits: int | None = None  # config.measured_max_digits: 1..this measured at >= MEASURED_EXACT
+    answer_views: int = 1  # config.answer_views: views of each problem answered by default (`answer_views`)
 
     # -- what each problem needs ---------------------------------------------------------
     def answer_budget(self, parsed: Problems) -> int:
@@ -433,6 +435,16 @@ class ModelLimits:
             raise FormatError(f"tokens_per_step={tokens_per_step} but this model was trained to predict at most "
                               f"{limit} token(s) per forward pass (config.num_future_tokens={limit})")
 
+    def check_views(self, views) -> int:
+        """Views of each problem to answer (`solve(..., views=)`): None for the model's default
+        (config.answer_views), else 1 to MAX_ANSWER_VIEWS."""
+        if views is None:
+            return self.answer_views
+        if not isinstance(views, int) or isinstance(views, bool) or not 1 <= views <= MAX_ANSWER_VIEWS:
+            raise FormatError(f"views must be an integer from 1 to {MAX_ANSWER_VIEWS} (or None: the model's default, "
+                              f"{self.answer_views}), got {views!r}")
+        return views
+
 
 # Forward arguments the decoder sets itself: not for `model_kwargs`.
 DECODER_ARGUMENTS = {"input_ids", "attention_mask", "position_ids", "past_key_values", "cache", "use_cache",
@@ -492,6 +504,7 @@ def model_limits(model, tokenizer, folder: str | Path | None = None) -> ModelLim
         folder=Path(folder) if folder is not None else None,
         model_name=type(model).__name__,
         measured_max_digits=getattr(config, "measured_max_digits", None),
+        answer_views=getattr(config, "answer_views", 1),
     )
 
 

@@ -12,13 +12,15 @@ well-formed answer); the model writes every answer token, decoded greedily in ba
 cache by the decoder `hf_arith.solve` uses (`decoding.greedy_decode`), so the pipeline and `solve`
 give the same answers. A multi-token model's extra heads draft tokens that its first head verifies
 (`decoding.speculative_decode`): the answers of one token per pass, in fewer passes. No arithmetic
-happens here. Looped models take `num_recurrences`. The
+happens here. Looped models take `num_recurrences`. A model whose config records `answer_views` > 1
+answers that many views of each problem and gives the answer most of them give (`answer_views`), as
+`solve` does. The
 tokenizer checks that it belongs to the model (`check_model`) when the pipeline is built.
 
 Every hf_arith model's save_pretrained (`ArithModelMixin.save_pretrained`, so also `push_to_hub` and
 `Trainer.save_model`) copies this file next to the model and names it in the saved
 `config.custom_pipelines` (`saved_pipeline`), so it travels with pushed models as Hub remote code: it imports only
-torch, transformers and its sibling `decoding` module, and reaches the number format only through
+torch, transformers and its sibling `decoding` and `answer_views` modules, and reaches the number format only through
 the tokenizer object.
 `import hf_arith` registers the task, so local checkpoints work without remote code too.
 """
@@ -31,6 +33,7 @@ import types
 import torch
 from transformers import Pipeline
 
+from .answer_views import agreed_answers, problem_views
 from .decoding import default_tokens_per_step, greedy_decode
 
 TASK = "arithmetic"
@@ -52,7 +55,9 @@ class ArithmeticPipeline(Pipeline):
     Call parameters: `return_confidence` (bool) adds `confidence`, the lowest probability the
     model gave any token of its answer (the end token included), and `tokens`, each written
     token with its probability, in the order written (reversed formats write the lowest digit
-    first); `num_recurrences` (looped models) sets the loop count; `batch_size`.
+    first); `num_recurrences` (looped models) sets the loop count; `batch_size`. A model that answers
+    several views of each problem (`config.answer_views`) adds `views` to that: how many, how many gave
+    the answer, and the problem as the view `tokens` come from wrote it.
     """
 
     _load_tokenizer = True
@@ -84,6 +89,8 @@ class ArithmeticPipeline(Pipeline):
         batch_size = self._batch_size if batch_size is None else _batch_size(batch_size)
         if isinstance(inputs, list):
             return self._answer_list(inputs, batch_size, **kwargs)
+        if getattr(self.model.config, "answer_views", 1) > 1:
+            batch_size = 1  # a problem is one batch of its views (transformers' batching takes a row per problem)
         return super().__call__(inputs, batch_size=batch_size, **kwargs)
 
     def _answer_list(self, problems: list, batch_size: int, **kwargs) -> list[dict]:
@@ -94,10 +101,15 @@ class ArithmeticPipeline(Pipeline):
         answers = []
         for start in range(0, len(problems), batch_size):
             chunk = problems[start : start + batch_size]
-            outputs = self.forward(self._prepare(chunk), **forward)
-            for i, problem in enumerate(chunk):
-                row = {k: outputs[k][i : i + 1] for k in ("answer_ids", "budget", "probabilities") if k in outputs}
-                answers.append(self.postprocess({**row, "problem": problem}, **post))
+            inputs = self._prepare(chunk)
+            outputs = self.forward(inputs, **forward)
+            first = 0
+            for problem, count in zip(chunk, inputs["views"]):  # each problem's rows: one per view
+                rows = slice(first, first + count)
+                row = {k: outputs[k][rows] for k in ("answer_ids", "budget", "probabilities") if k in outputs}
+                answers.append(self.postprocess({**row, "problem": problem, "texts": inputs["texts"][rows],
+                                                 "orders": inputs["orders"][rows]}, **post))
+                first += count
         return answers
 
     def _sanitize_parameters(self, return_confidence=None, num_recurrences=None, **unknown):
@@ -139,35 +151,57 @@ class ArithmeticPipeline(Pipeline):
             raise ValueError(f"these {len(problems)} problems decoded together need {enc['input_ids'].shape[1]} prompt + "
                              f"{max(budgets)} answer tokens, more than the model's context of {context} positions; "
                              "use a smaller batch_size")
+        texts, orders, views = problems, [None] * len(problems), [1] * len(problems)
+        count = getattr(self.model.config, "answer_views", 1)
+        if count > 1:  # every view of a problem has its length, items and so its budget
+            texts, orders, views = problem_views(self.tokenizer.arith_format.task_rules, self.tokenizer.arith_format,
+                                                 problems, count)
+            budgets = [b for b, n in zip(budgets, views) for _ in range(n)]
+            enc = self.tokenizer(texts, padding=True, return_tensors="pt")
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
-                "budget": torch.tensor(budgets), "problem": problems}
+                "budget": torch.tensor(budgets), "problem": problems, "texts": texts, "orders": orders, "views": views}
 
     def _forward(self, inputs, return_confidence: bool = False, num_recurrences=None):
         extra = {} if num_recurrences is None else {"num_recurrences": num_recurrences}
         end = self.tokenizer.eos_token_id if self.tokenizer.arith_format.end_token else None
         # drafts verified by the first head (exact answers), where that is faster than one token per pass
         heads = default_tokens_per_step(self.model, inputs["input_ids"].shape[0])
+        # views vote by their confidences
+        return_confidence = return_confidence or getattr(self.model.config, "answer_views", 1) > 1
         written = greedy_decode(self.model, inputs["input_ids"], inputs["attention_mask"], int(inputs["budget"].max()),
                                 eos_token_id=end, pad_token_id=self.tokenizer.pad_token_id, tokens_per_step=heads,
                                 model_kwargs=extra, return_probabilities=return_confidence)
         written, probabilities = written if return_confidence else (written, None)
-        result = {"answer_ids": written, "budget": inputs["budget"], "problem": inputs["problem"]}
+        result = {key: inputs[key] for key in ("budget", "problem", "texts", "orders", "views")}
+        result["answer_ids"] = written
         if return_confidence:
             result["probabilities"] = probabilities
         return result
 
     def postprocess(self, outputs, return_confidence: bool = False):
         # A problem's own budget, also when it shared a batch with longer ones: the same answer either way.
-        written = outputs["answer_ids"][0, : int(outputs["budget"][0])].tolist()
-        result = {"problem": outputs["problem"], "answer": self.tokenizer.decode_answers([written], [outputs["problem"]])[0]}
+        rows = outputs["answer_ids"].shape[0]  # one per view of the problem
+        written = [outputs["answer_ids"][r, : int(outputs["budget"][r])].tolist() for r in range(rows)]
+        answers = self.tokenizer.decode_answers(written, list(outputs["texts"]))
+        eos = self.tokenizer.eos_token_id
+        # The tokens the model wrote: up to and including its end token; generate pads after it.
+        ends = [w.index(eos) + 1 if eos in w else len(w) for w in written]
+        probabilities = [outputs["probabilities"][r, :n].tolist() for r, n in enumerate(ends)] \
+            if "probabilities" in outputs else None
+        confidences = [min(p) if p else 0.0 for p in probabilities] if probabilities is not None else None
+        answer, confidence, shown, agreeing = answers[0], (confidences or [0.0])[0], 0, 1
+        if rows > 1:
+            task = self.tokenizer.arith_format.task_rules
+            answer, confidence, shown, agreeing, _ = agreed_answers(task, answers, confidences, list(outputs["orders"]),
+                                                                   [rows])[0]
+        result = {"problem": outputs["problem"], "answer": answer}
         if return_confidence:
-            # The tokens the model wrote: up to and including its end token; generate pads after it.
-            eos = self.tokenizer.eos_token_id
-            n = written.index(eos) + 1 if eos in written else len(written)
-            probabilities = outputs["probabilities"][0, :n].tolist()
-            result["confidence"] = min(probabilities) if probabilities else 0.0
-            result["tokens"] = [{"token": token, "probability": p} for token, p in
-                                zip(self.tokenizer.convert_ids_to_tokens(written[:n]), probabilities)]
+            result["confidence"] = confidence
+            # The tokens of the first view that gave the answer (the problem as given, where it did).
+            tokens = self.tokenizer.convert_ids_to_tokens(written[shown][: ends[shown]])
+            result["tokens"] = [{"token": t, "probability": p} for t, p in zip(tokens, probabilities[shown])]
+            if rows > 1:
+                result["views"] = {"count": rows, "agreeing": agreeing, "problem": outputs["texts"][shown]}
         return result
 
 

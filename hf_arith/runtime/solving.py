@@ -10,6 +10,7 @@ import torch
 
 from ..data.formatting import FormatError, parse_problems
 from ..text import progress_bar
+from .answer_views import agreed_answers, problem_views
 from .decoding import default_batch_size, default_tokens_per_step, greedy_decode, row_chunks
 from .limits import BeyondTrainingWarning, ModelLimits, answer_budget, check_model_kwargs, model_limits
 from .loading import checkpoint_folder
@@ -43,7 +44,7 @@ def _problem_list(problems) -> list:
 def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = None, use_cache: bool = True,
           tokens_per_step: int | None = None, model_kwargs: dict | None = None, *, checked: bool = False,
           warn_beyond_training: bool = True, return_confidence: bool = False, confirm: bool = True,
-          limits: ModelLimits | None = None, progress: bool = False):
+          limits: ModelLimits | None = None, progress: bool = False, views: int | None = None):
     """Answer plain problems ('123+456') with greedy decoding; None where the output is malformed.
 
     With `return_confidence=True` each answer is an `Answer(answer, confidence)`; an answer to a problem
@@ -59,6 +60,9 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     `{"num_recurrences": 8}` for a looped model; a name the model's forward does not take is refused).
     `batch_size` (a positive integer) defaults to `default_batch_size(model)`; long problems run fewer rows
     (`decoding.row_chunks`). `limits`: the model's `ModelLimits`, when the caller built them already.
+    `views` (1 to 16; None: the model's `config.answer_views`, 1 unless recorded): answer that many
+    equivalent views of each problem (a sort list relabelled) and return the answer most of them give,
+    its confidence scaled by the share that agree (`hf_arith.runtime.answer_views`).
 
     Every argument and problem is checked against the model's limits (`hf_arith.runtime.limits`) before the
     first batch runs, each bad one a one-line FormatError (a ValueError). Problems beyond the range the
@@ -94,7 +98,30 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
         message = limits.beyond_training_warning(problems, parsed) if warn_beyond_training else None
         if message is not None:
             warnings.warn(message, BeyondTrainingWarning, stacklevel=2)
-    answers = []
+    decode = {"use_cache": use_cache, "tokens_per_step": tokens_per_step, "model_kwargs": model_kwargs,
+              "confirm": confirm, "return_probabilities": True}
+    views = limits.check_views(views)
+    if views > 1:
+        task = limits.fmt.task_rules
+        texts, orders, counts = problem_views(task, limits.fmt, problems, views)
+        written, confidences = _decode(model, tokenizer, texts, parse_problems(texts, limits.fmt), limits, batch_size,
+                                       decode, calibrate=not checked, progress=progress)
+        agreed = agreed_answers(task, written, confidences, orders, counts)
+        answers = [Answer(a[0], a[1]) if return_confidence else a[0] for a in agreed]
+    else:
+        written, confidences = _decode(model, tokenizer, problems, parsed, limits, batch_size,
+                                       {**decode, "return_probabilities": return_confidence},
+                                       calibrate=not checked, progress=progress)
+        answers = list(map(Answer, written, confidences)) if return_confidence else written
+    return answers[0] if single else answers
+
+
+def _decode(model, tokenizer, problems: list[str], parsed, limits: ModelLimits, batch_size: int, decode: dict, *,
+            calibrate: bool, progress: bool) -> tuple[list, list[float] | None]:
+    """The answers `solve` reads back from the model's greedy decoding of checked problems, and with
+    `decode["return_probabilities"]` each one's confidence (None otherwise); `calibrate`: beyond the
+    trained range, capped below LOW_CONFIDENCE (limits.calibrated)."""
+    answers, confidences = [], [] if decode["return_probabilities"] else None
     model_device = next(model.parameters()).device
     end = tokenizer.eos_token_id if limits.fmt.end_token else None
     bar = progress_bar(len(problems), "solving", "problem", enabled=progress)
@@ -103,29 +130,21 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
         enc = tokenizer(chunk, padding=True, return_tensors="pt")
         batch = parsed.select(rows)
         budgets = limits.answer_budgets(batch)
-        budget = int(budgets.max())
-        new = greedy_decode(
-            model, enc["input_ids"].to(model_device), enc["attention_mask"].to(model_device), budget,
-            eos_token_id=end, pad_token_id=tokenizer.pad_token_id, use_cache=use_cache,
-            tokens_per_step=tokens_per_step, model_kwargs=model_kwargs, return_probabilities=return_confidence,
-            confirm=confirm,
-        )
-        new, probabilities = new if return_confidence else (new, None)
+        new = greedy_decode(model, enc["input_ids"].to(model_device), enc["attention_mask"].to(model_device),
+                            int(budgets.max()), eos_token_id=end, pad_token_id=tokenizer.pad_token_id, **decode)
+        new, probabilities = new if confidences is not None else (new, None)
         # Each answer ends at its own budget, as when it is decoded alone: tokens a shorter problem
         # wrote only because it shared a batch with a longer one do not count.
         beyond = torch.arange(new.shape[1], device=new.device) >= torch.as_tensor(budgets, device=new.device)[:, None]
         new = new.masked_fill(beyond, tokenizer.pad_token_id).cpu()
-        if return_confidence:
+        answers.extend(tokenizer.decode_answers(new, batch))
+        if confidences is not None:
             lowest = probabilities.masked_fill(beyond, 1.0).min(1).values.tolist() if probabilities.shape[1] \
                 else [1.0] * len(chunk)
-            if not checked:  # beyond the trained range, capped below LOW_CONFIDENCE (limits.calibrated)
-                lowest = limits.calibrated(lowest, batch)
-            answers.extend(map(Answer, tokenizer.decode_answers(new, batch), lowest))
-        else:
-            answers.extend(tokenizer.decode_answers(new, batch))
+            confidences.extend(limits.calibrated(lowest, batch) if calibrate else lowest)
         bar.update(len(chunk))
     bar.close()
-    return answers[0] if single else answers
+    return answers, confidences
 
 
 __all__ = ["LOW_CONFIDENCE", "Answer", "BeyondTrainingWarning", "answer_budget", "solve"]

@@ -381,7 +381,7 @@ def _differences(old: dict, new: dict, skip=()) -> list[str]:
 # from the model and its format (`saving.record_limits`), which an older checkpoint may lack.
 _CONFIG_BOOKKEEPING = {"transformers_version", "architectures", "auto_map", "use_cache", "_name_or_path", "dtype",
                        "torch_dtype", "output_attentions", "output_hidden_states", "return_dict", FINGERPRINT_KEY,
-                       "custom_pipelines", *LIMIT_FIELDS}
+                       "custom_pipelines", "answer_views", *LIMIT_FIELDS}
 
 
 def check_resume(recipe: Recipe, model, checkpoint: str) -> None:

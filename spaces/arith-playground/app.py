@@ -422,6 +422,12 @@ def normal_order(entry: Entry, written: list) -> list:
     return sign + written[len(sign):][::-1]
 
 
+def written_problem(problem: str, out: dict) -> str:
+    """The problem as the tokens of the pipeline's answer `out` follow it: with several views, the view
+    they come from (the pipeline's `views`), else the problem itself."""
+    return (out.get("views") or {}).get("problem", problem)
+
+
 def answer_cells(entry: Entry, tokens: list[dict], problem: str) -> tuple[list[dict], dict | None]:
     """The tokens the model wrote, as cells: (cells, the end token's cell or None). The written
     working (running sums, radix passes: what the task's `split_working` says comes before the final
@@ -489,7 +495,8 @@ def notice_html(message: str) -> str:
 def verdict_html(entry: Entry, problem: str, out: dict, truth: str, loops: int | None) -> str:
     """The verdict in words and colour, then the digit strip, then what is worth knowing about it."""
     answer = out["answer"]
-    cells, end = answer_cells(entry, out["tokens"], problem)
+    views = out.get("views")  # a model that answers several views of each problem: the tokens are one view's
+    cells, end = answer_cells(entry, out["tokens"], written_problem(problem, out))
     wrong = [c for c in cells if c["status"] == "bad"]
     judged = [c for c in cells if c["status"] != "work"]
     if answer == truth:
@@ -511,8 +518,12 @@ def verdict_html(entry: Entry, problem: str, out: dict, truth: str, loops: int |
     shown = "".join(c["exact"] for c in judged)
     if not entry.fmt.task_rules.item_list and shown != truth:
         notes.append(f"the strip's exact row is the answer as this model writes it ({shown}), which reads {truth}")
+    if views:
+        notes.append(f"the answer {views['agreeing']} of {views['count']} relabelled views of the list gave, at "
+                     f"confidence {percent(out['confidence'])} % (the share that agree times their lowest); the "
+                     f"strip shows the tokens of the view {views['problem']}")
     probabilities = [c["p"] for c in [*cells, *([end] if end else [])] if c["p"] is not None]
-    if probabilities:
+    if probabilities and not views:
         lowest = min(probabilities)
         notes.append(f"lowest confidence {percent(lowest)} %" + (" (the end token)" if end and end["p"] == lowest else ""))
     operands = [digits_of(entry, v) for v in entry.formatting.parse_problem(problem, entry.fmt)]
@@ -601,7 +612,7 @@ def attention_figure(model_name: str, problem: str, recurrences=None, which: str
     except InputError as err:
         return None, f"Cannot draw: {err}", hidden
     tok = entry.tokenizer
-    ids = tok([clean])["input_ids"][0] + tok.convert_tokens_to_ids([t["token"] for t in out["tokens"]])
+    ids = tok([written_problem(clean, out)])["input_ids"][0] + tok.convert_tokens_to_ids([t["token"] for t in out["tokens"]])
     maps = attention_weights(entry.model, ids, loops)
     if not maps:
         return None, f"{type(entry.model).__name__} returns no attention weights.", hidden
@@ -618,7 +629,7 @@ def attention_figure(model_name: str, problem: str, recurrences=None, which: str
             p = int(which.split()[1])
             maps, labels = maps[(p - 1) * layers: p * layers], labels[(p - 1) * layers: p * layers]
         selector = gr.Dropdown(choices=choices, value=which, visible=True)
-    title = f"{model_name}: attention for {clean} (the model's tokens: {' '.join(tokens)})"
+    title = f"{model_name}: attention for {written_problem(clean, out)} (the model's tokens: {' '.join(tokens)})"
     figure = plots.plot_attention(tokens, maps, labels, title=title)
     what = f"{passes} passes of {count(layers, 'layer')}" if passes > 1 else count(len(maps), "layer")
     note = (f"{what} × {count(maps[0].shape[0], 'head')}. Each row is a token attending to earlier tokens "

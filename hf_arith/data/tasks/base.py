@@ -54,6 +54,7 @@ class Task:
     reported_failures: in-range problems that bundled models once answered wrongly (a stress set).
     work_exponent: a problem's digit operations grow as max_digits to this power (2: every digit of
     one operand meets every digit of the other), which bounds how much a data export may draw.
+    views_note: what its `views` of a problem are, in words for a reader (None: it has one view).
     """
 
     name: str = ""
@@ -72,6 +73,7 @@ class Task:
     reported_failures: tuple[str, ...] = ()
     stress_kinds: tuple[str, ...] = ()
     work_exponent: int = 1
+    views_note: str | None = None
 
     def __repr__(self) -> str:
         return f"<task {self.name!r}>"
@@ -164,6 +166,17 @@ class Task:
             values = [str(digits_to_int(row[:n], problems.base)) for row, n in
                       zip(problems.answer, problems.answer_lengths)]
         return [f"-{v}" if neg else v for v, neg in zip(values, problems.negative)]
+
+    # -- equivalent views ---------------------------------------------------------------------
+    def views(self, operands: list[str], count: int, rng: np.random.Generator) -> list[list[int]]:
+        """Up to `count` distinct ways to write the same problem, each an order of its operands (entry j:
+        the operand written j-th), the problem as given first; `answer_from_view` reads a view's answer
+        back. A task without such a symmetry has one view: the problem as given."""
+        return [list(range(len(operands)))]
+
+    def answer_from_view(self, answer: str | None, order: list[int]) -> str | None:
+        """An answer to the view written in `order`, as the answer to the problem as given."""
+        return answer
 
     # -- written forms -----------------------------------------------------------------------
     def prompt_segments(self, problems: Problems, fmt: NumberFormat, vocab: dict) -> list:

@@ -36,6 +36,7 @@ class Sort(Task):
     hard_kinds = ("repeated", "hard", "tie_heavy", "near_ties", "ties")
     stress_kinds = ("tie_heavy", "near_ties")
     # Near ties and repeated values the bundled abacus-gpt2-sort answered wrong at confidence >= 0.9 (issue 57).
+    views_note = "the list relabelled: its items in another order, equal values kept in label order"
     reported_failures = ("a:49565,b:41575,c:41565,d:41575,e:41562", "a:795524,b:795524,c:811860,d:811860,e:811860")
 
     def check_format(self, fmt):
@@ -173,6 +174,35 @@ class Sort(Task):
 
     def answer_text(self, problems):
         return ["".join(SORT_LABELS[i] for i in row[:n]) for row, n in zip(problems.answer, problems.answer_lengths)]
+
+    def views(self, operands, count, rng):
+        # The list relabelled: the items in another order, each under the label of its new place. Equal
+        # values keep their relative order, so every view's sorted labels name the same items.
+        n = len(operands)
+        groups: dict[str, list[int]] = {}
+        for i, value in enumerate(operands):  # parsed operands: decimal, without leading zeros
+            groups.setdefault(value, []).append(i)
+        orders, seen = [list(range(n))], {tuple(range(n))}
+        for _ in range(4 * count):  # a list of few distinct orders (two items, all equal) has fewer views
+            if len(orders) >= count:
+                break
+            order = rng.permutation(n).tolist()
+            for members in groups.values():
+                places = sorted(j for j in range(n) if order[j] in members)
+                for place, item in zip(places, members):
+                    order[place] = item
+            if tuple(order) not in seen:
+                seen.add(tuple(order))
+                orders.append(order)
+        return orders
+
+    def answer_from_view(self, answer, order):
+        if answer is None:
+            return None
+        labels = SORT_LABELS[: len(order)]
+        if any(c not in labels for c in answer):
+            return None
+        return "".join(SORT_LABELS[order[labels.index(c)]] for c in answer)
 
     def prompt_segments(self, problems, fmt, vocab):
         segments = []
