@@ -53,8 +53,8 @@ MUTATIONS = [
              "hf_arith/data/problems.py", 'np.random.default_rng(seed), split="test", test_fraction=test_fraction)',
              'np.random.default_rng(seed), split="train", test_fraction=test_fraction)', ("tests/test_heldout.py",)),
     Mutation("solve-drops-model-kwargs", "solve never passes model_kwargs (num_recurrences) to the model",
-             "hf_arith/runtime/solving.py", "tokens_per_step=tokens_per_step, model_kwargs=model_kwargs,",
-             "tokens_per_step=tokens_per_step, model_kwargs=None,", ("tests/test_recurrences.py",)),
+             "hf_arith/runtime/solving.py", '"tokens_per_step": tokens_per_step, "model_kwargs": model_kwargs,',
+             '"tokens_per_step": tokens_per_step, "model_kwargs": None,', ("tests/test_recurrences.py",)),
     Mutation("loops-curve-drops-kwargs", "eval --loops scores every loop count at the default count",
              "hf_arith/evaluation/held_out.py", 'model_kwargs={"num_recurrences": n},', "model_kwargs=None,",
              ("tests/test_recurrences.py",)),
@@ -140,6 +140,12 @@ MUTATIONS = [
              "        if rows is None:\n            result[:, span] = step\n        else:\n            result[rows, span] = step\n",
              "        if rows is None:\n            result[:, span.start] = step[:, 0]\n"
              "        else:\n            result[rows, span.start] = step[:, 0]\n", ("tests/test_decoding.py",)),
+    Mutation("views-vote-keeps-first", "the views' vote returns the answer of the problem as given, whatever the others say",
+             "hf_arith/runtime/answer_views.py", "best = max(votes, key=lambda a: (votes[a], -read.index(a)))",
+             "best = read[0] if read[0] is not None else max(votes, key=votes.get)", ("tests/test_answer_views.py",)),
+    Mutation("views-confidence-unscaled", "an answer some views disagree with keeps its full confidence",
+             "hf_arith/runtime/answer_views.py", "confidence = len(agreeing) / count * min(confidences[i] for i in agreeing)",
+             "confidence = min(confidences[i] for i in agreeing)", ("tests/test_answer_views.py",)),
 ]
 
 
