@@ -440,10 +440,10 @@ class ModelLimits:
         (config.answer_views), else 1 to MAX_ANSWER_VIEWS."""
         if views is None:
             return self.answer_views
-        if not isinstance(views, int) or isinstance(views, bool) or not 1 <= views <= MAX_ANSWER_VIEWS:
+        if not isinstance(views, numbers.Integral) or isinstance(views, bool) or not 1 <= views <= MAX_ANSWER_VIEWS:
             raise FormatError(f"views must be an integer from 1 to {MAX_ANSWER_VIEWS} (or None: the model's default, "
                               f"{self.answer_views}), got {views!r}")
-        return views
+        return int(views)
 
 
 # Forward arguments the decoder sets itself: not for `model_kwargs`.
