@@ -98,30 +98,29 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
         message = limits.beyond_training_warning(problems, parsed) if warn_beyond_training else None
         if message is not None:
             warnings.warn(message, BeyondTrainingWarning, stacklevel=2)
-    decode = {"use_cache": use_cache, "tokens_per_step": tokens_per_step, "model_kwargs": model_kwargs,
-              "confirm": confirm, "return_probabilities": True}
     views = limits.check_views(views)
-    if views > 1:
+    decode = {"use_cache": use_cache, "tokens_per_step": tokens_per_step, "model_kwargs": model_kwargs,
+              "confirm": confirm}
+    if views > 1:  # the views vote by their confidences, whether or not the caller asked for them
         task = limits.fmt.task_rules
         texts, orders, counts = problem_views(task, limits.fmt, problems, views)
         written, confidences = _decode(model, tokenizer, texts, parse_problems(texts, limits.fmt), limits, batch_size,
-                                       decode, calibrate=not checked, progress=progress)
+                                       decode, confidence=True, calibrate=not checked, progress=progress)
         agreed = agreed_answers(task, written, confidences, orders, counts)
         answers = [Answer(a[0], a[1]) if return_confidence else a[0] for a in agreed]
     else:
-        written, confidences = _decode(model, tokenizer, problems, parsed, limits, batch_size,
-                                       {**decode, "return_probabilities": return_confidence},
-                                       calibrate=not checked, progress=progress)
+        written, confidences = _decode(model, tokenizer, problems, parsed, limits, batch_size, decode,
+                                       confidence=return_confidence, calibrate=not checked, progress=progress)
         answers = list(map(Answer, written, confidences)) if return_confidence else written
     return answers[0] if single else answers
 
 
 def _decode(model, tokenizer, problems: list[str], parsed, limits: ModelLimits, batch_size: int, decode: dict, *,
-            calibrate: bool, progress: bool) -> tuple[list, list[float] | None]:
-    """The answers `solve` reads back from the model's greedy decoding of checked problems, and with
-    `decode["return_probabilities"]` each one's confidence (None otherwise); `calibrate`: beyond the
+            confidence: bool, calibrate: bool, progress: bool) -> tuple[list, list[float] | None]:
+    """The answers `solve` reads back from the model's greedy decoding (`decode`: greedy_decode's options) of
+    checked problems, and with `confidence` each one's confidence (None otherwise); `calibrate`: beyond the
     trained range, capped below LOW_CONFIDENCE (limits.calibrated)."""
-    answers, confidences = [], [] if decode["return_probabilities"] else None
+    answers, confidences = [], [] if confidence else None
     model_device = next(model.parameters()).device
     end = tokenizer.eos_token_id if limits.fmt.end_token else None
     bar = progress_bar(len(problems), "solving", "problem", enabled=progress)
@@ -131,7 +130,8 @@ def _decode(model, tokenizer, problems: list[str], parsed, limits: ModelLimits, 
         batch = parsed.select(rows)
         budgets = limits.answer_budgets(batch)
         new = greedy_decode(model, enc["input_ids"].to(model_device), enc["attention_mask"].to(model_device),
-                            int(budgets.max()), eos_token_id=end, pad_token_id=tokenizer.pad_token_id, **decode)
+                            int(budgets.max()), eos_token_id=end, pad_token_id=tokenizer.pad_token_id,
+                            return_probabilities=confidence, **decode)
         new, probabilities = new if confidences is not None else (new, None)
         # Each answer ends at its own budget, as when it is decoded alone: tokens a shorter problem
         # wrote only because it shared a batch with a longer one do not count.
