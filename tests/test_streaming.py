@@ -163,6 +163,32 @@ def test_dataloader_batches_with_stack_examples():
         assert value.shape == (8, worst_case_length(spec, fmt)) and value.dtype == torch.int64
 
 
+@pytest.mark.parametrize("task,batch_size,start_step", [("sub", 8, 0), ("add", 10, 0), ("add", 10, 3),
+                                                        ("mul", 40, 1)])
+def test_stream_batches_are_the_dataloader_batches_of_its_examples(task, batch_size, start_step):
+    """`ProblemStream.batches` (what a one-process Trainer trains on) gives the batches a DataLoader of the
+    stream's examples with stack_examples gives: same keys, values and order, also for batches that span
+    two chunks (10 and 40 do not divide 16) and from a resumed step."""
+    spec = ProblemSpec(task=task, min_digits=1, max_digits=4)
+    fmt = NumberFormat(task=task, **({"end_token": False, "operand_width": 4, "answer_width": 8}
+                                     if task == "mul" else {}))
+
+    def stream():
+        state = CurriculumState(1, 4, schedule=lambda step: (1, 2) if step < 2 else (1, 4),
+                                examples_per_step=batch_size, start_step=start_step)
+        return ProblemStream(spec, fmt, state=state, chunk_size=16, seed=5, hard_fraction=0.5)
+
+    one_by_one = torch.utils.data.DataLoader(stream(), batch_size=batch_size, collate_fn=stack_examples)
+    whole = torch.utils.data.DataLoader(stream().batches(batch_size), batch_size=None)
+    pairs = list(itertools.islice(zip(one_by_one, whole), 7))
+    assert len(pairs) == 7
+    for expected, batch in pairs:
+        assert list(batch) == list(expected)
+        for key in expected:
+            assert batch[key].dtype == expected[key].dtype
+            torch.testing.assert_close(batch[key], expected[key], rtol=0, atol=0)
+
+
 def test_scheduled_stream_is_a_function_of_the_position():
     """With a schedule, example i has the range of step i // examples_per_step, and a stream
     started at a later step yields exactly the tail of one started at step 0 (that is how a

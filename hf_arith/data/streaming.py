@@ -188,17 +188,47 @@ class ProblemStream(torch.utils.data.IterableDataset):
             arrays = tuple(a[order] for a in arrays)
         return arrays
 
-    def __iter__(self):
+    def _arrays(self):
+        """The stream's chunks as (input_ids, attention_mask, labels), from where iteration starts on."""
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
         # Read when iteration starts (after the Trainer's on_train_begin has set a resumed step).
         position = self.state.start_step * self.state.examples_per_step if self.state.schedule else 0
         index, skip = divmod(position, self.chunk_size)
         while True:
-            input_ids, attention_mask, labels = self.chunk(index, worker)
-            for i in range(skip, len(input_ids)):
-                example = {"input_ids": input_ids[i], "labels": labels[i]}
-                if self.with_mask:
-                    example["attention_mask"] = attention_mask[i]
-                yield example
+            yield tuple(a[skip:] for a in self.chunk(index, worker))
             index, skip = index + 1, 0
+
+    def _example(self, input_ids, attention_mask, labels) -> dict:
+        example = {"input_ids": input_ids, "labels": labels}
+        if self.with_mask:
+            example["attention_mask"] = attention_mask
+        return example
+
+    def __iter__(self):
+        for arrays in self._arrays():
+            for row in zip(*arrays):
+                yield self._example(*row)
+
+    def batches(self, batch_size: int) -> StreamBatches:
+        """The same examples in the same order, `batch_size` at a time and already collated."""
+        return StreamBatches(self, batch_size)
+
+
+class StreamBatches(torch.utils.data.IterableDataset):
+    """A ProblemStream's examples as the batches a DataLoader of the stream with `stack_examples` gives,
+    sliced from its chunks whole: handing out a tiny model's examples one by one costs about a
+    twentieth of its training step. Iterate it with `DataLoader(..., batch_size=None)`."""
+
+    def __init__(self, stream: ProblemStream, batch_size: int):
+        self.stream, self.batch_size = stream, batch_size
+
+    def __iter__(self):
+        size, rest = self.batch_size, None
+        for arrays in self.stream._arrays():
+            if rest is not None:  # a batch that spans two chunks
+                arrays = tuple(np.concatenate(pair) for pair in zip(rest, arrays))
+            whole = len(arrays[0]) - len(arrays[0]) % size
+            for start in range(0, whole, size):
+                yield self.stream._example(*(torch.from_numpy(a[start:start + size]) for a in arrays))
+            rest = tuple(a[whole:] for a in arrays)

@@ -203,6 +203,15 @@ class ArithTrainer(Trainer):
         self.loss_before = loss_before  # the loss record of the checkpoint this run resumes from, if it has one
         super().__init__(*args, **kwargs)
 
+    def get_train_dataloader(self):
+        # One process: the stream hands out whole batches (the same examples in the same order) instead of
+        # the Trainer's DataLoader collating them one by one. Several processes keep the Trainer's loader,
+        # whose batch size accelerate needs to split each global batch between them.
+        if isinstance(self.train_dataset, ProblemStream) and self.accelerator.num_processes == 1:
+            batches = self.train_dataset.batches(self._train_batch_size)
+            return self.accelerator.prepare(torch.utils.data.DataLoader(batches, batch_size=None))
+        return super().get_train_dataloader()
+
     def get_decay_parameter_names(self, model) -> list[str]:
         # The Trainer leaves norms and biases out of weight decay; optim.decay_all puts them in, as a plain
         # AdamW over model.parameters() does (MicroAdder's tiny adders train that way).
