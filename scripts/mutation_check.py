@@ -146,6 +146,9 @@ MUTATIONS = [
     Mutation("views-confidence-unscaled", "an answer some views disagree with keeps its full confidence",
              "hf_arith/runtime/answer_views.py", "confidence = len(agreeing) / count * min(confidences[i] for i in agreeing)",
              "confidence = min(confidences[i] for i in agreeing)", ("tests/test_answer_views.py",)),
+    Mutation("batches-drop-chunk-tail", "a batch that spans two chunks loses the first chunk's last examples",
+             "hf_arith/data/streaming.py", "            rest = tuple(a[whole:] for a in arrays)",
+             "            rest = None", ("tests/test_streaming.py", "tests/test_training.py")),
 ]
 
 

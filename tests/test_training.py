@@ -174,3 +174,26 @@ def test_each_entry_point_checks_the_recipe_and_finds_the_checkpoint_once(tmp_pa
     calls.clear()
     train(load_recipe("minimal-add10", [f"output_dir={tmp_path}"]), resume=True)
     assert sorted(calls) == ["check_launch", "check_recipe", "last_checkpoint"]
+
+
+def test_one_process_trains_on_whole_batches_with_the_weights_of_the_per_example_loader(tmp_path, monkeypatch):
+    """`hf-arith train` in one process reads `ProblemStream.batches`; the Trainer's own per-example loader
+    (what several processes use) gives the same weights, byte for byte, across a chunk boundary."""
+    from transformers import Trainer
+
+    from hf_arith.data.streaming import StreamBatches
+    from hf_arith.training.run import ArithTrainer
+
+    read = []
+    batched_iter = StreamBatches.__iter__
+    monkeypatch.setattr(StreamBatches, "__iter__", lambda self: (read.append(b) or b for b in batched_iter(self)))
+    common = SMALL + ["optim.steps=12", "optim.batch_size=48", "data.chunk_size=100", "optim.save_steps=100000"]
+    train(load_recipe("minimal-add10", common + [f"output_dir={tmp_path / 'whole'}"]), evaluate=False)
+    assert len(read) >= 12 and all(len(b["input_ids"]) == 48 for b in read)
+
+    monkeypatch.setattr(ArithTrainer, "get_train_dataloader", Trainer.get_train_dataloader)
+    read.clear()
+    train(load_recipe("minimal-add10", common + [f"output_dir={tmp_path / 'each'}"]), evaluate=False)
+    assert not read
+    whole, each = ((tmp_path / run / "final" / "model.safetensors").read_bytes() for run in ("whole", "each"))
+    assert whole == each
