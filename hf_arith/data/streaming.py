@@ -217,8 +217,8 @@ class ProblemStream(torch.utils.data.IterableDataset):
 
 class StreamBatches(torch.utils.data.IterableDataset):
     """A ProblemStream's examples as the batches a DataLoader of the stream with `stack_examples` gives,
-    sliced from its chunks whole: handing out a tiny model's examples one by one costs about a
-    twentieth of its training step. Iterate it with `DataLoader(..., batch_size=None)`."""
+    sliced from its chunks whole: handing out a tiny model's examples one by one costs about a tenth
+    of its training step. Iterate it with `DataLoader(..., batch_size=None)`."""
 
     def __init__(self, stream: ProblemStream, batch_size: int):
         self.stream, self.batch_size = stream, batch_size
