@@ -15,7 +15,7 @@ from hf_arith.training.adaptive_decay import DECAY_FILE
 from hf_arith.training.best_held_out import BEST_FILE, BEST_WEIGHTS, BestHeldoutCallback
 from hf_arith.training.recipe import RecipeError, load_recipe
 from hf_arith.training.run import train
-from hf_arith.training.seed_screen import SCREEN_FILE
+from hf_arith.training.seed_screen import SCREEN_FILE, AbandonOnPlateau
 from tests.test_training import SMALL
 
 SCORED = SMALL + ["eval.samples=20", "optim.steps=300", "optim.weight_decay=0.01", "optim.wd_drop_exact=1.0",
@@ -110,7 +110,64 @@ def test_the_screen_can_pick_on_held_out_token_accuracy(tmp_path):
     (["optim.screen_steps=100", "optim.logging_steps=100", "optim.screen_min_token_accuracy=0.3",
       "optim.weight_decay=0.01", "optim.wd_drop_exact=1.0", "optim.wd_drop_exact_final=1.0", "optim.wd_eval_steps=3000"],
      "multiple of optim.wd_eval_steps"),
+    (["optim.screen_steps=100", "optim.logging_steps=100", "optim.screen_abandon_step=100", "optim.weight_decay=0.01",
+      "optim.wd_drop_exact=1.0", "optim.wd_drop_exact_final=1.0", "optim.wd_eval_steps=50"],
+     "screen_abandon_step .100. gives up"),
+    (["optim.screen_steps=100", "optim.logging_steps=100", "optim.screen_abandon_step=250", "optim.weight_decay=0.01",
+      "optim.wd_drop_exact=1.0", "optim.wd_drop_exact_final=1.0", "optim.wd_eval_steps=100"],
+     "multiple of optim.wd_eval_steps .100."),
+    (["optim.screen_steps=100", "optim.logging_steps=100", "optim.screen_abandon_step=200"],
+     "optim.screen_abandon_step read the held-out scores"),
 ])
 def test_bad_held_out_keys_are_refused_in_one_line(override, words):
     with pytest.raises(RecipeError, match=words):
         load_recipe("minimal-add10", SMALL + override)
+
+
+def _plateau_scores(callback, scores):
+    """Feed AbandonOnPlateau one held-out score per step; the step it stopped at (None: it did not)."""
+    control = TrainerControl()
+    for step, exact in enumerate(scores, start=1):
+        callback.scores.history.append({"step": step, "exact_match": exact, "token_accuracy": 0.1 * step})
+        control = callback.on_step_end(None, SimpleNamespace(global_step=step, is_world_process_zero=True), control)
+        if control.should_training_stop:
+            return step
+    return None
+
+
+@pytest.mark.parametrize("scores, stopped", [
+    ([0.0, 0.0, 0.0, 0.0], 3),  # nothing solved by the step: given up there
+    ([0.0, 0.01, 0.0, 0.0], None),  # one score above 0 is enough to go on, even if it falls back
+    ([0.0, 0.0], None),  # the step never came
+])
+def test_an_init_is_given_up_only_if_it_solved_nothing_by_the_step(scores, stopped):
+    callback = AbandonOnPlateau(SimpleNamespace(history=[]), step=3)
+    assert _plateau_scores(callback, scores) == stopped
+    assert callback.abandoned == ({"step": 3, "best_token_accuracy": pytest.approx(0.3)} if stopped else None)
+
+
+def test_a_given_up_init_makes_way_for_the_next_and_the_last_one_is_kept(tmp_path):
+    out = tmp_path / "screened"
+    # A learning rate too small to solve anything: every init stays at 0 held-out exact match. The first passes
+    # the screen, is given up at step 100, and the second (the last try) goes on to the end.
+    settings = SCORED + ["optim.learning_rate=1e-7", "optim.steps=150", "optim.save_steps=50",
+                         "optim.logging_steps=50", "optim.screen_steps=50", "optim.screen_tries=2",
+                         "optim.screen_max_loss=100"]
+    summary = train(load_recipe("minimal-add10", settings + ["optim.screen_abandon_step=100", f"output_dir={out}"]),
+                    evaluate=False)
+    record = json.loads((out / SCREEN_FILE).read_text())
+    assert [c["seed"] for c in record["candidates"]] == [0, 1000]
+    assert [(a["seed"], a["step"]) for a in record["abandoned"]] == [(0, 100)]
+    assert record["abandoned"][0]["seconds"] > 0 and record["chosen_seed"] == 1000
+    assert record["screen_seconds"] == pytest.approx(
+        sum(c["seconds"] for c in record["candidates"]) + record["abandoned"][0]["seconds"], abs=0.2)
+    assert summary["steps"] == 150 and summary["screen"] == record
+    assert not (out / "screen" / "seed-0").exists()
+    # The run went on with init 1000 from its screen checkpoint: the same weights as training it alone.
+    plain = tmp_path / "plain"
+    train(load_recipe("minimal-add10", settings + ["optim.screen_steps=0", "optim.seed=1000", f"output_dir={plain}"]),
+          evaluate=False)
+    final, _ = load_checkpoint(str(out / "final"))
+    alone, _ = load_checkpoint(str(plain / "final"))
+    for (name, x), y in zip(final.state_dict().items(), alone.state_dict().values()):
+        assert torch.equal(x, y), name

@@ -124,6 +124,10 @@ class OptimRecipe:
     screen_tries: int = 1
     screen_max_loss: float = 0.0
     screen_min_token_accuracy: float = 0.0
+    # screen_abandon_step > 0 (screened runs only): the init a run goes on with is given up at that step if held-out
+    # exact match was 0 at every score up to it (an init still on the plateau), and the run goes on with the
+    # screen's next candidate instead (from its screen checkpoint; a fresh one while screen_tries allow). 0 = never.
+    screen_abandon_step: int = 0
     # Adaptive weight decay (hf_arith.training.adaptive_decay): every wd_eval_steps steps, wd_eval_samples held-out
     # problems are scored teacher-forced; at exact match >= wd_drop_exact (and token accuracy >=
     # wd_drop_token_accuracy) the decay is weight_decay * wd_drop_factor, at >= wd_drop_exact_final
@@ -381,7 +385,8 @@ def _check_optim(recipe: Recipe) -> None:
     if o.lr_drop_exact and not 0 < o.lr_drop_factor < 1:
         raise RecipeError(f"optim.lr_drop_factor must be in (0, 1), the share of the peak learning rate kept; "
                           f"got {o.lr_drop_factor}")
-    held_out_keys = [f"optim.{k}" for k in ("stop_exact", "keep_best", "screen_min_token_accuracy", "lr_drop_exact") if getattr(o, k)]
+    held_out_keys = [f"optim.{k}" for k in ("stop_exact", "keep_best", "screen_min_token_accuracy", "lr_drop_exact")
+                     if getattr(o, k)] + (["optim.screen_abandon_step"] if o.screen_steps and o.screen_abandon_step else [])
     if held_out_keys and not o.wd_drop_exact:
         raise RecipeError(f"{', '.join(held_out_keys)} read the held-out scores of the adaptive weight decay, which "
                           f"optim.wd_drop_exact > 0 turns on (1.0 scores without ever lowering the decay)")
@@ -398,6 +403,11 @@ def _check_optim(recipe: Recipe) -> None:
         if not 1 <= o.screen_tries <= MAX_SCREEN_TRIES or o.screen_max_loss < 0:
             raise RecipeError(f"optim.screen_tries must be from 1 to {MAX_SCREEN_TRIES} and optim.screen_max_loss "
                               f">= 0, got {o.screen_tries} and {o.screen_max_loss}")
+        if o.screen_abandon_step and not (o.screen_steps < o.screen_abandon_step < o.steps
+                                          and o.screen_abandon_step % o.wd_eval_steps == 0):
+            raise RecipeError(f"optim.screen_abandon_step ({o.screen_abandon_step}) gives up a screened init on its "
+                              f"held-out scores: it must lie between optim.screen_steps ({o.screen_steps}) and "
+                              f"optim.steps ({o.steps}) and be a multiple of optim.wd_eval_steps ({o.wd_eval_steps})")
 
 
 # -- what the values alone cannot show: format, model family, Trainer arguments ----------------

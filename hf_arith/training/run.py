@@ -52,7 +52,17 @@ from .index_separation import abacus_separation_penalty, has_abacus_table
 from .mining import MINED_FILE, load_pool, mine_problems, save_pool
 from .recipe import Recipe, RecipeError, check_recipe, evaluates_during_training, place_stages
 from .run_lock import LOCK_FILE, RunLock, lock_output
-from .seed_screen import SCREEN_FILE, SCREEN_FOLDER, StopAtStep, read_screen, screen, screened_recipe
+from .seed_screen import (
+    SCREEN_FILE,
+    SCREEN_FOLDER,
+    AbandonOnPlateau,
+    StopAtStep,
+    can_abandon,
+    give_up,
+    read_screen,
+    screen,
+    screened_recipe,
+)
 from .warm_start import describe_warm_start, earlier_stages, freeze_all_but, warm_start
 
 
@@ -856,6 +866,12 @@ def _run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None =
         result = trainer.train(resume_from_checkpoint=checkpoint)
         if stop_at:
             return trainer.state.log_history
+        plateau = extras["plateau"]
+        if plateau and plateau[0].abandoned:  # optim.screen_abandon_step: the screen's next init goes on instead
+            for path in checkpoints(output_dir):
+                shutil.rmtree(path)
+            screening = give_up(recipe, output_dir, plateau[0].abandoned, result.metrics.get("train_runtime"))
+            return _run_training(dataclasses.replace(run, recipe=screening, checkpoint=None), evaluate)
         # The Trainer's train_loss is the mean over this session's steps only; after a resume the run's mean
         # also needs the loss of the steps before it, which the checkpoint's loss record holds. Without one
         # (a checkpoint from an older version), the mean covers the steps this session ran, and says so.
@@ -923,6 +939,8 @@ def _stage_trainer(run: TrainingRun, spec: ProblemSpec, tokenizer, model, args, 
     decay = adaptive_decay_callbacks(recipe, stream, checkpoint)
     best = best_held_out_callbacks(recipe, decay, checkpoint, screening=bool(stop_at))
     lr_drop = held_out_lr_callbacks(recipe, decay)
+    plateau = ([AbandonOnPlateau(decay[0], recipe.optim.screen_abandon_step)]
+               if not stop_at and can_abandon(recipe, run.output_dir) else [])
     o = recipe.optim
     trainer = ArithTrainer(
         model=model,
@@ -931,7 +949,7 @@ def _stage_trainer(run: TrainingRun, spec: ProblemSpec, tokenizer, model, args, 
         data_collator=stack_examples,
         processing_class=tokenizer,
         # Callbacks that save state into a checkpoint come before RecipeRecorder, whose file is the last one.
-        callbacks=[curriculum, *grokfast_callbacks(recipe, checkpoint), *decay, *best, *lr_drop,
+        callbacks=[curriculum, *grokfast_callbacks(recipe, checkpoint), *decay, *best, *lr_drop, *plateau,
                    RecipeRecorder(recipe),
                    *([StopAtStep(stop_at)] if stop_at else [])],
         **evaluation,
@@ -945,7 +963,7 @@ def _stage_trainer(run: TrainingRun, spec: ProblemSpec, tokenizer, model, args, 
         loss_before=read_loss_record(checkpoint) if checkpoint is not None else None,
         decay_all=o.decay_all,
     )
-    return trainer, {"best": best, "lr_drop": lr_drop}
+    return trainer, {"best": best, "lr_drop": lr_drop, "plateau": plateau}
 
 
 def _stage_summary(run: TrainingRun, spec: ProblemSpec, model, result, record, mining, extras) -> dict:

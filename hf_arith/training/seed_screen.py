@@ -17,6 +17,13 @@ result states how many inits it took and what the screen cost.
 Candidates train in `OUTPUT/screen/seed-S/`; only the chosen one's checkpoint is kept, and the run
 goes on from it into OUTPUT itself. `--resume` continues where a stopped run left: the next
 candidate of an unfinished screen, or the chosen candidate's run.
+
+The screen's marker is weak: an init below the bound may leave the plateau late, one near it may never
+leave (docs/findings.md). With `optim.screen_abandon_step` the run itself is the longer test: if the
+init it goes on with has solved no held-out problem (exact match 0 at every score) by that step, it is
+given up (`abandoned` in `screen.json`, with the steps and seconds it cost) and the run goes on with
+the screen's next candidate, from its screen checkpoint (every candidate keeps one then), or with a
+fresh one while `screen_tries` allow. The last init that can be tried is never given up.
 """
 
 from __future__ import annotations
@@ -56,6 +63,29 @@ class StopAtStep(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step >= self.step:
             control.should_log = control.should_save = control.should_training_stop = True
+        return control
+
+
+class AbandonOnPlateau(TrainerCallback):
+    """Stop a screened run at `step` if held-out exact match was 0 at every score up to it. `scores` is the
+    adaptive decay callback whose `history` holds the scores (it comes before this one in the Trainer's list)."""
+
+    def __init__(self, scores, step: int):
+        self.scores, self.step = scores, step
+        self.abandoned: dict | None = None  # {"step", "best_token_accuracy"} once given up
+
+    def on_step_end(self, args, state, control, **kwargs):
+        history = self.scores.history
+        if state.global_step != self.step or not history or history[-1]["step"] != self.step:
+            return control
+        if all(h["exact_match"] == 0 for h in history):
+            self.abandoned = {"step": self.step, "best_token_accuracy": max(h["token_accuracy"] for h in history)}
+            if state.is_world_process_zero:
+                print(f"step {self.step}: no held-out problem solved yet (best token accuracy "
+                      f"{self.abandoned['best_token_accuracy']:.3f}): optim.screen_abandon_step gives this init up",
+                      flush=True)
+            control.should_training_stop = True
+            control.should_save = False  # the run's checkpoints are deleted with the init
         return control
 
 
@@ -138,7 +168,8 @@ def screen(recipe: Recipe, output_dir: str, train_candidate) -> tuple[Recipe, st
     passes, rank = screen_rule(recipe)
     bound = (f"held-out token accuracy {o.screen_min_token_accuracy}" if o.screen_min_token_accuracy
              else f"loss {o.screen_max_loss}")
-    passed = [c for c in candidates if passes(c)]
+    gave_up = {a["seed"] for a in record.get("abandoned", [])}
+    passed = [c for c in candidates if passes(c) and c["seed"] not in gave_up]
     while not passed and len(candidates) < o.screen_tries:
         seed = candidate_seed(o.seed, len(candidates))
         shutil.rmtree(folder(seed), ignore_errors=True)  # a candidate that a stopped run left unfinished
@@ -156,13 +187,14 @@ def screen(recipe: Recipe, output_dir: str, train_candidate) -> tuple[Recipe, st
               f"({'continues' if ok else f'misses {bound}'})", flush=True)
         if ok:
             passed.append(candidates[-1])
-        # Only the best candidate so far keeps its checkpoint: the run goes on from it if none passes.
+        # Only the best candidate so far keeps its checkpoint: the run goes on from it if none passes. A run that
+        # may give its init up keeps them all: it goes on with the next.
         best = min(candidates, key=rank, default=None)
         for c in candidates:
-            if c is not best:
+            if c is not best and not o.screen_abandon_step:
                 shutil.rmtree(folder(c["seed"]), ignore_errors=True)
         _write_screen(output_dir, record)
-    scored = [c for c in candidates if rank(c) != float("inf")]
+    scored = [c for c in candidates if rank(c) != float("inf") and c["seed"] not in gave_up]
     if not scored:
         what = "held-out score" if o.screen_min_token_accuracy else "logged loss"
         raise RecipeError(f"the screen has no {what} at step {o.screen_steps} for any of {len(candidates)} inits")
@@ -175,6 +207,37 @@ def screen(recipe: Recipe, output_dir: str, train_candidate) -> tuple[Recipe, st
         print(f"No init reached {bound} at step {o.screen_steps}; going on with the best, seed {chosen['seed']}",
               file=sys.stderr, flush=True)
     record["chosen_seed"] = chosen["seed"]
-    record["screen_seconds"] = round(sum(c["seconds"] for c in candidates), 1)
+    record["screen_seconds"] = screen_seconds(record)
     _write_screen(output_dir, record)
     return with_seed(recipe, chosen["seed"]), str(checkpoint)
+
+
+def screen_seconds(record: dict) -> float:
+    """What the inits a run did not end with cost: every candidate's screen, and the steps given-up inits
+    trained after it."""
+    return round(sum(c["seconds"] for c in record["candidates"])
+                 + sum(a["seconds"] for a in record.get("abandoned", [])), 1)
+
+
+def can_abandon(recipe: Recipe, output_dir: str | Path) -> bool:
+    """Whether the screened run in `output_dir` may give its init up: another screened candidate is left,
+    or a screen try."""
+    record = read_screen(output_dir)
+    if not recipe.optim.screen_abandon_step or record is None:
+        return False
+    gave_up = {a["seed"] for a in record.get("abandoned", [])}
+    left = [c for c in record["candidates"] if c["seed"] not in gave_up and c["seed"] != recipe.optim.seed]
+    return bool(left) or len(record["candidates"]) < recipe.optim.screen_tries
+
+
+def give_up(recipe: Recipe, output_dir: str | Path, abandoned: dict, seconds: float | None) -> Recipe:
+    """Record that the run's init (`recipe.optim.seed`) was given up, delete its screen checkpoint, and return
+    the recipe the screen chooses the next init with (the run's own seed)."""
+    record = read_screen(output_dir)
+    seed = recipe.optim.seed
+    record.setdefault("abandoned", []).append({"seed": seed, **abandoned, "seconds": round(seconds or 0.0, 1)})
+    record["chosen_seed"] = None
+    record["screen_seconds"] = screen_seconds(record)
+    _write_screen(output_dir, record)
+    shutil.rmtree(Path(output_dir) / SCREEN_FOLDER / f"seed-{seed}", ignore_errors=True)
+    return with_seed(recipe, record["seed"])
