@@ -118,6 +118,7 @@ def test_the_screen_can_pick_on_held_out_token_accuracy(tmp_path):
      "multiple of optim.wd_eval_steps .100."),
     (["optim.screen_steps=100", "optim.logging_steps=100", "optim.screen_abandon_step=200"],
      "optim.screen_abandon_step read the held-out scores"),
+    (["optim.screen_abandon_exact=1.0"], "optim.screen_abandon_exact must be from 0 to 0.99"),
 ])
 def test_bad_held_out_keys_are_refused_in_one_line(override, words):
     with pytest.raises(RecipeError, match=words):
@@ -135,15 +136,18 @@ def _plateau_scores(callback, scores):
     return None
 
 
-@pytest.mark.parametrize("scores, stopped", [
-    ([0.0, 0.0, 0.0, 0.0], 3),  # nothing solved by the step: given up there
-    ([0.0, 0.01, 0.0, 0.0], None),  # one score above 0 is enough to go on, even if it falls back
-    ([0.0, 0.0], None),  # the step never came
+@pytest.mark.parametrize("scores, exact, stopped", [
+    ([0.0, 0.0, 0.0, 0.0], 0.0, 3),  # nothing solved by the step: given up there
+    ([0.0, 0.01, 0.0, 0.0], 0.0, None),  # one score above 0 is enough to go on, even if it falls back
+    ([0.0, 0.0], 0.0, None),  # the step never came
+    ([0.0, 0.05, 0.02, 0.0], 0.05, 3),  # a stalled init: never above the bound
+    ([0.0, 0.0, 0.06, 0.0], 0.05, None),  # above it at the step itself
 ])
-def test_an_init_is_given_up_only_if_it_solved_nothing_by_the_step(scores, stopped):
-    callback = AbandonOnPlateau(SimpleNamespace(history=[]), step=3)
+def test_an_init_is_given_up_only_if_it_solved_too_little_by_the_step(scores, exact, stopped):
+    callback = AbandonOnPlateau(SimpleNamespace(history=[]), step=3, exact=exact)
     assert _plateau_scores(callback, scores) == stopped
-    assert callback.abandoned == ({"step": 3, "best_token_accuracy": pytest.approx(0.3)} if stopped else None)
+    assert callback.abandoned == ({"step": 3, "best_exact_match": max(scores[:3]),
+                                   "best_token_accuracy": pytest.approx(0.3)} if stopped else None)
 
 
 def test_a_given_up_init_makes_way_for_the_next_and_the_last_one_is_kept(tmp_path):

@@ -125,9 +125,11 @@ class OptimRecipe:
     screen_max_loss: float = 0.0
     screen_min_token_accuracy: float = 0.0
     # screen_abandon_step > 0 (screened runs only): the init a run goes on with is given up at that step if held-out
-    # exact match was 0 at every score up to it (an init still on the plateau), and the run goes on with the
-    # screen's next candidate instead (from its screen checkpoint; a fresh one while screen_tries allow). 0 = never.
+    # exact match was at most screen_abandon_exact at every score up to it (0: it solved nothing, an init still on
+    # the plateau), and the run goes on with the screen's next candidate instead (from its screen checkpoint; a
+    # fresh one while screen_tries allow). 0 = never.
     screen_abandon_step: int = 0
+    screen_abandon_exact: float = 0.0
     # Adaptive weight decay (hf_arith.training.adaptive_decay): every wd_eval_steps steps, wd_eval_samples held-out
     # problems are scored teacher-forced; at exact match >= wd_drop_exact (and token accuracy >=
     # wd_drop_token_accuracy) the decay is weight_decay * wd_drop_factor, at >= wd_drop_exact_final
@@ -336,6 +338,7 @@ def _check_bounds(recipe: Recipe) -> None:
         ("optim.stop_exact", o.stop_exact, 0, 1, "0 never stops early"),
         ("optim.lr_drop_exact", o.lr_drop_exact, 0, 1, "0 never lowers the learning rate"),
         ("optim.screen_min_token_accuracy", o.screen_min_token_accuracy, 0, 1, "0 screens on the loss"),
+        ("optim.screen_abandon_exact", o.screen_abandon_exact, 0, 0.99, "the best held-out exact match that gives an init up"),
         ("data.chunk_size", d.chunk_size, 1, MAX_CHUNK_SIZE, "problems generated at once"),
         ("data.hard_fraction", d.hard_fraction, 0, 1, "the share of hard problems"),
         ("data.mine_problems", d.mine_problems, 0, MAX_MINE_PROBLEMS, "training problems the starting model answers"),

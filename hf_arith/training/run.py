@@ -939,7 +939,8 @@ def _stage_trainer(run: TrainingRun, spec: ProblemSpec, tokenizer, model, args, 
     decay = adaptive_decay_callbacks(recipe, stream, checkpoint)
     best = best_held_out_callbacks(recipe, decay, checkpoint, screening=bool(stop_at))
     lr_drop = held_out_lr_callbacks(recipe, decay)
-    plateau = ([AbandonOnPlateau(decay[0], recipe.optim.screen_abandon_step)]
+    plateau = ([AbandonOnPlateau(decay[0], recipe.optim.screen_abandon_step,
+                                 recipe.optim.screen_abandon_exact)]
                if not stop_at and can_abandon(recipe, run.output_dir) else [])
     o = recipe.optim
     trainer = ArithTrainer(

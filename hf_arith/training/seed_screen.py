@@ -20,8 +20,8 @@ candidate of an unfinished screen, or the chosen candidate's run.
 
 The screen's marker is weak: an init below the bound may leave the plateau late, one near it may never
 leave (docs/findings.md). With `optim.screen_abandon_step` the run itself is the longer test: if the
-init it goes on with has solved no held-out problem (exact match 0 at every score) by that step, it is
-given up (`abandoned` in `screen.json`, with the steps and seconds it cost) and the run goes on with
+init it goes on with has solved no held-out problem (exact match 0 at every score) by that step, or at
+most `optim.screen_abandon_exact` of them (an init that left the plateau and stalled), it is given up (`abandoned` in `screen.json`, with the steps and seconds it cost) and the run goes on with
 the screen's next candidate, from its screen checkpoint (every candidate keeps one then), or with a
 fresh one while `screen_tries` allow. The last init that can be tried is never given up.
 """
@@ -67,23 +67,25 @@ class StopAtStep(TrainerCallback):
 
 
 class AbandonOnPlateau(TrainerCallback):
-    """Stop a screened run at `step` if held-out exact match was 0 at every score up to it. `scores` is the
-    adaptive decay callback whose `history` holds the scores (it comes before this one in the Trainer's list)."""
+    """Stop a screened run at `step` if held-out exact match was at most `exact` at every score up to it. `scores`
+    is the adaptive decay callback whose `history` holds the scores (it comes before this one in the Trainer's list)."""
 
-    def __init__(self, scores, step: int):
-        self.scores, self.step = scores, step
-        self.abandoned: dict | None = None  # {"step", "best_token_accuracy"} once given up
+    def __init__(self, scores, step: int, exact: float = 0.0):
+        self.scores, self.step, self.exact = scores, step, exact
+        self.abandoned: dict | None = None  # {"step", "best_exact_match", "best_token_accuracy"} once given up
 
     def on_step_end(self, args, state, control, **kwargs):
         history = self.scores.history
         if state.global_step != self.step or not history or history[-1]["step"] != self.step:
             return control
-        if all(h["exact_match"] == 0 for h in history):
-            self.abandoned = {"step": self.step, "best_token_accuracy": max(h["token_accuracy"] for h in history)}
+        best = max(h["exact_match"] for h in history)
+        if best <= self.exact:
+            self.abandoned = {"step": self.step, "best_exact_match": best,
+                              "best_token_accuracy": max(h["token_accuracy"] for h in history)}
             if state.is_world_process_zero:
-                print(f"step {self.step}: no held-out problem solved yet (best token accuracy "
-                      f"{self.abandoned['best_token_accuracy']:.3f}): optim.screen_abandon_step gives this init up",
-                      flush=True)
+                print(f"step {self.step}: best held-out exact match {best:.2%} (at most optim.screen_abandon_exact, "
+                      f"{self.exact:.2%}), best token accuracy {self.abandoned['best_token_accuracy']:.3f}: "
+                      f"optim.screen_abandon_step gives this init up", flush=True)
             control.should_training_stop = True
             control.should_save = False  # the run's checkpoints are deleted with the init
         return control
