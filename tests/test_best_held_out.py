@@ -4,6 +4,7 @@ screen on held-out token accuracy (hf_arith.training.seed_screen)."""
 from __future__ import annotations
 
 import json
+import shutil
 from types import SimpleNamespace
 
 import pytest
@@ -174,4 +175,14 @@ def test_a_given_up_init_makes_way_for_the_next_and_the_last_one_is_kept(tmp_pat
     final, _ = load_checkpoint(str(out / "final"))
     alone, _ = load_checkpoint(str(plain / "final"))
     for (name, x), y in zip(final.state_dict().items(), alone.state_dict().values()):
+        assert torch.equal(x, y), name
+    # Stopped right after init 0 was given up (before init 1000's first checkpoint): --resume goes on with 1000.
+    for path in [out / "final", *out.glob("checkpoint-*")]:
+        shutil.rmtree(path)
+    (out / SCREEN_FILE).write_text(json.dumps({**record, "chosen_seed": None}))
+    again = train(load_recipe("minimal-add10", settings + ["optim.screen_abandon_step=100", f"output_dir={out}"]),
+                  resume=True, evaluate=False)
+    assert again["screen"]["chosen_seed"] == 1000 and again["screen"]["abandoned"] == record["abandoned"]
+    resumed, _ = load_checkpoint(str(out / "final"))
+    for (name, x), y in zip(resumed.state_dict().items(), alone.state_dict().values()):
         assert torch.equal(x, y), name
