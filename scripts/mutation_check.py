@@ -149,6 +149,9 @@ MUTATIONS = [
     Mutation("batches-drop-chunk-tail", "a batch that spans two chunks loses the first chunk's last examples",
              "hf_arith/data/streaming.py", "            rest = tuple(a[whole:] for a in arrays)",
              "            rest = None", ("tests/test_streaming.py", "tests/test_training.py")),
+    Mutation("abandon-reads-last-score", "a screened init is given up on its last held-out score, not its best",
+             "hf_arith/training/seed_screen.py", '        best = max(h["exact_match"] for h in history)',
+             '        best = history[-1]["exact_match"]', ("tests/test_best_held_out.py",)),
 ]
 
 
