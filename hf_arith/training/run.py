@@ -871,7 +871,7 @@ def _run_training(run: TrainingRun, evaluate: bool = True, stop_at: int | None =
             for path in checkpoints(output_dir):
                 shutil.rmtree(path)
             screening = give_up(recipe, output_dir, plateau[0].abandoned, result.metrics.get("train_runtime"))
-            return _run_training(dataclasses.replace(run, recipe=screening, checkpoint=None), evaluate)
+            return _run_training(dataclasses.replace(run, recipe=screening, checkpoint=None, overwrite=False), evaluate)
         # The Trainer's train_loss is the mean over this session's steps only; after a resume the run's mean
         # also needs the loss of the steps before it, which the checkpoint's loss record holds. Without one
         # (a checkpoint from an older version), the mean covers the steps this session ran, and says so.

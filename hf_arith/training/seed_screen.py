@@ -21,9 +21,10 @@ candidate of an unfinished screen, or the chosen candidate's run.
 The screen's marker is weak: an init below the bound may leave the plateau late, one near it may never
 leave (docs/findings.md). With `optim.screen_abandon_step` the run itself is the longer test: if the
 init it goes on with has solved no held-out problem (exact match 0 at every score) by that step, or at
-most `optim.screen_abandon_exact` of them (an init that left the plateau and stalled), it is given up (`abandoned` in `screen.json`, with the steps and seconds it cost) and the run goes on with
-the screen's next candidate, from its screen checkpoint (every candidate keeps one then), or with a
-fresh one while `screen_tries` allow. The last init that can be tried is never given up.
+most `optim.screen_abandon_exact` of them (an init that left the plateau and stalled), it is given up
+(`abandoned` in `screen.json`, with the seconds it cost) and the run goes on with the screen's next
+candidate, from its screen checkpoint (every candidate keeps one then), or with a fresh one while
+`screen_tries` allow. The last init that can be tried is never given up.
 """
 
 from __future__ import annotations
@@ -224,8 +225,8 @@ def screen_seconds(record: dict) -> float:
 def can_abandon(recipe: Recipe, output_dir: str | Path) -> bool:
     """Whether the screened run in `output_dir` may give its init up: another screened candidate is left,
     or a screen try."""
-    record = read_screen(output_dir)
-    if not recipe.optim.screen_abandon_step or record is None:
+    record = read_screen(output_dir) if recipe.optim.screen_steps and recipe.optim.screen_abandon_step else None
+    if record is None:
         return False
     gave_up = {a["seed"] for a in record.get("abandoned", [])}
     left = [c for c in record["candidates"] if c["seed"] not in gave_up and c["seed"] != recipe.optim.seed]
