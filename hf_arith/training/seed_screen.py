@@ -171,7 +171,7 @@ def screen(recipe: Recipe, output_dir: str, train_candidate) -> tuple[Recipe, st
     passes, rank = screen_rule(recipe)
     bound = (f"held-out token accuracy {o.screen_min_token_accuracy}" if o.screen_min_token_accuracy
              else f"loss {o.screen_max_loss}")
-    gave_up = {a["seed"] for a in record.get("abandoned", [])}
+    gave_up = given_up(record)
     passed = [c for c in candidates if passes(c) and c["seed"] not in gave_up]
     while not passed and len(candidates) < o.screen_tries:
         seed = candidate_seed(o.seed, len(candidates))
@@ -215,9 +215,14 @@ def screen(recipe: Recipe, output_dir: str, train_candidate) -> tuple[Recipe, st
     return with_seed(recipe, chosen["seed"]), str(checkpoint)
 
 
+def given_up(record: dict) -> set[int]:
+    """The seeds of the inits a screened run gave up (optim.screen_abandon_step)."""
+    return {a["seed"] for a in record.get("abandoned", [])}
+
+
 def screen_seconds(record: dict) -> float:
-    """What the inits a run did not end with cost: every candidate's screen, and the steps given-up inits
-    trained after it."""
+    """What a run spent before the init it ends with went on: every candidate's screen, and the steps
+    given-up inits trained after theirs."""
     return round(sum(c["seconds"] for c in record["candidates"])
                  + sum(a["seconds"] for a in record.get("abandoned", [])), 1)
 
@@ -228,8 +233,8 @@ def can_abandon(recipe: Recipe, output_dir: str | Path) -> bool:
     record = read_screen(output_dir) if recipe.optim.screen_steps and recipe.optim.screen_abandon_step else None
     if record is None:
         return False
-    gave_up = {a["seed"] for a in record.get("abandoned", [])}
-    left = [c for c in record["candidates"] if c["seed"] not in gave_up and c["seed"] != recipe.optim.seed]
+    done = given_up(record) | {recipe.optim.seed}
+    left = [c for c in record["candidates"] if c["seed"] not in done]
     return bool(left) or len(record["candidates"]) < recipe.optim.screen_tries
 
 
