@@ -132,6 +132,23 @@ def test_the_training_command_retrains_it_and_the_record_is_copied(written):
     assert f"hf-arith train {MODEL}" in readme and "no training log" in readme
 
 
+def test_a_warm_started_models_readme_counts_every_stages_training(tmp_path):
+    """The 35-parameter adder is narrowed from a trained 54: its record's own seconds are the last stage's
+    only, so the README names each stage and the whole chain's time, as its record holds them."""
+    model = "minimal-add10-split-narrow"
+    code, out = run_cli("adderboard", model, "--output", tmp_path / "entry")
+    assert code == 0, out
+    summary = json.loads((resolve_checkpoint(model) / SUMMARY_FILE).read_text())
+    stages = [*summary["earlier_stages"], summary]
+    assert len(stages) == 2
+    line = next(x for x in (tmp_path / "entry" / "README.md").read_text().splitlines()
+                if x.startswith(f"{SUMMARY_FILE}, copied here"))
+    parts = [f"{s['steps']:,} steps in {s['train_seconds']:,.0f} s" for s in stages]
+    assert f"2 stages, {parts[0]}, then {parts[1]}" in line
+    assert f"{sum(s['train_seconds'] for s in stages):,.0f} s of training in all" in line
+    assert "the last stage's mean training loss" in line
+
+
 def test_the_leaderboard_row_has_the_boards_columns(written):
     folder, _ = written
     header, rule, row = (folder / "leaderboard_row.md").read_text().splitlines()[:3]

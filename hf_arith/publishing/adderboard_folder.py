@@ -30,7 +30,16 @@ from pathlib import Path
 
 from ..data.errors import HfArithError
 from ..evaluation.model_summary import parameter_counts
-from ..records import NOTES_FILE, SUMMARY_FILE, make_writable_dir, read_notes, read_summary, write_atomic, write_json
+from ..records import (
+    NOTES_FILE,
+    SUMMARY_FILE,
+    make_writable_dir,
+    read_notes,
+    read_summary,
+    training_stages,
+    write_atomic,
+    write_json,
+)
 from ..runtime.loading import checkpoint_folder, checkpoint_label
 
 SEEDS = (2025, 0, 1)  # the protocol's own seed first: it decides whether the model qualifies
@@ -325,12 +334,22 @@ def _readme(*, title, label, model_name, filename, metadata, table, reports, ent
     lines.append("")
     facts = []
     if summary:
-        if isinstance(summary.get("steps"), int):
-            facts.append(f"{summary['steps']:,} steps")
-        if isinstance(summary.get("train_seconds"), (int, float)):
-            facts.append(f"{summary['train_seconds']:,.0f} s of training")
+        # A warm-started checkpoint's own steps and seconds are its last stage only: name every stage, so
+        # the time a maintainer reads is the whole chain's.
+        stages = [*training_stages(summary, None), summary]
+        if len(stages) > 1:
+            facts.append(f"{len(stages)} stages, " + ", then ".join(_stage_fact(s) for s in stages))
+            seconds = [s.get("train_seconds") for s in stages]
+            if all(isinstance(t, (int, float)) for t in seconds):
+                facts.append(f"{sum(seconds):,.0f} s of training in all")
+        else:
+            if isinstance(summary.get("steps"), int):
+                facts.append(f"{summary['steps']:,} steps")
+            if isinstance(summary.get("train_seconds"), (int, float)):
+                facts.append(f"{summary['train_seconds']:,.0f} s of training")
         if isinstance(summary.get("train_loss"), (int, float)):
-            facts.append(f"mean training loss {summary['train_loss']:.4f}")
+            facts.append(("the last stage's " if len(stages) > 1 else "")
+                         + f"mean training loss {summary['train_loss']:.4f}")
         held = summary.get("heldout") or {}
         if isinstance(held.get("exact_match"), (int, float)):
             facts.append(f"held-out exact match {100 * held['exact_match']:.2f} % of {held.get('n')}")
@@ -348,6 +367,14 @@ def _readme(*, title, label, model_name, filename, metadata, table, reports, ent
     else:
         lines.append(f"The checkpoint folder has no training record ({SUMMARY_FILE}) and no training log.")
     return "\n".join(lines) + "\n"
+
+
+def _stage_fact(stage: dict) -> str:
+    """One training stage as the README names it: its steps and seconds, where recorded."""
+    steps, seconds = stage.get("steps"), stage.get("train_seconds")
+    parts = ([f"{steps:,} steps"] if isinstance(steps, int) else []) \
+        + ([f"{seconds:,.0f} s"] if isinstance(seconds, (int, float)) else [])
+    return " in ".join(parts) or "not recorded"
 
 
 # -- the whole folder ------------------------------------------------------------------------------
