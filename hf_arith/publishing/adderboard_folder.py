@@ -288,6 +288,14 @@ def _score(report: dict) -> str:
     return f"{report['correct']:,} / {report['total']:,} ({100 * report['accuracy']:.2f} %)"
 
 
+def _stage_fact(stage: dict) -> str:
+    """One training stage as the README names it: its steps and seconds, where recorded."""
+    steps, seconds = stage.get("steps"), stage.get("train_seconds")
+    parts = ([f"{steps:,} steps"] if isinstance(steps, int) else []) \
+        + ([f"{seconds:,.0f} s"] if isinstance(seconds, (int, float)) else [])
+    return " in ".join(parts) or "not recorded"
+
+
 def _readme(*, title, label, model_name, filename, metadata, table, reports, entry, row_table, training,
             summary, log, copied, verify_commands) -> str:
     from .leaderboard import TRAINED_TABLE_SOURCE
@@ -367,14 +375,6 @@ def _readme(*, title, label, model_name, filename, metadata, table, reports, ent
     else:
         lines.append(f"The checkpoint folder has no training record ({SUMMARY_FILE}) and no training log.")
     return "\n".join(lines) + "\n"
-
-
-def _stage_fact(stage: dict) -> str:
-    """One training stage as the README names it: its steps and seconds, where recorded."""
-    steps, seconds = stage.get("steps"), stage.get("train_seconds")
-    parts = ([f"{steps:,} steps"] if isinstance(steps, int) else []) \
-        + ([f"{seconds:,.0f} s"] if isinstance(seconds, (int, float)) else [])
-    return " in ".join(parts) or "not recorded"
 
 
 # -- the whole folder ------------------------------------------------------------------------------
