@@ -400,6 +400,8 @@ def test_the_cli_note_counts_digits_without_leading_zeros(capsys):
     ("optim.warmup_steps=-1", "optim.warmup_steps must be >= 0"),
     ("optim.batch_size=100000000000", "optim.batch_size must be from 1 to 1,000,000"),
     ("data.chunk_size=0", "data.chunk_size must be from 1"),
+    ("data.length_buckets=-2", "data.length_buckets must be an integer in 0..256"),
+    ("data.length_buckets=300", "data.length_buckets must be an integer in 0..256"),
     ("data.hard_fraction=1.5", "data.hard_fraction must be from 0 to 1"),
     ("data.hard_fraction_fade=[5,2]", "data.hard_fraction_fade must be [start, end] steps with 0 <= start < end"),
     ("data.hard_fraction_fade=7", "data.hard_fraction_fade must be [start, end] steps"),

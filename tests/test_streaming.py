@@ -189,6 +189,56 @@ def test_stream_batches_are_the_dataloader_batches_of_its_examples(task, batch_s
             torch.testing.assert_close(batch[key], expected[key], rtol=0, atol=0)
 
 
+def _rows(batch: dict) -> set[tuple]:
+    """A batch's rows as (attended input ids, their labels), whatever width the batch was cut to."""
+    mask = batch["attention_mask"].bool()
+    return {(tuple(i[m].tolist()), tuple(lab[m].tolist()))
+            for i, lab, m in zip(batch["input_ids"], batch["labels"], mask)}
+
+
+@pytest.mark.parametrize("task,settings", [("sort", {"min_items": 2, "max_items": 8}), ("mul", {})])
+def test_length_buckets_cut_batches_to_their_longest_row_and_keep_the_examples(task, settings):
+    """With length_buckets = k, each window of k batches holds the same examples as without (rows sorted
+    by length, each batch cut to its longest row, no label lost), and is shorter on average."""
+    spec = ProblemSpec(task=task, min_digits=1, max_digits=6, **settings)
+    fmt = NumberFormat(task=task, **({"max_items": 8, "scratchpad": "radix_passes"} if task == "sort" else
+                                     {"scratchpad": "running_sums"}))
+    size, k = 16, 4
+
+    def stream(buckets):
+        state = CurriculumState(1, 6, schedule=lambda step: (1, 6), examples_per_step=size)
+        return ProblemStream(spec, fmt, state=state, chunk_size=24, seed=3, length_buckets=buckets)
+
+    plain = list(itertools.islice(iter(stream(0).batches(size)), 2 * k))
+    bucketed = list(itertools.islice(iter(stream(k).batches(size)), 2 * k))
+    full = worst_case_length(spec, fmt)
+    for window in range(2):
+        expected = set().union(*(_rows(b) for b in plain[window * k:(window + 1) * k]))
+        got = [_rows(b) for b in bucketed[window * k:(window + 1) * k]]
+        assert set().union(*got) == expected and sum(map(len, got)) == k * size
+    for batch in bucketed:
+        lengths = batch["attention_mask"].sum(1)
+        assert batch["input_ids"].shape[1] == int(lengths.max()) <= full  # cut to its longest row
+        assert batch["attention_mask"][:, -1].any()
+    assert np.mean([b["input_ids"].shape[1] for b in bucketed]) < full
+    assert [b["input_ids"].shape[1] for b in bucketed] != sorted(b["input_ids"].shape[1] for b in bucketed)
+
+
+@pytest.mark.parametrize("start_step", [1, 4, 6])
+def test_length_buckets_resume_with_the_batches_an_uninterrupted_run_sees(start_step):
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=5, min_items=2, max_items=6)
+    fmt = NumberFormat(task="sort", max_items=6, scratchpad="radix_passes")
+
+    def batches(start):
+        state = CurriculumState(1, 5, schedule=lambda step: (1, 5), examples_per_step=8, start_step=start)
+        stream = ProblemStream(spec, fmt, state=state, chunk_size=20, seed=9, length_buckets=3)
+        return list(itertools.islice(iter(stream.batches(8)), 9 - start))
+
+    for expected, batch in zip(batches(0)[start_step:], batches(start_step), strict=True):
+        for key in expected:
+            torch.testing.assert_close(batch[key], expected[key], rtol=0, atol=0)
+
+
 def test_scheduled_stream_is_a_function_of_the_position():
     """With a schedule, example i has the range of step i // examples_per_step, and a stream
     started at a later step yields exactly the tail of one started at step 0 (that is how a

@@ -113,8 +113,9 @@ class ProblemStream(torch.utils.data.IterableDataset):
                  seed: int = 0, rank: int = 0, chunk_size: int = 2048, test_fraction: float = 0.1,
                  random_prefix: int = 0, hard_fraction: float = 0.0, context_problems: int = 0,
                  hard_fraction_fade: tuple[int, int] | None = None, hard_kind: str = "hard",
-                 mined: Problems | None = None, mined_fraction: float = 0.0):
+                 mined: Problems | None = None, mined_fraction: float = 0.0, length_buckets: int = 0):
         self.spec, self.fmt, self.seed, self.rank = spec, fmt, seed, rank
+        self.length_buckets = length_buckets
         # A pool of problems a starting model got wrong or was unsure of (hf_arith.training.mining), drawn
         # with replacement for `mined_fraction` of the examples; the rest as without it.
         self.mined = mined if mined is not None and len(mined) else None
@@ -188,12 +189,17 @@ class ProblemStream(torch.utils.data.IterableDataset):
             arrays = tuple(a[order] for a in arrays)
         return arrays
 
-    def _arrays(self):
-        """The stream's chunks as (input_ids, attention_mask, labels), from where iteration starts on."""
+    def start_position(self) -> int:
+        """The example iteration starts at: read when it starts, after the Trainer's on_train_begin has set
+        a resumed step."""
+        return self.state.start_step * self.state.examples_per_step if self.state.schedule else 0
+
+    def _arrays(self, position: int | None = None):
+        """The stream's chunks as (input_ids, attention_mask, labels), from example `position` (default:
+        where iteration starts) on."""
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
-        # Read when iteration starts (after the Trainer's on_train_begin has set a resumed step).
-        position = self.state.start_step * self.state.examples_per_step if self.state.schedule else 0
+        position = self.start_position() if position is None else position
         index, skip = divmod(position, self.chunk_size)
         while True:
             yield tuple(a[skip:] for a in self.chunk(index, worker))
@@ -218,17 +224,46 @@ class ProblemStream(torch.utils.data.IterableDataset):
 class StreamBatches(torch.utils.data.IterableDataset):
     """A ProblemStream's examples as the batches a DataLoader of the stream with `stack_examples` gives,
     sliced from its chunks whole: handing out a tiny model's examples one by one costs about a tenth
-    of its training step. Iterate it with `DataLoader(..., batch_size=None)`."""
+    of its training step. Iterate it with `DataLoader(..., batch_size=None)`.
+
+    With the stream's `length_buckets` = k > 1, each window of k batches' worth of consecutive examples
+    is sorted by length, cut into k batches, each cut to its longest row, and handed out in a seeded
+    order: item lists and products vary several-fold in length, and every row otherwise pays for the
+    longest problem the spec allows. Windows start at multiples of k batches, so a resumed run sees
+    the batches an uninterrupted one would have seen."""
 
     def __init__(self, stream: ProblemStream, batch_size: int):
         self.stream, self.batch_size = stream, batch_size
 
     def __iter__(self):
-        size, rest = self.batch_size, None
-        for arrays in self.stream._arrays():
-            if rest is not None:  # a batch that spans two chunks
-                arrays = tuple(np.concatenate(pair) for pair in zip(rest, arrays))
-            whole = len(arrays[0]) - len(arrays[0]) % size
-            for start in range(0, whole, size):
-                yield self.stream._example(*(torch.from_numpy(a[start:start + size]) for a in arrays))
-            rest = tuple(a[whole:] for a in arrays)
+        stream, size = self.stream, self.batch_size
+        if stream.length_buckets > 1:
+            yield from self._bucketed(stream.length_buckets)
+            return
+        for arrays in _runs_of(stream._arrays(), size):
+            yield stream._example(*(torch.from_numpy(a) for a in arrays))
+
+    def _bucketed(self, buckets: int):
+        stream, size = self.stream, self.batch_size
+        window = size * buckets
+        first, skip = divmod(stream.start_position(), window)
+        for w, arrays in enumerate(_runs_of(stream._arrays(first * window), window), start=first):
+            lengths = arrays[1].sum(axis=1)  # attended tokens: the problem (and any filler before it)
+            by_length = np.argsort(lengths, kind="stable")
+            order = np.random.default_rng([stream.seed, stream.rank, w, 1]).permutation(buckets)
+            for b in order[-(-skip // size):] if w == first else order:
+                rows = by_length[b * size:(b + 1) * size]
+                width = int(lengths[rows].max())
+                yield stream._example(*(torch.from_numpy(np.ascontiguousarray(a[rows, :width])) for a in arrays))
+
+
+def _runs_of(chunks, size: int):
+    """Consecutive runs of exactly `size` rows from a stream of chunk arrays (a run may span chunks)."""
+    rest = None
+    for arrays in chunks:
+        if rest is not None:
+            arrays = tuple(np.concatenate(pair) for pair in zip(rest, arrays))
+        whole = len(arrays[0]) - len(arrays[0]) % size
+        for start in range(0, whole, size):
+            yield tuple(a[start:start + size] for a in arrays)
+        rest = tuple(a[whole:] for a in arrays)

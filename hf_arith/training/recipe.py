@@ -63,6 +63,10 @@ class DataRecipe:
     test_fraction: float = 0.1
     curriculum: list[CurriculumPhase] = field(default_factory=list)
     chunk_size: int = 2048  # problems generated per vectorized call
+    # Length buckets: each run of this many batches is sorted by problem length and every batch cut to
+    # its longest row, so lists and products of mixed sizes stop paying for the longest one the spec
+    # allows (one training process; 0 = off: every row padded to that longest problem).
+    length_buckets: int = 0
     # Filler: each example starts after a random number of attended <pad> tokens, up to this many
     # beyond the longest example, so where a problem starts and how long the context is stop being
     # tied to the operand lengths (a length-generalization aid; 0 = off).
@@ -288,6 +292,9 @@ def _check_data(d) -> None:
         raise RecipeError(f"data: need 1 <= min_digits <= max_digits, got {d.min_digits}..{d.max_digits}")
     if not 0 < d.test_fraction < 1:
         raise RecipeError(f"data.test_fraction must be between 0 and 1, got {d.test_fraction}")
+    if not isinstance(d.length_buckets, int) or isinstance(d.length_buckets, bool) or not 0 <= d.length_buckets <= 256:
+        raise RecipeError(f"data.length_buckets must be an integer in 0..256 (batches sorted by length together), "
+                          f"got {d.length_buckets!r}")
     if not isinstance(d.random_prefix, int) or d.random_prefix < 0:
         raise RecipeError(f"data.random_prefix must be an integer >= 0, got {d.random_prefix!r}")
     if not isinstance(d.context_problems, int) or isinstance(d.context_problems, bool) or not 0 <= d.context_problems <= 16:

@@ -220,6 +220,9 @@ class ArithTrainer(Trainer):
         if isinstance(self.train_dataset, ProblemStream) and self.accelerator.num_processes == 1:
             batches = self.train_dataset.batches(self._train_batch_size)
             return self.accelerator.prepare(torch.utils.data.DataLoader(batches, batch_size=None))
+        if isinstance(self.train_dataset, ProblemStream) and self.train_dataset.length_buckets > 1:
+            raise RecipeError("data.length_buckets works in one training process; set it to 0 to train in "
+                              f"{self.accelerator.num_processes}")
         return super().get_train_dataloader()
 
     def get_decay_parameter_names(self, model) -> list[str]:
@@ -931,7 +934,7 @@ def _stage_trainer(run: TrainingRun, spec: ProblemSpec, tokenizer, model, args, 
                            chunk_size=d.chunk_size, test_fraction=d.test_fraction, random_prefix=d.random_prefix,
                            hard_fraction=d.hard_fraction, context_problems=d.context_problems,
                            hard_fraction_fade=d.hard_fraction_fade, hard_kind=d.hard_kind,
-                           mined=mined, mined_fraction=d.mined_fraction)
+                           mined=mined, mined_fraction=d.mined_fraction, length_buckets=d.length_buckets)
     # Only when the recipe turns on an evaluation strategy: otherwise training pays nothing for it.
     evaluation = {} if run.eval_problems is None else dict(
         eval_dataset=HeldoutExamples(run.eval_problems, stream), compute_metrics=compute_metrics(tokenizer),
