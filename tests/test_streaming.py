@@ -224,6 +224,20 @@ def test_length_buckets_cut_batches_to_their_longest_row_and_keep_the_examples(t
     assert [b["input_ids"].shape[1] for b in bucketed] != sorted(b["input_ids"].shape[1] for b in bucketed)
 
 
+def test_one_length_bucket_cuts_each_batch_and_keeps_its_rows():
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=6, min_items=2, max_items=8)
+    fmt = NumberFormat(task="sort", max_items=8, scratchpad="radix_passes")
+
+    def batches(buckets):
+        state = CurriculumState(1, 6, schedule=lambda step: (1, 6), examples_per_step=16)
+        stream = ProblemStream(spec, fmt, state=state, chunk_size=24, seed=4, length_buckets=buckets)
+        return list(itertools.islice(iter(stream.batches(16)), 5))
+
+    for plain, cut in zip(batches(0), batches(1), strict=True):
+        assert _rows(cut) == _rows(plain)
+        assert cut["input_ids"].shape[1] == int(cut["attention_mask"].sum(1).max())
+
+
 @pytest.mark.parametrize("start_step", [1, 4, 6])
 def test_length_buckets_resume_with_the_batches_an_uninterrupted_run_sees(start_step):
     spec = ProblemSpec(task="sort", min_digits=1, max_digits=5, min_items=2, max_items=6)

@@ -226,7 +226,7 @@ class StreamBatches(torch.utils.data.IterableDataset):
     sliced from its chunks whole: handing out a tiny model's examples one by one costs about a tenth
     of its training step. Iterate it with `DataLoader(..., batch_size=None)`.
 
-    With the stream's `length_buckets` = k > 1, each window of k batches' worth of consecutive examples
+    With the stream's `length_buckets` = k >= 1, each window of k batches' worth of consecutive examples
     is sorted by length, cut into k batches, each cut to its longest row, and handed out in a seeded
     order: item lists and products vary several-fold in length, and every row otherwise pays for the
     longest problem the spec allows. Windows start at multiples of k batches, so a resumed run sees
@@ -237,7 +237,7 @@ class StreamBatches(torch.utils.data.IterableDataset):
 
     def __iter__(self):
         stream, size = self.stream, self.batch_size
-        if stream.length_buckets > 1:
+        if stream.length_buckets:
             yield from self._bucketed(stream.length_buckets)
             return
         for arrays in _runs_of(stream._arrays(), size):

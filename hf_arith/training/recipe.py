@@ -64,8 +64,8 @@ class DataRecipe:
     curriculum: list[CurriculumPhase] = field(default_factory=list)
     chunk_size: int = 2048  # problems generated per vectorized call
     # Length buckets: each run of this many batches is sorted by problem length and every batch cut to
-    # its longest row, so lists and products of mixed sizes stop paying for the longest one the spec
-    # allows (one training process; 0 = off: every row padded to that longest problem).
+    # its longest row (1: each batch only cut), so lists and products of mixed sizes stop paying for the
+    # longest one the spec allows (one training process; 0 = off: every row padded to that longest problem).
     length_buckets: int = 0
     # Filler: each example starts after a random number of attended <pad> tokens, up to this many
     # beyond the longest example, so where a problem starts and how long the context is stop being

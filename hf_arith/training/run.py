@@ -220,9 +220,9 @@ class ArithTrainer(Trainer):
         if isinstance(self.train_dataset, ProblemStream) and self.accelerator.num_processes == 1:
             batches = self.train_dataset.batches(self._train_batch_size)
             return self.accelerator.prepare(torch.utils.data.DataLoader(batches, batch_size=None))
-        if isinstance(self.train_dataset, ProblemStream) and self.train_dataset.length_buckets > 1:
+        if isinstance(self.train_dataset, ProblemStream) and self.train_dataset.length_buckets:
             raise RecipeError("data.length_buckets works in one training process; set it to 0 to train in "
-                              f"{self.accelerator.num_processes}")
+                              f"{self.accelerator.num_processes} processes")
         return super().get_train_dataloader()
 
     def get_decay_parameter_names(self, model) -> list[str]:
