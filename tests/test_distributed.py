@@ -123,6 +123,13 @@ def test_a_global_batch_that_does_not_split_across_ranks_is_refused(monkeypatch)
     check_launch(load_recipe("minimal-add10", ["optim.batch_size=129"]))
 
 
+def test_length_buckets_in_several_processes_are_refused_before_training(monkeypatch):
+    _launched(monkeypatch, 2, 1)
+    with pytest.raises(RecipeError, match="data.length_buckets works in one training process; set it to 0 to train in 2"):
+        check_launch(load_recipe("minimal-add10", ["optim.batch_size=128", "data.length_buckets=4"]))
+    check_launch(load_recipe("minimal-add10", ["optim.batch_size=128", "data.length_buckets=0"]))
+
+
 def test_more_processes_than_cpu_cores_is_refused(monkeypatch):
     cores = available_cpu_cores()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

@@ -86,7 +86,8 @@ def is_main_process() -> bool:
 
 
 def check_launch(recipe: Recipe) -> None:
-    """Refuse a launch that cannot work: more processes per node than devices, an indivisible batch.
+    """Refuse a launch that cannot work: more processes per node than devices, an indivisible batch,
+    length buckets (which only the one-process batch stream makes) in several processes.
 
     On GPUs each process needs its own device. On CPU (gloo) any number of processes runs, but
     more processes than cores only time-share them, so that is refused as well.
@@ -103,6 +104,8 @@ def check_launch(recipe: Recipe) -> None:
         if local > cores:
             raise RecipeError(f"{local} processes per node on a CPU with {cores} core(s) available: each process "
                               f"needs a core; use --nproc_per_node {cores} or fewer")
+    if recipe.data.length_buckets and world > 1:  # the Trainer's own loader feeds several processes
+        raise RecipeError(f"data.length_buckets works in one training process; set it to 0 to train in {world}")
     if recipe.optim.batch_size % world:
         raise RecipeError(f"optim.batch_size {recipe.optim.batch_size} is the global batch and must split evenly "
                           f"across the {world} processes; use a multiple of {world}")
@@ -220,9 +223,6 @@ class ArithTrainer(Trainer):
         if isinstance(self.train_dataset, ProblemStream) and self.accelerator.num_processes == 1:
             batches = self.train_dataset.batches(self._train_batch_size)
             return self.accelerator.prepare(torch.utils.data.DataLoader(batches, batch_size=None))
-        if isinstance(self.train_dataset, ProblemStream) and self.train_dataset.length_buckets:
-            raise RecipeError("data.length_buckets works in one training process; set it to 0 to train in "
-                              f"{self.accelerator.num_processes} processes")
         return super().get_train_dataloader()
 
     def get_decay_parameter_names(self, model) -> list[str]:
