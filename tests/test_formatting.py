@@ -136,6 +136,41 @@ def test_mul_running_sums_decode_only_whole_answers():
     assert fmt.fingerprint() != NumberFormat(task="mul").fingerprint()
 
 
+def test_mul_shifted_sums_leave_out_the_digits_already_final():
+    # 123*45: a*5 = 615 in 4 digits; a*45 = 5535 without its units digit (final in the line before):
+    # 553 in 4. Reversed, the product is each line's first digit, then the last line: 5 355 -> 5535.
+    assert rendered("mul", [[123, 45]], scratchpad="shifted_sums") == [("321*54=", "5160=3550$")]
+    assert rendered("mul", [[123, 45]], scratchpad="shifted_sums", reverse_operands=False,
+                    reverse_answer=False) == [("123*45=", "0615=0553$")]
+    # Every line is len(a) + 1 digits; a one-digit b writes the product alone.
+    assert rendered("mul", [[7, 908], [0, 5], [99, 99]], scratchpad="shifted_sums") == [
+        ("7*809=", "65=50=36$"), ("0*5=", "00$"), ("99*99=", "198=089$")]
+    fmt = NumberFormat(task="mul", scratchpad="shifted_sums")
+    spec = ProblemSpec(task="mul", min_digits=1, max_digits=9)
+    problems = sample(spec, 300, np.random.default_rng(1), split=None)
+    ids, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
+    assert (fmt.answer_tokens(problems.lengths) == lengths - prompt_lengths).all()
+    assert (fmt.answer_run_tokens(problems.lengths) == problems.lengths[:, 0] + 1).all()
+    vocab = fmt.vocab()
+    for row, n, p, values, la_lb in zip(ids, lengths, prompt_lengths, problems.operand_values(), problems.lengths):
+        tokens = [vocab[i] for i in row[p:n]]
+        assert decode_answer(tokens, fmt, la_lb) == str(values[0] * values[1])
+
+
+def test_mul_shifted_sums_decode_only_whole_answers():
+    fmt = NumberFormat(task="mul", scratchpad="shifted_sums")
+    assert decode_answer(list("5160=3550") + [EOS_TOKEN], fmt, [3, 2]) == "5535"
+    assert decode_answer(list("198=089") + [EOS_TOKEN], fmt) == "9801"
+    for malformed, lengths in (("5160=355$", None),  # a line a digit short
+                               ("5160=3550$", [3, 3]),  # a line fewer than b has digits
+                               ("5160=3550$", [2, 2]),  # lines wider than a + 1
+                               ("5160=3550", None), ("5160=$", None), ("5160==3550$", None), ("516*=3550$", None)):
+        tokens = [EOS_TOKEN if c == "$" else c for c in malformed]
+        assert decode_answer(tokens, fmt, lengths) is None, malformed
+    assert fmt.task_rules.split_working("5160=3550", fmt) == ("5160=3550", "")
+    assert fmt.fingerprint() != NumberFormat(task="mul", scratchpad="running_sums").fingerprint()
+
+
 def test_sort_radix_passes_order_the_labels_one_digit_place_at_a_time():
     # 31, 7, 120 by units (0 < 1 < 7): c a b; by tens, ties kept (0, 2, 3): b c a; by hundreds: b a c.
     assert rendered("sort", [[31, 7, 120], [5, 5], [10, 2]], scratchpad="radix_passes") == [
@@ -288,6 +323,8 @@ FORMATS = [
     dict(negative_answers="complement", base=16, reverse_answer=False, end_token=False),
     dict(scratchpad="running_sums"),
     dict(scratchpad="running_sums", base=16, reverse_operands=False, reverse_answer=False, end_token=False),
+    dict(scratchpad="shifted_sums"),
+    dict(scratchpad="shifted_sums", base=16, reverse_operands=False, reverse_answer=False, end_token=False),
     dict(scratchpad="radix_passes"),
     dict(scratchpad="radix_passes", base=16, reverse_operands=False, end_token=False),
     dict(scratchpad="radix_keys"),
@@ -370,7 +407,8 @@ def test_decode_malformed_returns_none(tokens, fmt):
     (dict(task="mul", scratchpad="sums"), "scratchpad must be one of"),
     (dict(task="add", scratchpad="running_sums"), "applies to multiplication only, not addition"),
     (dict(task="mul", scratchpad="radix_passes"), "applies to sorting only, not multiplication"),
-    (dict(task="mul", scratchpad="running_sums", answer_width=10), "answer_width does not apply to running sums"),
+    (dict(task="mul", scratchpad="running_sums", answer_width=10), "answer_width does not apply to running_sums"),
+    (dict(task="mul", scratchpad="shifted_sums", answer_width=10), "answer_width does not apply to shifted_sums"),
 ])
 def test_bad_formats(settings, message):
     with pytest.raises(FormatError, match=message) as info:

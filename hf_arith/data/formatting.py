@@ -163,6 +163,10 @@ class NumberFormat:
       '='; the last sum is the product. Each digit of a sum then needs one digit product, the digit
       of the sum before it and a carry, as an addition does, instead of up to len(b) products at
       once. `decode_answer` returns the last sum only, and None unless every sum is well formed.
+      "shifted_sums" writes the same sums without the digits already final: sum k from place k
+      up, len(a) + 1 digits each. Each digit then meets the digit of a at its own index and the
+      digit of the line before one index up, at every k, and no index exceeds len(a) + 1. The
+      product is each line's lowest digit, then the last line; `decode_answer` reads it so.
     scratchpad (sorting): "radix_passes" writes the labels once per digit place p = 0 .. longest
       item - 1, each time ordered by digit p (0 beyond an item's length), ties in the order of the
       line before (the first: label order), the lines joined by '='; the last line is the sorted
@@ -528,7 +532,7 @@ def decode_answer(tokens: list[str], fmt: NumberFormat, operand_lengths=None) ->
     budget, or ended by <pad>) are not an answer. Returns None when the tokens are not a
     well-formed answer in this format. `operand_lengths` (the problem's operand digit counts),
     when given, also holds written working to the problem's shape: running sums, one per digit
-    of b, the first len(a) + 1 digits wide; radix passes, one line of every item's label per
+    of b, the first len(a) + 1 digits wide (shifted sums: every one); radix passes, one line of every item's label per
     digit place of the longest item.
     """
     chars, ended = [], False

@@ -1,4 +1,10 @@
-"""Multiplication: 'a*b', answered by a * b, optionally after its running sums."""
+"""Multiplication: 'a*b', answered by a * b, optionally after its running sums.
+
+Two written forms of long multiplication: "running_sums" writes every running sum whole, so its
+last line is the product; "shifted_sums" writes each running sum without the digits the lines
+before it already finished, so every line is len(a) + 1 digits wide and the product is read off
+the lines (each line's lowest digit, then the last line).
+"""
 
 from __future__ import annotations
 
@@ -10,25 +16,32 @@ from .base import Task, digit_count, normalise
 
 class Mul(Task):
     name, title, hash_id, operator = "mul", "multiplication", 3, "*"
-    scratchpads = ("running_sums",)
+    scratchpads = ("running_sums", "shifted_sums")
     commutative = True
     default_digits = (1, 5)
     work_exponent = 2
     reported_failures = ("29299*29229", "927*88471", "89652*4880", "66661*66111")
 
     def check_format(self, fmt):
-        if fmt.scratchpad == "running_sums" and fmt.answer_width:
-            raise FormatError("answer_width does not apply to running sums (each sum has its own width)")
+        if fmt.scratchpad != "none" and fmt.answer_width:
+            raise FormatError(f"answer_width does not apply to {fmt.scratchpad} (each sum has its own width)")
 
     def answer_digits(self, lengths):
         return lengths.sum(axis=1)
 
     def answer_tokens(self, fmt, lengths):
-        if fmt.scratchpad != "running_sums":
+        if fmt.scratchpad == "none":
             return super().answer_tokens(fmt, lengths)
         la, lb = lengths[:, 0], lengths[:, 1]
         end = 1 if fmt.end_token else 0
+        if fmt.scratchpad == "shifted_sums":
+            return lb * (la + 1) + (lb - 1) + end  # lines of la + 1 digits, '=' between
         return lb * la + lb * (lb + 1) // 2 + (lb - 1) + end  # sums of la + k + 1 digits, '=' between
+
+    def answer_run_tokens(self, fmt, lengths):
+        if fmt.scratchpad == "shifted_sums":
+            return lengths[:, 0] + 1
+        return super().answer_run_tokens(fmt, lengths)
 
     def solve(self, operands, lengths, base):
         n, _, width = operands.shape
@@ -48,22 +61,46 @@ class Mul(Task):
         return str(values[0] * values[1])
 
     def answer_segments(self, problems, fmt, vocab):
-        if fmt.scratchpad != "running_sums":
+        if fmt.scratchpad == "none":
             return super().answer_segments(problems, fmt, vocab)
+        shifted = fmt.scratchpad == "shifted_sums"
         segments = []
         for k, (digits, widths) in enumerate(running_sums(problems, fmt.base)):
             if k:
                 segments.append(const_segment(vocab[PROMPT_END], widths > 0))
+            if shifted:  # the digits from place k up: those below were final in the lines before
+                digits, widths = digits[:, k:], np.where(widths > 0, widths - k, 0)
             segments.append(digit_segment(digits, widths, 0, fmt.reverse_answer))
         return segments
 
     def working_note(self, fmt):
-        if fmt.scratchpad != "running_sums":
-            return None
-        return ("before the product it writes the running sums of long multiplication (a times the last 1, 2, ... "
-                "digits of b), one per digit of b, separated by '='; the last sum is the product")
+        if fmt.scratchpad == "running_sums":
+            return ("before the product it writes the running sums of long multiplication (a times the last 1, 2, "
+                    "... digits of b), one per digit of b, separated by '='; the last sum is the product")
+        if fmt.scratchpad == "shifted_sums":
+            return ("it writes the running sums of long multiplication (a times the last 1, 2, ... digits of b), one "
+                    "per digit of b, separated by '=', each without the low digits already final, so every line is "
+                    "one digit longer than a; the product is each line's lowest digit, then the last line")
+        return None
+
+    def split_working(self, text, fmt):
+        if fmt.scratchpad != "shifted_sums":
+            return super().split_working(text, fmt)
+        # The product is spread over the lines (each line's lowest digit, then the last line): no
+        # stretch of the text is the answer alone, so all of it is working and `read_answer` reads it.
+        return text, ""
 
     def read_answer(self, text, fmt, operand_lengths=None):
+        if fmt.scratchpad == "shifted_sums":
+            lines = text.split(PROMPT_END)
+            width = len(lines[0]) if operand_lengths is None else int(operand_lengths[0]) + 1
+            if operand_lengths is not None and len(lines) != int(operand_lengths[1]):
+                return None
+            if width < 2 or any(len(s) != width or not set(s) <= set(DIGIT_CHARS[: fmt.base]) for s in lines):
+                return None
+            low_first = [s if fmt.reverse_answer else s[::-1] for s in lines]
+            digits = "".join(s[0] for s in low_first[:-1]) + low_first[-1]
+            return super().read_answer(digits if fmt.reverse_answer else digits[::-1], fmt, operand_lengths)
         if fmt.scratchpad == "running_sums":
             sums = text.split(PROMPT_END)
             # Sum k has one digit more than sum k - 1: a sum dropped or cut short is not an answer.
