@@ -47,12 +47,16 @@ CATALOGUE = {
     "abacus-gpt2-sub-periodic": {"trained": "1-10 digits",
                                  "use_for": "subtracting numbers of 100 digits and more, negative results included "
                                             "(a periodic abacus table)"},
+    "abacus-gpt2-mul-10": {"trained": "1-10 digits",
+                           "use_for": "default for multiplication: products of up to 10 x 10 digits, writing its "
+                                      "shifted sums"},
     "abacus-gpt2-mul": {"trained": "1-5 digits",
-                        "use_for": "default for multiplication, writing its running sums"},
+                        "use_for": "multiplication of up to 5 digits writing whole running sums, the written form "
+                                   "that shifted sums are measured against"},
     "abacus-gpt2-sort": {"trained": "2-5 numbers of 1-6 digits",
                          "use_for": "default for sorting labelled numbers"},
 }
-DEFAULT_MODELS = {"add": "minimal-add10", "sub": "abacus-gpt2-sub", "mul": "abacus-gpt2-mul", "sort": "abacus-gpt2-sort"}
+DEFAULT_MODELS = {"add": "minimal-add10", "sub": "abacus-gpt2-sub", "mul": "abacus-gpt2-mul-10", "sort": "abacus-gpt2-sort"}
 
 
 def catalogue_entry(name: str) -> dict:

@@ -10,11 +10,13 @@ Steps, all through `hf-arith eval` (so the numbers are the ones a user gets):
   2. held-out exact match on --samples problems with 1 to --max-digits digit operands ->
      eval_results.json (the model card's model-index numbers);
   3. the length grid (--grid, --samples-per-cell; for sorting, lists of --items numbers by their
-     numbers' digits) -> length_grid.json (matrices and summary) and images/length_heatmap.png, copied to
-     bench/results/NAME-grid.json / .png with the wall time of the grid (--grid-only: this step
-     alone, on the bundled folder as it is);
+     numbers' digits) -> length_grid.json (matrices and summary) and images/length_heatmap.png; its
+     summary and the wall time of the grid also go to bench/results/NAME-grid.json (the picture stays
+     with the model; --grid-only: this step alone, on the bundled folder as it is); with the held-out
+     report it sets config.json's measured_max_digits (every length up to it at >= 99 %);
   4. with --loops (looped models): the accuracy-vs-recurrences curve on a smaller grid
-     (--loops-grid, --loops-samples-per-cell) -> loops.json and images/loops.png, also copied to bench/results/.
+     (--loops-grid, --loops-samples-per-cell) -> loops.json and images/loops.png; the curve also goes
+     to bench/results/NAME-grid.json.
 bench/results/NAME-grid.json records the machine and the command like every benchmark's results
 (bench/machine.py's write_results).
 """
@@ -32,6 +34,7 @@ from hf_arith.bundled import BUNDLED_DIR
 from hf_arith.cli import main as hf_arith
 from hf_arith.publishing.model_card import EVAL_FILE, GRID_FILE, HEATMAP_FILE
 from hf_arith.records import LOOPS_FILE, LOOPS_PICTURE
+from hf_arith.runtime.limits import measured_max_digits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from machine import RESULTS, load_average, write_results  # noqa: E402  (bench/machine.py: how results are recorded)
@@ -129,17 +132,19 @@ def bundle_grid(args, target: Path, load_before) -> None:
     record = {"name": args.name, "grid": args.grid, **({"items": grid["items"]} if "items" in grid else {}),
               "samples_per_cell": args.samples_per_cell,
               "seconds_with_100_heldout": round(grid_seconds, 1), "summary": grid.get("summary")}
-    shutil.copy2(scratch / "grid.png", RESULTS / f"{args.name}-grid.png")
     if args.loops:
         loops_dir = scratch / "loops"
         run(["eval", str(target), *heldout, "--grid", args.loops_grid or args.grid, "--samples-per-cell",
              str(args.loops_samples_per_cell), "--loops", args.loops, "--output-dir", str(loops_dir), *threads])
         shutil.copy2(loops_dir / "loops.json", target / LOOPS_FILE)  # hf-arith eval --loops's names, then the folder's
         shutil.copy2(loops_dir / "loops.png", target / LOOPS_PICTURE)
-        shutil.copy2(loops_dir / "loops.png", RESULTS / f"{args.name}-loops.png")
         record["loops"] = json.loads((loops_dir / "loops.json").read_text())
         record["loops_grid"] = args.loops_grid or args.grid
     record["heldout"] = json.loads((target / EVAL_FILE).read_text())
+    # Where it was measured to answer (>= 99 % on every length up to it), as a pushed folder records it.
+    config = json.loads((target / "config.json").read_text())
+    config["measured_max_digits"] = measured_max_digits(record["heldout"], grid)
+    (target / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     what = f"the evaluation bundled with {args.name}: held-out exact match, length grid (and loops), through hf-arith eval"
     write_results(RESULTS / f"{args.name}-grid.json", record, what=what, load_before=load_before)
     shutil.rmtree(scratch)

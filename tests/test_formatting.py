@@ -168,6 +168,12 @@ def test_mul_shifted_sums_decode_only_whole_answers():
         tokens = [EOS_TOKEN if c == "$" else c for c in malformed]
         assert decode_answer(tokens, fmt, lengths) is None, malformed
     assert fmt.task_rules.split_working("5160=3550", fmt) == ("5160=3550", "")
+    # The product's tokens, read off the lines in the format's digit order (the Space judges these).
+    assert ["5160=3550"[i] for i in fmt.task_rules.answer_places("5160=3550", fmt)] == list("53550")
+    forward = NumberFormat(task="mul", scratchpad="shifted_sums", reverse_operands=False, reverse_answer=False)
+    assert ["0615=0553"[i] for i in forward.task_rules.answer_places("0615=0553", forward)] == list("05535")
+    running = NumberFormat(task="mul", scratchpad="running_sums")
+    assert running.task_rules.answer_places("5160=53550", running) == [5, 6, 7, 8, 9]  # after the working
     assert fmt.fingerprint() != NumberFormat(task="mul", scratchpad="running_sums").fingerprint()
 
 

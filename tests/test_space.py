@@ -130,7 +130,9 @@ def assert_strip_matches_verdict(app, name, problem, verdict):
     is, all of it right when the verdict is Correct, some of it red when Wrong."""
     entry = app.load(name)
     cells = [c for c in strip_cells(verdict) if c[0] != "end"]
-    working, final = entry.fmt.task_rules.split_working(app.written_answer(entry, problem), entry.fmt)
+    exact = app.written_answer(entry, problem)
+    working, _ = entry.fmt.task_rules.split_working(exact, entry.fmt)
+    final = entry.fmt.task_rules.answer_places(exact, entry.fmt)  # after the working, or read off it
     kinds = [c[0] for c in cells]
     judged = [c for c in cells if c[0] != "work"]
     assert kinds == ["work"] * kinds.count("work") + [c[0] for c in judged]  # the working first
@@ -146,6 +148,7 @@ TASK_PROBLEMS = {  # one bundled model of every task, with a problem at its long
     "abacus-gpt2-add": "1234567890+9876543210",
     "abacus-gpt2-sub": "123-456",  # below zero
     "abacus-gpt2-mul": "12345*6789",  # the issue's 29 red cells under "Correct"
+    "abacus-gpt2-mul-10": "1234567890*987654321",  # shifted sums: the product read off the working
     "abacus-gpt2-sort": "a:31,b:7,c:120",
 }
 
@@ -166,6 +169,8 @@ def test_the_strip_judges_only_the_final_answer(client, app, name):
         assert working and "are its written working" in verdict
         assert entry.fmt.task_rules.working_note(entry.fmt) in verdict
         assert [c[1] for c in working] == [r[1] for r in rows["data"][:len(working)]]  # as written
+        # Shifted sums' product is read off the working (its lines' lowest digits, then the last line).
+        assert ("final answer read off them" in verdict) == (entry.fmt.scratchpad == "shifted_sums")
     else:
         assert not working and "written working" not in verdict
 

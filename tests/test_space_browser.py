@@ -229,7 +229,9 @@ def assert_strip_colours(driver, app, bundled: str, problem: str) -> None:
     """The strip as drawn agrees with the verdict: the written working in the working colour (as many
     cells as the task's `split_working` gives), then the final answer, all green under Correct."""
     entry = app.load(bundled)
-    working, final = entry.fmt.task_rules.split_working(app.written_answer(entry, problem), entry.fmt)
+    exact = app.written_answer(entry, problem)
+    working, _ = entry.fmt.task_rules.split_working(exact, entry.fmt)
+    final = entry.fmt.task_rules.answer_places(exact, entry.fmt)  # after the working, or read off it
     cells = all_css(driver, "#verdict .strip .cell:not(.legend)")
     kinds = [c.get_attribute("class").split()[1] for c in cells]
     for cell, kind in zip(cells, kinds):

@@ -18,7 +18,7 @@ from .common import (
     take_negative_problems,
 )
 
-SHELL_NOTE = "quote a problem with '*' for the shell: hf-arith solve '12*34' --model abacus-gpt2-mul"
+SHELL_NOTE = "quote a problem with '*' for the shell: hf-arith solve '12*34' --model abacus-gpt2-mul-10"
 
 
 def add_parsers(sub, parents) -> None:

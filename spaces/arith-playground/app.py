@@ -431,9 +431,9 @@ def written_problem(problem: str, out: dict) -> str:
 def answer_cells(entry: Entry, tokens: list[dict], problem: str) -> tuple[list[dict], dict | None]:
     """The tokens the model wrote, as cells: (cells, the end token's cell or None). The written
     working (running sums, radix passes: what the task's `split_working` says comes before the final
-    answer) comes first, as written, with status 'work' and judged by nothing. Then the final answer in
-    normal order, each token against the exact answer's token in the same place, as the format writes
-    it. A cell: the model's token, the exact one, the probability the model gave its token, and a
+    answer) comes first, as written, with status 'work' and judged by nothing. Then the final answer (the
+    tokens the task's `answer_places` names: for shifted sums, read off the working) in normal order,
+    each token against the exact answer's token in the same place, as the format writes it. A cell: the model's token, the exact one, the probability the model gave its token, and a
     status: work, ok, bad (wrong, missing or extra) or pad (a leading zero of a fixed-width answer)."""
     written, end = [], None
     for t in tokens:
@@ -442,10 +442,13 @@ def answer_cells(entry: Entry, tokens: list[dict], problem: str) -> tuple[list[d
             break
         written.append((t["token"], t["probability"]))
     task = entry.fmt.task_rules
-    working, _ = task.split_working("".join(t for t, _ in written), entry.fmt)
+    text = "".join(t for t, _ in written)
+    working, _ = task.split_working(text, entry.fmt)
     cells = [{"model": t, "exact": "", "p": p, "status": "work"} for t, p in written[:len(working)]]
-    final = normal_order(entry, written[len(working):])
-    exact = normal_order(entry, list(task.split_working(written_answer(entry, problem), entry.fmt)[1]))
+    # The final answer's tokens: those after the working, or (shifted sums) the ones it is read off.
+    final = normal_order(entry, [written[i] for i in task.answer_places(text, entry.fmt)])
+    exact_text = written_answer(entry, problem)
+    exact = normal_order(entry, [exact_text[i] for i in task.answer_places(exact_text, entry.fmt)])
     listed = task.item_list
     if not listed:  # leading zeros of a fixed width are padding, not digits of the answer
         sign = exact[:1] if exact[:1] == ["-"] else []
@@ -512,9 +515,12 @@ def verdict_html(entry: Entry, problem: str, out: dict, truth: str, loops: int |
     notes = []
     working = sum(c["status"] == "work" for c in cells)
     if working:
+        # Shifted sums: every written token is working, and the final answer is read off it.
+        text = "".join(itertools.takewhile(lambda t: t not in END_TOKENS, (t["token"] for t in out["tokens"])))
+        read_off = not entry.fmt.task_rules.split_working(text, entry.fmt)[1]
         notes.append(f"the first {count(working, 'token')} (grey) are its written working, as written, not judged: "
                      f"{entry.fmt.task_rules.working_note(entry.fmt) or 'how it got there'}; only the final answer "
-                     "after them is checked")
+                     f"{'read off' if read_off and judged else 'after'} them is checked")
     shown = "".join(c["exact"] for c in judged)
     if not entry.fmt.task_rules.item_list and shown != truth:
         notes.append(f"the strip's exact row is the answer as this model writes it ({shown}), which reads {truth}")

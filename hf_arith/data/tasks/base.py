@@ -210,6 +210,12 @@ class Task:
         cut = text.rfind(PROMPT_END) + 1
         return text[:cut], text[cut:]
 
+    def answer_places(self, text: str, fmt: NumberFormat) -> list[int]:
+        """Where the final answer's tokens are in a written answer (before <eos>), in written order: the
+        tokens after the working (`split_working`), unless the format reads the answer off the working."""
+        working, _ = self.split_working(text, fmt)
+        return list(range(len(working), len(text)))
+
     def working_note(self, fmt: NumberFormat) -> str | None:
         """What the format's written working is, in words for a reader (None without working)."""
         return None

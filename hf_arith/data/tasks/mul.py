@@ -90,6 +90,18 @@ class Mul(Task):
         # stretch of the text is the answer alone, so all of it is working and `read_answer` reads it.
         return text, ""
 
+    def answer_places(self, text, fmt):
+        if fmt.scratchpad != "shifted_sums":
+            return super().answer_places(text, fmt)
+        # Each line's lowest digit, then the last line (in the format's digit order), whether or not
+        # the lines are well formed: what the product is read from.
+        starts = [0] + [i + 1 for i, c in enumerate(text) if c == PROMPT_END]
+        ends = [i - 1 for i in starts[1:]] + [len(text)]
+        last = list(range(starts[-1], ends[-1]))
+        if fmt.reverse_answer:
+            return [s for s, e in zip(starts[:-1], ends) if e > s] + last
+        return last + [e - 1 for s, e in zip(starts[:-1], ends) if e > s][::-1]
+
     def read_answer(self, text, fmt, operand_lengths=None):
         if fmt.scratchpad == "shifted_sums":
             lines = text.split(PROMPT_END)
