@@ -433,8 +433,9 @@ def answer_cells(entry: Entry, tokens: list[dict], problem: str) -> tuple[list[d
     working (running sums, radix passes: what the task's `split_working` says comes before the final
     answer) comes first, as written, with status 'work' and judged by nothing. Then the final answer (the
     tokens the task's `answer_places` names: for shifted sums, read off the working) in normal order,
-    each token against the exact answer's token in the same place, as the format writes it. A cell: the model's token, the exact one, the probability the model gave its token, and a
-    status: work, ok, bad (wrong, missing or extra) or pad (a leading zero of a fixed-width answer)."""
+    each token against the exact answer's token in the same place, as the format writes it. A cell: the
+    model's token, the exact one, the probability the model gave its token, and a status: work, ok, bad
+    (wrong, missing or extra) or pad (a leading zero of a fixed-width answer)."""
     written, end = [], None
     for t in tokens:
         if t["token"] in END_TOKENS:
