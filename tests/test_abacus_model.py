@@ -200,6 +200,26 @@ def test_sort_lines_give_each_label_its_line_and_its_slot():
         AbacusGPT2Config(vocab_size=len(tok), abacus_line_positions=True, answer_start_token_id=eq)
 
 
+def test_prompt_segments_tell_each_sort_item_apart_before_the_lines():
+    """With abacus_prompt_segments, the prompt's tokens take their separator count as their segment
+    (the digits of "a:13" are 2, of "b:7" 5), where plain line positions give every one slot 0;
+    the lines keep their slots."""
+    fmt = NumberFormat(task="sort", scratchpad="radix_passes")
+    tok = ArithTokenizer(number_format=fmt)
+    ids = torch.tensor([tok.convert_tokens_to_ids(list("a:13,b:7,c:021=cab=bca=bac"))])
+    eq = tok.convert_tokens_to_ids("=")
+    segments = {}
+    for prompt_segments in (False, True):
+        model, _ = make(fmt=fmt, abacus_line_positions=True, answer_start_token_id=eq, abacus_num_segments=16,
+                        abacus_prompt_segments=prompt_segments)
+        segments[prompt_segments] = unpack_positions(model.position_ids_from_input_ids(ids), 40)[1][0].tolist()
+    assert segments[False][:14] == [0] * 14
+    assert segments[True][:14] == [1, 2, 2, 2, 3, 4, 5, 5, 6, 7, 8, 8, 8, 8]
+    assert segments[True][14:] == segments[False][14:] == [0, 1, 2, 3] * 3
+    with pytest.raises(ValueError, match="abacus_prompt_segments applies with abacus_line_positions"):
+        AbacusGPT2Config(vocab_size=len(tok), abacus_prompt_segments=True)
+
+
 def test_packed_problems_restart_segments_and_draw_their_own_offsets():
     """Two problems in one row, each closed by <eos> (id 13): the second numbers its operands from 0
     again, and with `problem` each problem of a row draws its own training offset."""

@@ -37,6 +37,10 @@ class AbacusGPT2Config(ArithConfig):
             non-digit answer token its line's number as its index, and every answer token its slot
             in its line as its segment (`abacus_positions.line_positions`), in place of the
             separator count. Needs `answer_start_token_id` and abacus_num_segments > the longest line.
+        abacus_prompt_segments: with abacus_line_positions, prompt tokens keep the separator count as
+            their segment (slot 0 otherwise), so each item's digits carry which item they belong to; a
+            model without positions can only tell that by counting the labels before them, which grows
+            less exact with every item. Needs abacus_num_segments > the prompt's separators.
         abacus_num_segments: also add a learned embedding of which number a token belongs to
             (`abacus_positions.segment_ids`: separators seen so far, capped at this many - 1);
             0 turns it off. Position ids then carry index and segment packed into one id.
@@ -84,6 +88,7 @@ class AbacusGPT2Config(ArithConfig):
         answer_start_token_id: int | None = None,
         abacus_num_segments: int = 0,
         abacus_line_positions: bool = False,
+        abacus_prompt_segments: bool = False,
         abacus_attention_window: int = 0,
         abacus_period: int = 0,
         absolute_position_embedding: bool = False,
@@ -111,6 +116,7 @@ class AbacusGPT2Config(ArithConfig):
         self.answer_start_token_id = answer_start_token_id
         self.abacus_num_segments = abacus_num_segments
         self.abacus_line_positions = abacus_line_positions
+        self.abacus_prompt_segments = abacus_prompt_segments
         self.abacus_attention_window = abacus_attention_window
         self.abacus_period = abacus_period
         self.absolute_position_embedding = absolute_position_embedding
@@ -144,6 +150,9 @@ class AbacusGPT2Config(ArithConfig):
                              f"lines) in [0, vocab_size), abacus_num_segments >= 2 (the slots) and no "
                              f"abacus_offset_per_problem; got {self.answer_start_token_id!r}, "
                              f"{self.abacus_num_segments!r}, {self.abacus_offset_per_problem!r}")
+        if self.abacus_prompt_segments and not self.abacus_line_positions:
+            raise ValueError(f"{name}.abacus_prompt_segments applies with abacus_line_positions (without them every "
+                             "token already has its separator count as its segment)")
         if self.abacus_offset_per_problem and not self.abacus_offset_per_sequence:
             raise ValueError(f"{name}.abacus_offset_per_problem needs abacus_offset_per_sequence (a draw per problem "
                              "is a draw per sequence, made for each problem)")

@@ -159,6 +159,10 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
         check_abacus_range(index, c.abacus_max_digits)  # before packing, which a too-long number would corrupt
         if c.abacus_line_positions:  # a pad or a malformed line past the table takes its last slot
             segment = slot.clamp(max=c.abacus_num_segments - 1)
+            if c.abacus_prompt_segments:  # before the first `=`: which number, as without line positions
+                in_prompt = (input_ids == c.answer_start_token_id).long().cumsum(-1) == 0
+                separators = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments)
+                segment = torch.where(in_prompt, separators, segment)
         else:
             segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments,
                                   c.eos_token_id if c.abacus_offset_per_problem else None) if c.abacus_num_segments else None
