@@ -232,6 +232,10 @@ def test_a_sort_chain_is_trained_on_the_union_of_its_stages_list_sizes(tmp_path,
     assert limits.training_items == (2, 4)
     lists = parse_problems(["a:1,b:2,c:3", "a:1,b:2,c:3,d:4,e:5"], limits.fmt)
     assert limits.beyond_training(lists).tolist() == [False, True]  # three items are inside the chain's range
+    # Held-out lists default to those sizes too (2-5 is the default only where nothing is recorded).
+    capsys.readouterr()
+    assert main(["eval", str(final), "--samples", "8", "--threads", "1"]) == 0
+    assert "lists of 2-4 items, operands of 1-2 digits" in capsys.readouterr().out
     # A damaged record of an earlier stage's list sizes is an error naming the file, never a guess.
     summary["earlier_stages"][-1]["train_items"] = [4, 2]
     (final / "training_summary.json").write_text(json.dumps(summary))

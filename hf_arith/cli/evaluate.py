@@ -51,8 +51,8 @@ def add_parsers(sub, parents) -> None:
                         "else its operand width or the longest its context holds)")
     p.add_argument("--seed", type=seed, default=1234, metavar="S", help="sampling seed (default: 1234)")
     p.add_argument("--items", type=item_range, metavar="A:B",
-                   help="sorting models: lists of A to B items (default: 2 to 5, or the format's max_items if fewer; "
-                        "the rows of --grid)")
+                   help="sorting models: lists of A to B items (default: the sizes the model was trained on where "
+                        "its checkpoint says, else 2 to 5, or the format's max_items if fewer; the rows of --grid)")
     p.add_argument("--json", metavar="PATH", help="also write the held-out report as JSON")
     p.add_argument("--heldout", action="store_true",
                    help="with --grid, --loops or --stress: run the held-out evaluation too (without them it always runs)")
@@ -159,7 +159,9 @@ def cmd_eval(args) -> int:
         grid_axes(fmt, limits, args.grid, args.lengths, args.items if fmt.task_rules.item_list else None, args.diagonal)
     if args.items:
         limits.check_items(args.items, max_digits)
-    spec = problem_spec(fmt, min_digits, max_digits, args.items)
+    # As with lengths, held-out lists default to the sizes the model was trained on, where known.
+    items = args.items or (limits.training_items if fmt.task_rules.item_list else None)
+    spec = problem_spec(fmt, min_digits, max_digits, items)
     report = None
     if heldout:
         report = evaluate_model(model, tokenizer, spec, n=args.samples, seed=args.seed, limits=limits, progress=True)
