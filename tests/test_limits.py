@@ -214,7 +214,7 @@ def test_running_sums_must_have_the_problems_shape():
 def test_radix_passes_budget_covers_the_longest_items():
     # Plain sorting answers one label per item, so the most items bound the answer; with radix
     # passes the longest items write the most lines, and the budget must cover them too.
-    for scratchpad in ("none", "radix_passes", "radix_keys", "radix_buckets"):
+    for scratchpad in ("none", "radix_passes", "radix_keys"):
         fmt = NumberFormat(task="sort", scratchpad=scratchpad)
         limits = ModelLimits(fmt=fmt, context=256, abacus_max_digits=None, abacus_answer_offset=0,
                              loops=None, tokens_per_step=(1, 1))

@@ -177,10 +177,6 @@ class NumberFormat:
       followed by its item's digit p, then the sorted labels ("a:31,b:7,c:120" is answered
       a1b7c0=c2a3b0=b0c1a0=bac). The order of each line is then a stable sort of the line before
       by the digits written in that line, and each written digit is one look-up in the prompt.
-      "radix_buckets" writes each pass's sorted line with the digit that placed each label, before
-      it, then the sorted labels ("a:31,b:7,c:120" is answered 0c1a7b=0b2c3a=0b0a1c=bac): a line
-      names the smallest digit left, then the first label left with that digit in the line before,
-      where radix_passes' label must find the least (digit, place in the line before) at once.
     """
 
     task: str = "add"

@@ -1,8 +1,7 @@
 """Sorting: 'a:31,b:7,c:120', answered by the labels in ascending order of value ('bac').
 
-Ties keep label order. The written working may be radix passes (the labels once per digit place),
-radix keys (each label with its digit, per place, in the order so far) or radix buckets (each place's
-sorted line, every label after the digit it was sorted by).
+Ties keep label order. The written working may be radix passes (the labels once per digit place)
+or radix keys (each label with its digit, per place).
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ _SORT_ITEM = re.compile(r"([a-z]):([0-9]+)")
 
 class Sort(Task):
     name, title, hash_id = "sort", "sorting", 4
-    scratchpads = ("radix_passes", "radix_keys", "radix_buckets")
+    scratchpads = ("radix_passes", "radix_keys")
     item_list = True
     digit_answers = False  # labels
     default_digits = (1, 5)
@@ -55,12 +54,12 @@ class Sort(Task):
         items, places = (lengths > 0).sum(axis=1), lengths.max(axis=1)
         if fmt.scratchpad == "radix_passes":
             return places * items + (places - 1) + end  # one line of labels per digit place
-        if fmt.scratchpad in KEYED:
+        if fmt.scratchpad == "radix_keys":
             return places * (2 * items + 1) + items + end  # a line of label-digit pairs per place, then the labels
         return items + end
 
     def answer_run_tokens(self, fmt, lengths):
-        if fmt.scratchpad in KEYED:
+        if fmt.scratchpad == "radix_keys":
             return 2 * fmt.max_answer_digits(lengths)  # a line of labels, each with its digit
         return super().answer_run_tokens(fmt, lengths)
 
@@ -227,8 +226,8 @@ class Sort(Task):
                     segments.append(const_segment(vocab[PROMPT_END], has_place))
                 segments.append((label_ids[order], np.where(has_place, problems.answer_lengths, 0)))
             return segments
-        if fmt.scratchpad in KEYED:
-            segments += _radix_key_lines(problems, label_ids, vocab, buckets=fmt.scratchpad == "radix_buckets")
+        if fmt.scratchpad == "radix_keys":
+            segments += _radix_key_lines(problems, label_ids, vocab)
         segments.append((label_ids[problems.answer], problems.answer_lengths))
         return segments
 
@@ -239,30 +238,23 @@ class Sort(Task):
         if fmt.scratchpad == "radix_keys":
             return ("it sorts as a radix sort does: per digit place, lowest first, every label with its digit at "
                     "that place, then '='; the last line is the sorted order")
-        if fmt.scratchpad == "radix_buckets":
-            return ("it sorts as a radix sort does: per digit place, lowest first, the labels ordered by that "
-                    "place's digit, each after its digit, then '='; the last line is the sorted order")
         return None
 
     def read_answer(self, text, fmt, operand_lengths=None):
         labels = SORT_LABELS[: fmt.max_items]
         lines = text.split(PROMPT_END) if fmt.scratchpad != "none" else [text]
-        if fmt.scratchpad in KEYED:
-            # Every line but the last: label-digit pairs (digit-label in buckets); they are checked
-            # as the labels they order, and a bucket line's digits must not decrease.
-            digits = DIGIT_CHARS[: fmt.base]
-            first = int(fmt.scratchpad == "radix_buckets")  # where a pair's label sits
+        if fmt.scratchpad == "radix_keys":
+            # Every line but the last: label-digit pairs; they are checked as the labels they order.
+            digits = set(DIGIT_CHARS[: fmt.base])
             keyed, lines = lines[:-1], lines[-1:]
-            if not keyed or any(len(line) % 2 or not set(line[1 - first::2]) <= set(digits) for line in keyed):
+            if not keyed or any(len(line) % 2 or not set(line[1::2]) <= digits for line in keyed):
                 return None
-            if first and any(list(line[0::2]) != sorted(line[0::2], key=digits.index) for line in keyed):
-                return None
-            lines = [line[first::2] for line in keyed] + lines
+            lines = [line[0::2] for line in keyed] + lines
         if operand_lengths is not None:
             items = int((np.asarray(operand_lengths) > 0).sum())
             labels = SORT_LABELS[:items]
-            if len(lines) != int(np.max(operand_lengths)) + (fmt.scratchpad in KEYED):
-                return None  # one line per digit place of the longest item (and the keyed forms' answer line)
+            if len(lines) != int(np.max(operand_lengths)) + (fmt.scratchpad == "radix_keys"):
+                return None  # one line per digit place of the longest item (and radix_keys' answer line)
         # Every line orders the same labels, each once.
         if any(not line or set(line) != set(lines[0]) or len(set(line)) != len(line) or not set(line) <= set(labels)
                for line in lines):
@@ -287,16 +279,10 @@ def radix_passes(problems) -> list[tuple[np.ndarray, np.ndarray]]:
     return passes
 
 
-def _radix_key_lines(problems, label_ids: np.ndarray, vocab: dict, buckets: bool) -> list:
-    """The segments of the keyed forms' lines: per digit place p, then '=', the labels with their
-    item's digit p (0 beyond its length); rows whose longest item is shorter than p + 1 digits write
-    nothing for p. Absent items come last in every order.
-
-    radix_keys: in the order before pass p, each label followed by its digit (the next line sorts by
-    the digits written in this one). radix_buckets: in the order after pass p, each label after its
-    digit, so a line names its next digit (the smallest left) before the label it picks among that
-    digit's items (the first left in the line before): two look-ups on one key each, where a label
-    alone must find the least pair (digit, place in the line before)."""
+def _radix_key_lines(problems, label_ids: np.ndarray, vocab: dict) -> list:
+    """The segments of radix_keys' lines: per digit place p, the labels in the order before pass p,
+    each followed by its item's digit p (0 beyond its length), then '='; rows whose longest item is
+    shorter than p + 1 digits write nothing for p. Absent items come last in every order."""
     digit_ids = np.array([vocab[c] for c in DIGIT_CHARS[: problems.base]])
     n, k = problems.lengths.shape
     order = np.broadcast_to(np.arange(k), (n, k))
@@ -304,15 +290,11 @@ def _radix_key_lines(problems, label_ids: np.ndarray, vocab: dict, buckets: bool
     segments = []
     for p, (after, has_place) in enumerate(radix_passes(problems)):
         digit = np.where(p < problems.lengths, problems.operands[:, :, p], 0)
-        line = after if buckets else order
-        pair = [label_ids[line], digit_ids[np.take_along_axis(digit, line, axis=1)]]
-        pairs = np.stack(pair[::-1] if buckets else pair, axis=2)
+        pairs = np.stack([label_ids[order], digit_ids[np.take_along_axis(digit, order, axis=1)]], axis=2)
         segments.append((pairs.reshape(n, 2 * k), np.where(has_place, 2 * items, 0)))
         segments.append(const_segment(vocab[PROMPT_END], has_place))
         order = after
     return segments
 
-
-KEYED = ("radix_keys", "radix_buckets")  # the forms that write each label with its digit, per place
 
 register_task(Sort())
