@@ -196,6 +196,10 @@ def test_running_sums_that_overrun_the_abacus_table_decode_as_none():
     assert solve(model, tok, ["12345*67890", "3*4"]) == [None, None]
     with pytest.raises(FormatError, match="abacus range of 24 digits"):
         solve(model, tok, ["9" * 12 + "*" + "9" * 12])  # a product of 24 digits: the limits refuse it first
+    # Operands that fit the table but whose working does not: the refusal names both lengths.
+    with pytest.raises(FormatError, match="its operands of up to 20 digits need numbers of 2[1-9] digits in the "
+                                          "answer, beyond this model's abacus range of 24 digits"):
+        solve(model, tok, ["9" * 20 + "*" + "9" * 5])
 
 
 def test_running_sums_must_have_the_problems_shape():

@@ -190,7 +190,11 @@ class ModelLimits:
         if no_room[i]:
             return i, (f"{prompt[i]} prompt + {answer[i]} answer tokens are too long for this model's context of "
                        f"{self.context} positions (config.max_position_embeddings)")
-        return i, (f"numbers of {longest[i]} digits are beyond this model's abacus range of "
+        longest_operand = int(parsed.lengths[i].max())
+        # Written working (or an aligned answer) may place longer numbers than the operands: say which.
+        written = (f"its operands of up to {longest_operand} digits need numbers of {longest[i]} digits in the answer,"
+                   if longest[i] > longest_operand else f"numbers of {longest[i]} digits are")
+        return i, (f"{written} beyond this model's abacus range of "
                    f"{self.abacus_max_digits} digits (config.abacus_max_digits)")
 
     def worst_case(self, digits: int, items: int | None = None) -> Problems:
