@@ -26,6 +26,11 @@ from hf_arith.runtime.loading import load_checkpoint
 SEED = 7
 
 
+def mean(xs: list) -> float | None:
+    """The share of True in `xs`, to 4 places; None for no tokens of that kind."""
+    return round(float(np.mean(xs)), 4) if xs else None
+
+
 def line_scores(model, fmt, spec: ProblemSpec, n: int) -> dict:
     """Teacher-forced accuracy of `n` held-out lists of `spec`: all right, digits, labels, per line."""
     problems = sample(spec, n, np.random.default_rng(SEED), split="test")
@@ -50,7 +55,6 @@ def line_scores(model, fmt, spec: ProblemSpec, n: int) -> dict:
             elif token in label_ids:
                 labels.append(ok)
                 lines.setdefault(line, []).append(ok)
-    mean = lambda xs: round(float(np.mean(xs)), 4) if xs else None  # noqa: E731
     return {"all_right": mean(whole), "digit_tokens": mean(digits), "label_tokens": mean(labels),
             "label_tokens_by_line": {str(k): mean(v) for k, v in sorted(lines.items())}}
 
