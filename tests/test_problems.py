@@ -404,3 +404,28 @@ def test_sampling_by_value_weights_each_length_by_how_many_values_have_it():
     assert np.bincount(mixed, minlength=5)[1:] / mixed.size == pytest.approx([0.1255, 0.1295, 0.17, 0.575], abs=0.01)
     with pytest.raises(FormatError, match="sample_by"):
         ProblemSpec("add", 1, 4, sample_by="digits")
+
+
+def test_sampling_by_longest_makes_every_longest_length_and_list_size_as_common():
+    spec = ProblemSpec("sort", 1, 10, min_items=2, max_items=10, sample_by="longest")
+    problems = sample(spec, 20_000, np.random.default_rng(0), split=None)
+    lengths = problems.lengths
+    longest, items = lengths.max(axis=1), (lengths > 0).sum(axis=1)
+    assert np.bincount(longest, minlength=11)[1:] / len(longest) == pytest.approx([0.1] * 10, abs=0.01)
+    assert np.bincount(items, minlength=11)[2:] / len(items) == pytest.approx([1 / 9] * 9, abs=0.01)
+    # Lists of one-digit numbers, one in 10^10 of ten items drawn by length, are a tenth of them here.
+    assert ((longest == 1) & (items == 10)).sum() > 100
+    # Every value has the length drawn for it (no leading zero), and the longest item is any item.
+    for values, row in zip(problems.operand_values()[:500], lengths[:500]):
+        assert [len(str(v)) for v in values] == row[row > 0].tolist()
+    ten = lengths[items == 10]
+    assert (ten == ten.max(axis=1, keepdims=True)).mean(axis=0).min() > 0.1  # each slot often a longest
+    half = sample(ProblemSpec("sort", 1, 10, min_items=2, max_items=10, sample_by="length_longest"), 20_000,
+                  np.random.default_rng(1), split=None).lengths.max(axis=1)
+    by_length = sample(ProblemSpec("sort", 1, 10, min_items=2, max_items=10), 20_000,
+                       np.random.default_rng(1), split=None).lengths.max(axis=1)
+    share = lambda x: np.bincount(x, minlength=11)[1:] / len(x)  # noqa: E731
+    assert share(half) == pytest.approx((share(by_length) + 0.1) / 2, abs=0.015)
+    pair = sample(ProblemSpec("add", 3, 6, sample_by="longest"), 20_000, np.random.default_rng(2), split=None).lengths
+    assert pair.min() >= 3 and pair.max() <= 6
+    assert np.bincount(pair.max(axis=1), minlength=7)[3:] / len(pair) == pytest.approx([0.25] * 4, abs=0.015)

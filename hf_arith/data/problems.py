@@ -28,7 +28,7 @@ _PRIMES = (np.uint64(2147483647), np.uint64(2147483629))
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-SAMPLE_BY = ("length", "value", "mixed")
+SAMPLE_BY = ("length", "value", "mixed", "longest", "length_longest")
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,9 @@ class ProblemSpec:
     max_items: int = 5
     # How uniform problems draw operand lengths: "length" gives every length in the range the same
     # share; "value" every value (most have max_digits digits, as in the tiny-adder protocol);
-    # "mixed" half the problems one way, half the other (a stage that must keep both).
+    # "mixed" half the problems one way, half the other (a stage that must keep both); "longest" every
+    # length of a problem's longest operand (the others no longer), so every grid cell of a list's item
+    # count and longest length is as common; "length_longest" half "length", half "longest".
     sample_by: str = "length"
 
     def __post_init__(self):
@@ -69,6 +71,8 @@ class ProblemSpec:
 
 # -- sampling -----------------------------------------------------------------------------
 def _sample_operands(spec: ProblemSpec, n: int, rng: np.random.Generator):
+    if spec.sample_by in ("longest", "length_longest"):
+        return _sample_by_longest(spec, n, rng)
     k, width = spec.n_operands, spec.max_digits
     if spec.sample_by == "length":
         lengths = rng.integers(spec.min_digits, spec.max_digits + 1, size=(n, k))
@@ -83,6 +87,29 @@ def _sample_operands(spec: ProblemSpec, n: int, rng: np.random.Generator):
     digits = rng.integers(0, spec.base, size=(n, k, width), dtype=np.int8)
     _fix_leading(digits, lengths, spec.base, rng)
     lengths = get_task(spec.task).choose_items(lengths, digits, spec.min_items, spec.max_items, rng)
+    return digits, lengths
+
+
+def _sample_by_longest(spec: ProblemSpec, n: int, rng: np.random.Generator):
+    """Operands whose longest length is uniform over the spec's range and the others uniform up to it
+    ("longest"), or half the problems so and half drawn by "length" ("length_longest").
+
+    Drawn by length, a list's longest number is almost always near max_digits (of ten numbers of 1-10
+    digits, 65 % have a 10-digit one and one in 10^10 only one-digit ones), so lists of short numbers,
+    whose written working is shorter, are all but absent from training."""
+    task, k, width = get_task(spec.task), spec.n_operands, spec.max_digits
+    lo, hi = spec.min_digits, spec.max_digits
+    longest = rng.integers(lo, hi + 1, size=n)
+    lengths = lo + (rng.random((n, k)) * (longest[:, None] - lo + 1)).astype(np.int64)
+    by_length = rng.random(n) < 0.5 if spec.sample_by == "length_longest" else np.zeros(n, dtype=bool)
+    lengths[by_length] = rng.integers(lo, hi + 1, size=(int(by_length.sum()), k))
+    # Items first (a list's unused slots are its last ones), then the longest length at one used slot.
+    lengths = task.choose_items(lengths, np.zeros((n, k, 1), dtype=np.int8), spec.min_items, spec.max_items, rng)
+    slot = (rng.random(n) * (lengths > 0).sum(axis=1)).astype(np.int64)
+    rows = np.flatnonzero(~by_length)
+    lengths[rows, slot[rows]] = longest[rows]
+    digits = rng.integers(0, spec.base, size=(n, k, width), dtype=np.int8)
+    _fix_leading(digits, lengths, spec.base, rng)
     return digits, lengths
 
 
