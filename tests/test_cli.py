@@ -153,6 +153,25 @@ def test_eval_items_sets_how_many_items_a_sorting_list_holds(tmp_path, capsys):
     assert json.loads(remade.read_text())["exact_match"] == data["exact_match"]
 
 
+def test_eval_views_sets_how_many_views_of_each_list_vote(tmp_path, capsys):
+    reports = {}
+    for views in (None, 1):
+        path = tmp_path / f"views-{views}.json"
+        extra = [] if views is None else ["--views", views]
+        code, _, err = run(capsys, "eval", "abacus-gpt2-sort", "--samples", 20, "--max-digits", 3, *extra, "--json", path)
+        assert code == 0, err
+        reports[views] = json.loads(path.read_text())
+    assert reports[None]["answer_views"] == 5 and "--views" not in reports[None]["command"]  # the model's default
+    assert reports[1]["answer_views"] == 1 and "--views 1" in reports[1]["command"]
+    assert reports[1]["n"] == reports[None]["n"] == 20
+    for argv, message in [
+        (["--views", 17], "views must be an integer from 1 to 16 (or None: the model's default, 5), got 17"),
+        (["--views", 3, "--grid", "1:2"], "--views: only the held-out evaluation votes over views; add --heldout"),
+    ]:
+        code, _, err = run(capsys, "eval", "abacus-gpt2-sort", "--samples", 5, *argv)
+        assert code == 2 and err.splitlines() == [f"hf-arith: error: {message}"], err
+
+
 def test_eval_defaults_to_the_lengths_the_model_was_trained_on(capsys):
     """abacus-gpt2-sort trained on numbers of 1-6 digits, though its context holds 21: a plain eval scores
     1-6, not a mixture with lengths it never saw; --min-digits beyond them moves the default along."""

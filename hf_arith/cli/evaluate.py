@@ -23,6 +23,7 @@ from .common import (
     load,
     loop_counts,
     pct,
+    positive_int,
     seed,
     set_threads,
     take_negative_problems,
@@ -53,6 +54,9 @@ def add_parsers(sub, parents) -> None:
     p.add_argument("--items", type=item_range, metavar="A:B",
                    help="sorting models: lists of A to B items (default: the sizes the model was trained on where "
                         "its checkpoint says, else 2 to 5, or the format's max_items if fewer; the rows of --grid)")
+    p.add_argument("--views", type=positive_int, metavar="N",
+                   help="held-out evaluation: answer N views of each problem (a sort list relabelled) and score the "
+                        "answer most of them give (default: the model's config.answer_views)")
     p.add_argument("--json", metavar="PATH", help="also write the held-out report as JSON")
     p.add_argument("--heldout", action="store_true",
                    help="with --grid, --loops or --stress: run the held-out evaluation too (without them it always runs)")
@@ -139,6 +143,8 @@ def cmd_eval(args) -> int:
         raise CLIError("--diagonal: only with --lengths (the cells whose two operands have the same length)")
     extras = args.grid or args.lengths or args.loops or args.stress
     heldout = not extras or args.heldout or bool(args.json)
+    if args.views is not None and not heldout:
+        raise CLIError("--views: only the held-out evaluation votes over views; add --heldout")
     default_dir = str(Path("runs") / "eval" / (checkpoint_label(args.model) or "model"))
     out_dir = writable_dir(args.output_dir or default_dir, "--output-dir") if extras else None
     model, tokenizer = load(args)
@@ -159,12 +165,14 @@ def cmd_eval(args) -> int:
         grid_axes(fmt, limits, args.grid, args.lengths, args.items if fmt.task_rules.item_list else None, args.diagonal)
     if args.items:
         limits.check_items(args.items, max_digits)
+    views = limits.check_views(args.views)
     # As with lengths, held-out lists default to the sizes the model was trained on, where known.
     items = args.items or (limits.training_items if fmt.task_rules.item_list else None)
     spec = problem_spec(fmt, min_digits, max_digits, items)
     report = None
     if heldout:
-        report = evaluate_model(model, tokenizer, spec, n=args.samples, seed=args.seed, limits=limits, progress=True)
+        report = evaluate_model(model, tokenizer, spec, n=args.samples, seed=args.seed, limits=limits, progress=True,
+                                views=views)
         lists = f"lists of {spec.min_items}-{spec.max_items} items, " if fmt.task_rules.item_list else ""
         print(f"{args.model}: {describe_format(fmt)}; {lists}operands of {min_digits}-{max_digits} digits, "
               f"seed {args.seed}")
@@ -192,6 +200,8 @@ def _eval_record(args, min_digits: int, max_digits: int) -> dict:
                "--seed", str(args.seed), "--json", str(args.json)]
     if getattr(args, "items", None):
         options += ["--items", f"{args.items[0]}:{args.items[1]}"]
+    if getattr(args, "views", None):
+        options += ["--views", str(args.views)]
     return _run_record(args, options)
 
 

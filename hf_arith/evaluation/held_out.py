@@ -25,21 +25,22 @@ TINY_ADDER_MAX = 9_999_999_999
 
 def evaluate_model(model, tokenizer, spec: ProblemSpec, n: int = 2000, seed: int = 1234,
                    batch_size: int | None = None, test_fraction: float = 0.1, limits: ModelLimits | None = None,
-                   progress: bool = False, confirm: bool = True) -> dict:
+                   progress: bool = False, confirm: bool = True, views: int | None = None) -> dict:
     """Exact match, per-digit accuracy and confidence figures of `n` held-out problems of `spec` (`solve`'s
-    answers; `confirm=False`: a multi-token model's extra heads' own tokens, unverified)."""
+    answers; `confirm=False`: a multi-token model's extra heads' own tokens, unverified; `views`: how many
+    views of each problem vote, default the model's config.answer_views)."""
     problems = held_out_problems(spec, n, seed, test_fraction)
     texts, answers, lengths = problems.to_text(), problems.answer_text(), problems.lengths
     start = time.perf_counter()
     # Lengths beyond the training range are what a report measures, not something to warn about.
     answered = solve(model, tokenizer, texts, batch_size=batch_size, warn_beyond_training=False, return_confidence=True,
-                     limits=limits, progress=progress, confirm=confirm)
+                     limits=limits, progress=progress, confirm=confirm, views=views)
     predictions = [a.answer for a in answered]
     report = arith_scores(predictions, answers, lengths)
     report.update(confidence_scores(texts, predictions, answers, [a.confidence for a in answered], LOW_CONFIDENCE))
     report["seconds"] = time.perf_counter() - start
-    # The views of each problem solve answered and voted on (the model's config.answer_views).
-    report["answer_views"] = (limits or model_limits(model, tokenizer)).answer_views
+    # The views of each problem solve answered and voted on.
+    report["answer_views"] = views or (limits or model_limits(model, tokenizer)).answer_views
     return report
 
 
