@@ -378,6 +378,18 @@ def test_an_answer_without_its_end_token_is_none():
     assert decode_answer(["a", "b", EOS_TOKEN], NumberFormat(task="sort")) == "ab"
 
 
+def test_a_sort_answer_has_one_line_per_digit_place_only_in_the_radix_forms():
+    """The order written at once is one line whatever the numbers' lengths ('a:13,b:9' = 'ba'); radix passes
+    write one line per digit place of the longest number."""
+    lengths = np.array([2, 1])
+    plain = NumberFormat(task="sort", scratchpad="none")
+    assert decode_answer(["b", "a", EOS_TOKEN], plain, lengths) == "ba"
+    assert decode_answer(["b", EOS_TOKEN], plain, lengths) is None  # an item left out
+    passes = NumberFormat(task="sort", scratchpad="radix_passes")
+    assert decode_answer(["b", "a", EOS_TOKEN], passes, lengths) is None  # one pass of two
+    assert decode_answer(["a", "b", "=", "b", "a", EOS_TOKEN], passes, lengths) == "ba"
+
+
 @pytest.mark.parametrize("tokens,fmt", [
     ([], NumberFormat()),
     ([EOS_TOKEN, "1"], NumberFormat()),

@@ -253,7 +253,7 @@ class Sort(Task):
         if operand_lengths is not None:
             items = int((np.asarray(operand_lengths) > 0).sum())
             labels = SORT_LABELS[:items]
-            if len(lines) != int(np.max(operand_lengths)) + (fmt.scratchpad == "radix_keys"):
+            if fmt.scratchpad != "none" and len(lines) != int(np.max(operand_lengths)) + (fmt.scratchpad == "radix_keys"):
                 return None  # one line per digit place of the longest item (and radix_keys' answer line)
         # Every line orders the same labels, each once.
         if any(not line or set(line) != set(lines[0]) or len(set(line)) != len(line) or not set(line) <= set(labels)
