@@ -1,9 +1,11 @@
 """Reliability sweep: many held-out problems inside each model's trained range, every wrong answer listed.
 
 Usage: python bench/sweep.py [MODEL ...] [--random N] [--hard N] [--seed S] [--threads T] [--device D]
+                             [--digits A:B] [--items A:B]
 
 Sets per model, all from the test split (problems training never draws) and inside the operand
-lengths the checkpoint was trained on:
+lengths (and, for sorting, the list sizes) the checkpoint was trained on, or inside the smaller box
+--digits and --items name (a model trained on a larger box checked where an older model was):
 - random: `held_out_problems` with operand lengths uniform in the trained range;
 - repeated digits: operands written with one or two distinct digits, and (addition,
   subtraction) carry chains: every column of a span carries or borrows (`problems.sample` with
@@ -27,6 +29,7 @@ import torch
 from common import hard_heldout, run_set, script_parser
 from machine import RESULTS, load_average, markdown_table, write_results
 
+from hf_arith.cli.common import item_range, length_range
 from hf_arith.data.formatting import get_task
 from hf_arith.data.problems import held_out_problems
 from hf_arith.runtime.limits import max_tokens_per_step, model_limits, problem_spec
@@ -49,6 +52,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default=None, help="where the models run, e.g. cuda (default: CPU)")
+    parser.add_argument("--digits", type=length_range, default=None,
+                        help="operand lengths A:B (default: the trained range)")
+    parser.add_argument("--items", type=item_range, default=None,
+                        help="sorting: list sizes A:B (default: the sizes the model was trained on)")
     parser.add_argument("--table-only", action="store_true", help="only rebuild sweep.md from the sweep_*.json files")
     args = parser.parse_args(argv)
     if args.table_only:
@@ -60,16 +67,18 @@ def main(argv: list[str] | None = None) -> dict:
     for name in args.models:
         model, tok = load_checkpoint(name, device=args.device)
         limits = model_limits(model, tok, checkpoint_folder(model))
-        low, high = limits.training_range or (1, limits.max_digits)
+        low, high = args.digits or limits.training_range or (1, limits.max_digits)
+        items = (args.items or limits.training_items) if get_task(tok.arith_format.task).item_list else None
         n_random = args.random or (1_000_000 if name == "minimal-add10" else 200_000)
         load_before = load_average()
-        spec = problem_spec(tok.arith_format, low, high)
+        spec = problem_spec(tok.arith_format, low, high, items=items)
         random_set = held_out_problems(spec, n_random, seed=args.seed)
         sets = {"random": (random_set.to_text(), random_set.answer_text())}
         for offset, (key, kind) in enumerate(HARD_SETS.items(), start=1):
             if kind in get_task(spec.task).hard_kinds:
                 sets[key] = hard_heldout(spec, kind, args.hard, args.seed + offset)
-        record = {"model": name, "operand_digits": [low, high], "seed": args.seed, "threads": args.threads,
+        record = {"model": name, "operand_digits": [low, high], **({"items": list(items)} if items else {}),
+                  "seed": args.seed, "threads": args.threads,
                   "answer_views": limits.answer_views,  # solve's default: the answer most views of a problem give
                   **({"device": str(model.device)} if args.device else {}), "confidence_threshold": LOW_CONFIDENCE}
         # Every set at one token per pass; a multi-token model's sets again at its full heads.
@@ -98,7 +107,7 @@ def write_table() -> None:
     pruned, the figures they gave stay cited)."""
     # An exploration file (several models in one record, no "model" key) is not one model's sweep.
     every = [r for r in (json.loads(path.read_text()) for path in sorted(RESULTS.glob("sweep_*.json"))) if "model" in r]
-    rows = [[r.get("bundled_as", r["model"]), f"{r['operand_digits'][0]}-{r['operand_digits'][1]}", tokens, f"{p[k]['n']:,}",
+    rows = [[r.get("bundled_as", r["model"]), box(r), tokens, f"{p[k]['n']:,}",
              key_name, p[k]["wrong"], p[k]["silent_wrong"], f"{p[k]['lowest_confidence_right']:.3f}", r["date"][:10]]
             for r in every for tokens, p in passes(r) for k, key_name in SET_NAMES.items() if k in p]
     swept = {row[0] for row in rows}
@@ -113,6 +122,12 @@ def write_table() -> None:
                        "(rows of a model whose file was pruned stay, with its date)",
                   table=markdown_table(["model", "digits", "tokens/pass", "problems", "set", "wrong", "silent wrong",
                                         "lowest right conf.", "date"], "llrrlrrrl", rows))
+
+
+def box(record: dict) -> str:
+    """The digits column: operand lengths, and a sort sweep's list sizes where its record names them."""
+    low, high = record["operand_digits"]
+    return f"{low}-{high}" + (f", {record['items'][0]}-{record['items'][1]} items" if "items" in record else "")
 
 
 def passes(record: dict) -> list[tuple[int, dict]]:

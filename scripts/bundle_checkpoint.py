@@ -3,10 +3,12 @@
     python scripts/bundle_checkpoint.py runs/abacus-gpt2-add/final abacus-gpt2-add --grid 1:30
     python scripts/bundle_checkpoint.py runs/looped-add-window/final looped-add-window --grid 1:30 --loops 1,2,4,8,16,32
     python scripts/bundle_checkpoint.py - abacus-gpt2-sort --grid-only --max-digits 6 --grid 1:10 --items 2:8
+    python scripts/bundle_checkpoint.py runs/abacus-gpt2-sort-10/final abacus-gpt2-sort-10 --answer-views 9 --grid 1:12 --items 2:12
 
 Steps, all through `hf-arith eval` (so the numbers are the ones a user gets):
   1. copy the run's final folder (safetensors weights and JSON files; no remote-code .py files, which
-     save_pretrained writes again whenever a bundled model is saved or pushed) to hf_arith/bundled/NAME;
+     save_pretrained writes again whenever a bundled model is saved or pushed) to hf_arith/bundled/NAME,
+     with --answer-views recorded in its config.json (the views of each problem its answers vote over);
   2. held-out exact match on --samples problems with 1 to --max-digits digit operands ->
      eval_results.json (the model card's model-index numbers);
   3. the length grid (--grid, --samples-per-cell; for sorting, lists of --items numbers by their
@@ -67,6 +69,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--items", default=None, help="sorting models: the grid's list sizes, e.g. 2:8 "
                                                       "(default: every size the format writes)")
+    parser.add_argument("--answer-views", type=int, default=None,
+                        help="record config.answer_views: answer this many views of each problem by default")
     parser.add_argument("--grid-only", action="store_true", help="step 3 alone, on the bundled folder NAME")
     args = parser.parse_args(argv)
     if args.grid_only:
@@ -87,6 +91,8 @@ def main(argv: list[str] | None = None) -> None:
         config = json.loads((target / name).read_text())
         for key in REMOTE_CODE_KEYS:
             config.pop(key, None)
+        if name == "config.json" and args.answer_views is not None:
+            config["answer_views"] = args.answer_views
         (target / name).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
     load_before = load_average()

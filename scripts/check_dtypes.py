@@ -3,9 +3,9 @@
     python scripts/check_dtypes.py                    # every bundled model
     python scripts/check_dtypes.py minimal-add10 runs/x/final [--samples N]
 
-For each model: its held-out set (the problems of its own eval_results.json: operand lengths,
-seed, n; without one, 2,000 problems over the lengths the model takes) is solved in float32, the
-reference, then with the model loaded in bfloat16 and in float16 (as `hf_arith.load(..., dtype=)`
+For each model: its held-out set (the problems of its own eval_results.json: operand lengths, list
+sizes, seed, n; without one, 2,000 problems over the lengths the model takes) is solved, one decode
+of each problem as given (no answer views), in float32, the reference, then with the model loaded in bfloat16 and in float16 (as `hf_arith.load(..., dtype=)`
 loads it), on the CPU, one thread. Each dtype's exact match and its agreement with float32 (the
 share of identical answers) go into `<checkpoint>/dtype_check.json`. `hf_arith.load` and the
 `--dtype` option refuse a dtype recorded there with agreement below 100 %, and warn about a dtype
@@ -50,7 +50,7 @@ def heldout_set(folder: Path, model, tokenizer, samples: int | None) -> dict:
     except (OSError, ValueError):
         report = None
     if isinstance(report, dict) and report.get("task") == fmt.task and report.get("base") == fmt.base:
-        params = {key: report[key] for key in ("min_digits", "max_digits", "seed", "n")}
+        params = {key: report[key] for key in ("min_digits", "max_digits", "seed", "n", "items") if key in report}
         params["source"] = EVAL_FILE
     else:
         params = {"min_digits": 1, "max_digits": model_limits(model, tokenizer, folder).max_digits, "seed": 1234,
@@ -64,7 +64,8 @@ def check_model(name: str, samples: int | None = None) -> tuple[Path, dict]:
     folder = resolve_checkpoint(name)
     model, tokenizer = load_checkpoint(name)
     problems = heldout_set(folder, model, tokenizer, samples)
-    spec = problem_spec(tokenizer.arith_format, problems["min_digits"], problems["max_digits"])
+    items = tuple(problems["items"]) if "items" in problems else None  # a sort report's list sizes
+    spec = problem_spec(tokenizer.arith_format, problems["min_digits"], problems["max_digits"], items=items)
     held = held_out_problems(spec, problems["n"], problems["seed"])
     texts, answers, lengths = held.to_text(), held.answer_text(), held.lengths
     results = {}
@@ -75,7 +76,9 @@ def check_model(name: str, samples: int | None = None) -> tuple[Path, dict]:
             # The same call hf_arith.load(..., dtype=) makes (both would refuse what this file records).
             with _quiet_transformers():
                 candidate = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype, ignore_dtype_check=True).eval()
-            predictions = hf_arith.solve(candidate, tokenizer, texts)
+            # One decode of each problem as given (views=1), whatever the model's answer_views: the check
+            # compares what the weights compute, and a vote only gathers such decodes of relabelled problems.
+            predictions = hf_arith.solve(candidate, tokenizer, texts, views=1)
         except (RuntimeError, NotImplementedError, ValueError, TypeError) as err:  # an op without this dtype
             results[dtype_name] = {"error": one_line(err)[:300]}
             print(f"  {name} {dtype_name}: error: {one_line(err)[:200]}", flush=True)
@@ -92,7 +95,8 @@ def check_model(name: str, samples: int | None = None) -> tuple[Path, dict]:
               f"{REFERENCE_DTYPE} {100 * results[dtype_name]['agreement']:.2f} % ({changed} changed), {seconds:.1f} s",
               flush=True)
     record = {
-        "model": name, "reference": REFERENCE_DTYPE, "device": "cpu", "problems": problems, "dtypes": results,
+        "model": name, "reference": REFERENCE_DTYPE, "device": "cpu", "problems": problems, "views": 1,
+        "dtypes": results,
         "rule": "hf_arith.load refuses a dtype whose agreement with the reference is below 1, and warns about "
                 "a dtype not listed here",
         "command": shlex.join(["python", "scripts/check_dtypes.py", *sys.argv[1:]]),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import types
+from pathlib import Path
 
 import evaluate
 import numpy as np
@@ -445,7 +446,7 @@ def test_default_digits_of_a_sort_model_stay_inside_its_abacus_range():
     # A sort's answer is shorter than its operands: the operands themselves must fit the abacus table.
     from hf_arith.data.problems import example_problem
 
-    model, tok = random_model("looped-sort")
+    model, tok = random_model(str(Path(__file__).resolve().parents[1] / "bench" / "recipes" / "looped-sort.yaml"))
     limits = model_limits(model, tok)
     digits = limits.max_digits
     assert 1 <= digits <= model.config.abacus_max_digits

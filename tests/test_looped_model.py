@@ -403,10 +403,11 @@ def test_remote_code_loads_without_hf_arith(tmp_path):
     assert loaded["params"] == model.num_parameters()
 
 
-LOOPED_MUL = str(Path(__file__).resolve().parents[1] / "bench" / "recipes" / "looped-mul.yaml")  # not a preset
+RECIPES = Path(__file__).resolve().parents[1] / "bench" / "recipes"
+LOOPED_MUL, LOOPED_SORT = str(RECIPES / "looped-mul.yaml"), str(RECIPES / "looped-sort.yaml")  # not presets
 
 
-@pytest.mark.parametrize("preset", ["looped-add", LOOPED_MUL, "looped-sort"])
+@pytest.mark.parametrize("preset", ["looped-add", LOOPED_MUL, LOOPED_SORT])
 def test_presets_train_with_the_trainer_and_load_back(tmp_path, preset):
     from hf_arith.runtime.loading import load_checkpoint
     from hf_arith.training.recipe import load_stages
@@ -424,7 +425,7 @@ def test_presets_train_with_the_trainer_and_load_back(tmp_path, preset):
     assert share_of_weights_changed(recipe, model) > 0.9  # the optimizer stepped
     assert type(model) is LoopedForCausalLM and model.config.num_recurrences == 2
     assert model.config.num_digit_tokens == 10 and model.config.answer_start_token_id == tok.convert_tokens_to_ids("=")
-    problem = {"looped-add": "123+45", LOOPED_MUL: "12*34", "looped-sort": "a:31,b:7"}[preset]
+    problem = {"looped-add": "123+45", LOOPED_MUL: "12*34", LOOPED_SORT: "a:31,b:7"}[preset]
     answers = [hf_arith.solve(model, tok, [problem], model_kwargs={"num_recurrences": n}) for n in (1, 4)]
     assert all(len(a) == 1 for a in answers)  # an answer or None: untrained, but decoding runs
 
