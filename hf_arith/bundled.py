@@ -54,13 +54,12 @@ CATALOGUE = {
                         "use_for": "multiplication of up to 5 digits writing whole running sums, the written form "
                                    "that shifted sums are measured against"},
     "abacus-gpt2-sort-10": {"trained": "2-10 numbers of 1-10 digits",
-                            "use_for": "default for sorting: lists of up to 10 labelled numbers of up to 10 digits, "
-                                       "nine relabelled views of each voting"},
+                            "use_for": "sorting lists of 6-10 numbers or numbers of 7-10 digits, nine relabelled "
+                                       "views of each voting (ten numbers of one shared length fail)"},
     "abacus-gpt2-sort": {"trained": "2-5 numbers of 1-6 digits",
-                         "use_for": "sorting up to 5 numbers of up to 6 digits, at a quarter of sort-10's "
-                                    "parameters and five views"},
+                         "use_for": "default for sorting: exact on lists of 2-5 numbers of 1-6 digits"},
 }
-DEFAULT_MODELS = {"add": "minimal-add10", "sub": "abacus-gpt2-sub", "mul": "abacus-gpt2-mul-10", "sort": "abacus-gpt2-sort-10"}
+DEFAULT_MODELS = {"add": "minimal-add10", "sub": "abacus-gpt2-sub", "mul": "abacus-gpt2-mul-10", "sort": "abacus-gpt2-sort"}
 
 
 def catalogue_entry(name: str) -> dict:
