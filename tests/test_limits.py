@@ -258,7 +258,10 @@ def test_bundled_configs_record_their_hard_limit_and_measured_range(name):
     report, grid = json.loads((folder / EVAL_FILE).read_text()), load_grid(folder / GRID_FILE)
     measured = measured_max_digits(report, grid)
     assert saved["measured_max_digits"] == measured == limits.measured_max_digits
-    assert 1 <= measured <= limits.max_digits
     accuracy = measured_accuracy(report, grid)
+    if measured is None:  # no range: 1 digit itself short of 99 % (abacus-gpt2-sort-10: ten one-digit numbers)
+        assert accuracy[1] < MEASURED_EXACT
+        return
+    assert 1 <= measured <= limits.max_digits
     assert all(accuracy[n] >= MEASURED_EXACT for n in range(1, measured + 1))
     assert accuracy.get(measured + 1, 0.0) < MEASURED_EXACT
