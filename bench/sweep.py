@@ -68,7 +68,10 @@ def main(argv: list[str] | None = None) -> dict:
         model, tok = load_checkpoint(name, device=args.device)
         limits = model_limits(model, tok, checkpoint_folder(model))
         low, high = args.digits or limits.training_range or (1, limits.max_digits)
-        items = (args.items or limits.training_items) if get_task(tok.arith_format.task).item_list else None
+        listed = get_task(tok.arith_format.task).item_list
+        if args.items and not listed:
+            parser.error(f"--items: {name} does not sort lists")
+        items = (args.items or limits.training_items) if listed else None
         n_random = args.random or (1_000_000 if name == "minimal-add10" else 200_000)
         load_before = load_average()
         spec = problem_spec(tok.arith_format, low, high, items=items)

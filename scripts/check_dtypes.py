@@ -5,8 +5,8 @@
 
 For each model: its held-out set (the problems of its own eval_results.json: operand lengths, list
 sizes, seed, n; without one, 2,000 problems over the lengths the model takes) is solved, one decode
-of each problem as given (no answer views), in float32, the reference, then with the model loaded in bfloat16 and in float16 (as `hf_arith.load(..., dtype=)`
-loads it), on the CPU, one thread. Each dtype's exact match and its agreement with float32 (the
+of each problem as given (no answer views), in float32, the reference, then with the model loaded
+in bfloat16 and in float16 (as `hf_arith.load(..., dtype=)` loads it), on the CPU, one thread. Each dtype's exact match and its agreement with float32 (the
 share of identical answers) go into `<checkpoint>/dtype_check.json`. `hf_arith.load` and the
 `--dtype` option refuse a dtype recorded there with agreement below 100 %, and warn about a dtype
 that is not recorded; the model card lists the checked dtypes.

@@ -60,3 +60,6 @@ def test_the_sweep_refuses_a_malformed_box(sweep, capsys):
     with pytest.raises(SystemExit):
         sweep.main(["abacus-gpt2-sort", "--items", "5:2"])
     assert "expected A:B with A <= B items" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sweep.main(["minimal-add10", "--items", "2:3"])
+    assert "--items: minimal-add10 does not sort lists" in capsys.readouterr().err
