@@ -166,7 +166,8 @@ def test_eval_views_sets_how_many_views_of_each_list_vote(tmp_path, capsys):
     assert reports[1]["n"] == reports[None]["n"] == 20
     for argv, message in [
         (["--views", 17], "views must be an integer from 1 to 16 (or None: the model's default, 5), got 17"),
-        (["--views", 3, "--grid", "1:2"], "--views: only the held-out evaluation votes over views; add --heldout"),
+        (["--views", 3, "--stress"], "--views: the held-out evaluation and the grid vote over views, --loops and "
+                                     "--stress answer one; add --heldout"),
     ]:
         code, _, err = run(capsys, "eval", "abacus-gpt2-sort", "--samples", 5, *argv)
         assert code == 2 and err.splitlines() == [f"hf-arith: error: {message}"], err

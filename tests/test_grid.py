@@ -149,6 +149,23 @@ def test_a_sorting_grid_has_list_sizes_for_rows_and_item_digits_for_columns():
     assert "red box: trained on lists of 2-3 numbers of 1-2 digits" in fig.axes[0].get_title()
 
 
+def test_a_grid_with_views_answers_each_list_by_their_vote():
+    """With views, every list is decoded (view one's teacher-forced check no longer decides its answer)
+    and its prediction is the one `solve` gives with the same views; its perplexity stays view one's."""
+    from hf_arith.runtime.solving import solve
+
+    model, tok = random_model("abacus-gpt2-sort")
+    one = length_grid(model, tok, (1, 2), samples_per_cell=3, items=(2, 3), keep_problems=True, views=1)
+    voted = length_grid(model, tok, (1, 2), samples_per_cell=3, items=(2, 3), keep_problems=True, views=3)
+    assert (one["views"], voted["views"]) == (1, 3) and voted["summary"]["decoded"] == 12
+    texts = [p["problem"] for p in voted["problems"]]
+    assert [p["problem"] for p in one["problems"]] == texts
+    assert [p["prediction"] for p in voted["problems"]] == solve(model, tok, texts, views=3, warn_beyond_training=False)
+    assert [p["perplexity"] for p in voted["problems"]] == [p["perplexity"] for p in one["problems"]]
+    with pytest.raises(FormatError, match="views must be an integer from 1 to 16"):
+        length_grid(model, tok, (1, 2), samples_per_cell=1, items=(2, 3), views=17)
+
+
 @pytest.mark.parametrize(("task", "base"), [("add", 10), ("sub", 10), ("mul", 7)])
 def test_plain_text_matches_the_reference_conversion(task, base):
     problems = with_answers(stack([cell_problems(task, base, a, b, 20, seed=1)[0] for a, b in ((1, 3), (4, 2))]))
@@ -375,8 +392,10 @@ def test_eval_grid_of_the_sorting_model_counts_list_sizes_and_digits(tmp_path, c
                  "--samples-per-cell", "3", "--output-dir", str(out), "--threads", "1"])
     stdout, err = capsys.readouterr()
     assert code == 0, err
-    assert "Grid of lists of 4-6 numbers x 1-2 digits each, 3 problems per cell" in stdout
+    # Its answers are votes of the model's five views (config.answer_views), as a user of the model gets them.
+    assert "Grid of lists of 4-6 numbers x 1-2 digits each, each answer the vote of 5 views, 3 problems per cell" in stdout
     grid = json.loads((out / "grid.json").read_text())
+    assert grid["views"] == 5 and "--views" not in grid["command"]
     assert grid["axes"] == ["items", "digits"] and grid["items"] == [4, 6] and grid["lengths"] == [1, 2]
     assert grid["train_items"] == [2, 5] and grid["train_range"] == [1, 6]  # from its training summary
     problems = [json.loads(line) for line in (out / "grid_problems.jsonl").read_text().splitlines()]

@@ -806,6 +806,8 @@ def test_a_sorting_models_card_has_its_grid_of_list_sizes_by_digits(tmp_path):
     assert (f"exact match for lists of {grid['items'][0]} to {grid['items'][1]} numbers (rows) whose numbers all\n"
             f"have the same number of digits, from {grid['lengths'][0]} to {grid['lengths'][1]} digits (columns)") in card
     assert "(lists of 2-5 numbers of 1-6 digits)" in card  # the trained range, outlined in red
+    # Its shipped grid answered one view of each list; the card says so beside the five its answers vote over.
+    assert grid.get("views", 1) == 1 and "% exact match, one view of each list where the model's answers vote over 5)" in card
     assert (folder / HEATMAP_FILE).read_bytes()[:8] == PNG_MAGIC
 
 

@@ -55,8 +55,8 @@ def add_parsers(sub, parents) -> None:
                    help="sorting models: lists of A to B items (default: the sizes the model was trained on where "
                         "its checkpoint says, else 2 to 5, or the format's max_items if fewer; the rows of --grid)")
     p.add_argument("--views", type=positive_int, metavar="N",
-                   help="held-out evaluation: answer N views of each problem (a sort list relabelled) and score the "
-                        "answer most of them give (default: the model's config.answer_views)")
+                   help="held-out evaluation and grid: answer N views of each problem (a sort list relabelled) and "
+                        "score the answer most of them give (default: the model's config.answer_views)")
     p.add_argument("--json", metavar="PATH", help="also write the held-out report as JSON")
     p.add_argument("--heldout", action="store_true",
                    help="with --grid, --loops or --stress: run the held-out evaluation too (without them it always runs)")
@@ -143,8 +143,9 @@ def cmd_eval(args) -> int:
         raise CLIError("--diagonal: only with --lengths (the cells whose two operands have the same length)")
     extras = args.grid or args.lengths or args.loops or args.stress
     heldout = not extras or args.heldout or bool(args.json)
-    if args.views is not None and not heldout:
-        raise CLIError("--views: only the held-out evaluation votes over views; add --heldout")
+    if args.views is not None and not (heldout or args.grid or args.lengths):
+        raise CLIError("--views: the held-out evaluation and the grid vote over views, --loops and --stress answer "
+                       "one; add --heldout")
     default_dir = str(Path("runs") / "eval" / (checkpoint_label(args.model) or "model"))
     out_dir = writable_dir(args.output_dir or default_dir, "--output-dir") if extras else None
     model, tokenizer = load(args)
@@ -291,6 +292,8 @@ def _grid_options(args, out_dir: Path) -> list[str]:
     for option, value in (("--items", args.items), ("--train-range", args.train_range)):
         if value:
             options += [option, f"{value[0]}:{value[1]}"]
+    if args.views:
+        options += ["--views", str(args.views)]
     return options + ["--output-dir", str(out_dir)]
 
 
@@ -307,7 +310,7 @@ def _run_grid(args, model, tokenizer, limits, train, out_dir: Path, heldout: boo
     result = length_grid(model, tokenizer, args.grid, _samples_per_cell(args), seed=args.seed, train_range=train,
                          progress=True, keep_problems=True, items=args.items if sort else None,
                          train_items=limits.training_items, limits=limits, length_list=args.lengths,
-                         diagonal=args.diagonal)
+                         diagonal=args.diagonal, views=args.views)
     problems = result.pop("problems")
     grid_set = ([p["problem"] for p in problems], [p["answer"] for p in problems],
                 [_in_training_range(p, train, result.get("train_items")) for p in problems])
@@ -340,6 +343,8 @@ def _print_grid(result: dict) -> None:
         cells = f"Length grid at {lengths} digits ({'equal lengths only' if result['diagonal'] else 'every pair'})"
     else:
         cells = f"Length grid {lengths} x {lengths} digits"
+    if result.get("views", 1) > 1:
+        cells += f", each answer the vote of {result['views']} views"
     print(f"{cells}, {result['samples_per_cell']} problems per cell: "
           f"{pct(s['exact_match'])} exact match, {pct(s['per_digit_accuracy'])} of digits, "
           f"mean answer perplexity {s['mean_perplexity']:.3f} ({s['seconds']:.1f} s)")

@@ -336,19 +336,21 @@ def grid_axes(fmt, limits: ModelLimits, lengths=None, length_list=None, items=No
     return rows, columns, grid_cells(rows, columns, diagonal), items
 
 
-def _answer_all(model, tokenizer, problems: Problems, batch_size, model_kwargs, limits: ModelLimits, bar):
+def _answer_all(model, tokenizer, problems: Problems, batch_size, model_kwargs, limits: ModelLimits, bar,
+                views: int = 1):
     """Every problem's prediction and answer perplexity, in the problems' order, and how many were decoded.
 
     One teacher-forced pass gives every answer's perplexity and, with an end token, which rows greedy
     decoding would answer correctly; only the others are decoded. Without an end token a greedy
-    answer's length is the batch's budget, so every row is decoded. Both run in order of length, so
+    answer's length is the batch's budget, so every row is decoded; so is every row answered by a vote
+    of `views` views, whose answer may differ from the one view forced. Both run in order of length, so
     a chunk holds problems of about one size: little left padding, an answer budget close to every
     row's need, and as many rows as that length allows (`row_chunks`)."""
     order = np.lexsort((problems.lengths.max(axis=1), problems.lengths.sum(axis=1)))
     problems = problems.select(order)
     texts, answers = plain_text(problems)
     perplexity, agrees = teacher_forced(model, tokenizer, problems, batch_size, model_kwargs, on_batch=bar.update)
-    if not tokenizer.arith_format.end_token:
+    if not tokenizer.arith_format.end_token or views > 1:
         agrees[:] = False
     predictions = [a if ok else None for a, ok in zip(answers, agrees)]
     to_decode = np.flatnonzero(~agrees)
@@ -357,7 +359,7 @@ def _answer_all(model, tokenizer, problems: Problems, batch_size, model_kwargs, 
     for chunk in row_chunks(tokens, model, batch_size):
         rows = to_decode[chunk]
         decoded = solve(model, tokenizer, [texts[r] for r in rows], batch_size=len(rows), model_kwargs=model_kwargs,
-                        checked=True, limits=limits)
+                        checked=True, limits=limits, views=views)
         for r, prediction in zip(rows, decoded):
             predictions[r] = prediction
         bar.update(len(rows))
@@ -370,7 +372,7 @@ def length_grid(model, tokenizer, lengths: tuple[int, int] | None = None, sample
                 test_fraction: float = DEFAULT_TEST_FRACTION, progress: bool = False,
                 keep_problems: bool = False, items: tuple[int, int] | None = None, train_items=None,
                 limits: ModelLimits | None = None, *, length_list: Sequence[int] | None = None,
-                diagonal: bool = False) -> dict:
+                diagonal: bool = False, views: int | None = None) -> dict:
     """Evaluate every (len_a, len_b) cell for len_a, len_b in [lengths[0], lengths[1]], or in
     `length_list` (a sparse grid: every pair of listed lengths, with `diagonal` only equal ones); for a
     sorting model, every (items, digits) cell for lists of `items` (default: 2 to the format's
@@ -383,17 +385,21 @@ def length_grid(model, tokenizer, lengths: tuple[int, int] | None = None, sample
     (overall, inside and beyond the trained range: `train_range` digits and, for sorting,
     `train_items`). `keep_problems` adds every problem with its prediction and answer perplexity.
     Memory stays bounded at any length: both passes run in chunks sized to the sequences
-    (`decoding.row_chunks`), at most `batch_size` rows each.
+    (`decoding.row_chunks`), at most `batch_size` rows each. `views` (None: the model's
+    config.answer_views): each problem's answer is the vote of that many views (`solve`), as a user of
+    the model gets it; the perplexities stay those of the problem as given.
     """
     fmt = tokenizer.arith_format
     limits = limits or model_limits(model, tokenizer)
+    views = limits.check_views(views)
     rows, columns, run, items = grid_axes(fmt, limits, lengths, length_list, items, diagonal)
     if samples_per_cell < 1:
         raise FormatError(f"samples per cell must be at least 1, got {samples_per_cell}")
     problems, drawn = grid_problem_set(fmt, run, samples_per_cell, seed, test_fraction)
     start = time.perf_counter()
     bar = progress_bar(2 * len(problems), "grid" if length_list is None else "lengths", "problem", enabled=progress)
-    predictions, perplexity, decoded = _answer_all(model, tokenizer, problems, batch_size, model_kwargs, limits, bar)
+    predictions, perplexity, decoded = _answer_all(model, tokenizer, problems, batch_size, model_kwargs, limits, bar,
+                                                   views)
     bar.close()
     seconds = time.perf_counter() - start
     texts, answers = plain_text(problems)
@@ -408,7 +414,7 @@ def length_grid(model, tokenizer, lengths: tuple[int, int] | None = None, sample
     result = {
         "task": fmt.task, "base": fmt.base, "axes": list(names), **sort,
         "lengths": [columns[0], columns[-1]] if length_list is None else columns, **sparse,
-        "rows": rows, "columns": columns, "samples_per_cell": samples_per_cell,
+        "rows": rows, "columns": columns, "samples_per_cell": samples_per_cell, "views": views,
         "seed": seed, "test_fraction": test_fraction, "model_kwargs": dict(model_kwargs or {}),
         "train_range": list(train_range) if train_range is not None else None,
         "matrices": {f: _matrix(cells, rows, columns, f)

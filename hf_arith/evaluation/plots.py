@@ -137,6 +137,8 @@ def plot_grid(result: dict, title: str | None = None) -> Figure:
         _outline(ax, result.get("train_range"), rows, columns, result.get("train_items"), not result.get("items"))
     s = result["summary"]
     spacing = "; the axes list the lengths run, not to scale" if result.get("sparse") else ""
+    if result.get("views", 1) > 1:
+        spacing = f", each the vote of {result['views']} views{spacing}"
     fig.suptitle(title or f"{result['task']}: {s['exact_match']:.2%} exact match over {s['n']:,} problems "
                           f"({result['samples_per_cell']} per cell{spacing})")
     return fig
