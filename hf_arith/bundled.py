@@ -55,7 +55,8 @@ CATALOGUE = {
                                    "that shifted sums are measured against"},
     "abacus-gpt2-sort-10": {"trained": "2-10 numbers of 1-10 digits",
                             "use_for": "sorting lists of 6-10 numbers or numbers of 7-10 digits, nine relabelled "
-                                       "views of each voting (ten numbers of one shared length fail)"},
+                                       "views of each voting (lists of ten long numbers of one length: about half "
+                                       "right, marked unsure)"},
     "abacus-gpt2-sort": {"trained": "2-5 numbers of 1-6 digits",
                          "use_for": "default for sorting: exact on lists of 2-5 numbers of 1-6 digits"},
 }

@@ -232,7 +232,7 @@ def test_cards_a_hub_visitor_can_trust(built, name):
     hard, measured = model_limits(model, tok).max_digits, config["measured_max_digits"]
     limitations = text.split("## Limitations")[1].split("\n## ")[0]
     # The measured range is what the model's own held-out report and grid give; a model whose grid has a
-    # cell below 99 % at every length (abacus-gpt2-sort-10: ten numbers of one length) says it has none.
+    # cell below 99 % at every length says it has none, and one measured at 1 digit says "1 digit".
     shipped = BUNDLED_DIR / name
     grid = json.loads((shipped / "length_grid.json").read_text()) if (shipped / "length_grid.json").is_file() else None
     assert measured == measured_max_digits(json.loads((shipped / "eval_results.json").read_text()), grid)
@@ -240,8 +240,9 @@ def test_cards_a_hub_visitor_can_trust(built, name):
     if measured is None:
         assert "**No measured range**" in limitations and "Measured range:" not in limitations
     else:
-        assert "## Intended use" in text and f"operands of 1-{measured:,} digit" in text.split("## Intended use")[1]
-        assert f"**Measured range: operands of 1-{measured:,} digit" in limitations
+        span = f"1-{measured:,} digits" if measured > 1 else "1 digit"
+        assert "## Intended use" in text and f"operands of {span}" in text.split("## Intended use")[1]
+        assert f"**Measured range: operands of {span}.**" in limitations and "1-1 digit" not in text
     assert f"**Hard limit: {hard:,} digit" in limitations
     need = ".".join(map(str, MIN_TRANSFORMERS_VERSION))
     assert f"`transformers>={need},<6`" in text

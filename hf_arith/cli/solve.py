@@ -65,6 +65,11 @@ def measured_percent() -> str:
     return f"{100 * MEASURED_EXACT:g}"
 
 
+def measured_span(longest: int) -> str:
+    """'1-8 digits', or '1 digit' for a range of one length."""
+    return f"1-{longest:,} digits" if longest > 1 else "1 digit"
+
+
 def accepted_ranges(limits) -> str:
     """The operand lengths a model takes (its hard limit), those where it was measured at >= 99 % exact match
     (its measured range, when its config records one) and those it was trained on, from its limits."""
@@ -72,7 +77,7 @@ def accepted_ranges(limits) -> str:
     unit = "digits" if fmt.base == 10 else f"digits in base {fmt.base} (typed in decimal)"
     text = f"operands of 1-{limits.max_digits:,} {unit}"
     if limits.measured_max_digits:  # two numbers: what it accepts, and where it was measured to answer
-        text += f" (hard limit; measured >= {measured_percent()} % on 1-{limits.measured_max_digits:,})"
+        text += f" (hard limit; measured >= {measured_percent()} % on {measured_span(limits.measured_max_digits)})"
     trained = limits.training_range
     if trained:
         text += f", trained on {trained[0]:,}-{trained[1]:,}"
@@ -86,7 +91,7 @@ def measured_cell(limits) -> str:
     >= 99 % exact match; '-' where the config records none."""
     if not limits.measured_max_digits:
         return "-"
-    digits = f"1-{limits.measured_max_digits:,} digits"
+    digits = measured_span(limits.measured_max_digits)
     items = limits.training_items if limits.fmt.task_rules.item_list else None
     return f"{items[0]}-{items[1]} numbers of {digits}" if items else digits
 

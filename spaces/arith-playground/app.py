@@ -840,13 +840,35 @@ def placeholder(entry: Entry) -> str:
     return f"e.g. {sample_problem(entry, entry.measured[1])}"
 
 
+def trained_list_sizes(entry: Entry) -> tuple[int, int] | None:
+    """The list sizes a sorting model's last training stage drew (training_summary.json), where known."""
+    data = ((read_json(entry.folder, "training_summary.json") or {}).get("recipe") or {}).get("data") or {}
+    sizes = data.get("min_items"), data.get("max_items")
+    return sizes if all(isinstance(n, int) and n >= 2 for n in sizes) and sizes[0] <= sizes[1] else None
+
+
+def list_problem(entry: Entry, digits: int, items: int) -> str:
+    """A fixed list of `items` decimal numbers of `digits` digits each, cut from the digits of pi (so
+    values repeat and tie as they do in real lists)."""
+    numbers = []
+    for i in range(items):
+        text = (LONG_SUM.replace("+", "") * (1 + digits))[i * digits:(i + 1) * digits]
+        numbers.append(text if digits == 1 or text[0] != "0" else "1" + text[1:])
+    return entry.fmt.task_rules.problem_text(numbers)
+
+
 def range_examples(entry: Entry, shown=()) -> list[str]:
-    """Three problems (fewer only where the range has fewer lengths) inside the model's measured
-    range: short, middle and its longest, or the next lengths for any of those already `shown`."""
+    """Three problems inside the model's measured range: short, middle and its longest, or the next
+    lengths for any of those already `shown`; where the range has fewer lengths, a sorting model's
+    longer lists of its longest measured numbers (up to the list sizes it was trained on)."""
     lo, hi = entry.measured
     short = max(lo, min(3, hi))
     lengths = dict.fromkeys([short, (short + hi) // 2, hi, *range(lo, hi + 1)])
-    fresh = (p for p in dict.fromkeys(sample_problem(entry, n) for n in lengths) if p not in shown)
+    problems = [sample_problem(entry, n) for n in lengths]
+    sizes = trained_list_sizes(entry) if entry.fmt.task_rules.item_list and entry.fmt.base == 10 else None
+    if sizes:
+        problems += [list_problem(entry, hi, k) for k in (sizes[1], (sizes[0] + sizes[1]) // 2)]
+    fresh = (p for p in dict.fromkeys(problems) if p not in shown)
     return list(itertools.islice(fresh, 3))
 
 
