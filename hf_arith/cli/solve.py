@@ -77,7 +77,8 @@ def accepted_ranges(limits) -> str:
     unit = "digits" if fmt.base == 10 else f"digits in base {fmt.base} (typed in decimal)"
     text = f"operands of 1-{limits.max_digits:,} {unit}"
     if limits.measured_max_digits:  # two numbers: what it accepts, and where it was measured to answer
-        text += f" (hard limit; measured >= {measured_percent()} % on {measured_span(limits.measured_max_digits)})"
+        longest = limits.measured_max_digits
+        text += f" (hard limit; measured >= {measured_percent()} % on {f'1-{longest:,}' if longest > 1 else '1'})"
     trained = limits.training_range
     if trained:
         text += f", trained on {trained[0]:,}-{trained[1]:,}"
