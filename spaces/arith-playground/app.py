@@ -848,8 +848,8 @@ def trained_list_sizes(entry: Entry) -> tuple[int, int] | None:
 
 
 def list_problem(entry: Entry, digits: int, items: int) -> str:
-    """A fixed list of `items` decimal numbers of `digits` digits each, cut from the digits of pi (so
-    values repeat and tie as they do in real lists)."""
+    """A fixed list of `items` decimal numbers of `digits` digits each, cut from LONG_SUM's digits (pi's,
+    then e's), so values repeat and tie as they do in real lists."""
     numbers = []
     for i in range(items):
         text = (LONG_SUM.replace("+", "") * (1 + digits))[i * digits:(i + 1) * digits]
