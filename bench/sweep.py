@@ -17,7 +17,8 @@ multi-token model, again at all its heads (`tokens_per_step`); a wrong answer is
 confidence, and counted as silent when that confidence is at or above `LOW_CONFIDENCE` (the CLI
 marks answers below it). Default sizes: 1,000,000 random problems for minimal-add10 and 200,000
 for every other model, plus 20,000 of each hard kind (issue 20's targets). Results:
-bench/results/sweep_<model>.json, and bench/results/sweep.md: a table of every sweep_<model>.json
+bench/results/sweep_<model>.json (a smaller box than the trained range: sweep_<model>-<box>.json, for
+example sweep_abacus-gpt2-mul-10-1to5digits.json), and bench/results/sweep.md: a table of every such file
 there, each row dated (the command of each row is in its own file).
 """
 
@@ -67,7 +68,8 @@ def main(argv: list[str] | None = None) -> dict:
     for name in args.models:
         model, tok = load_checkpoint(name, device=args.device)
         limits = model_limits(model, tok, checkpoint_folder(model))
-        low, high = args.digits or limits.training_range or (1, limits.max_digits)
+        trained = limits.training_range or (1, limits.max_digits)
+        low, high = args.digits or trained
         listed = get_task(tok.arith_format.task).item_list
         if args.items and not listed:
             parser.error(f"--items: {name} does not sort lists")
@@ -90,7 +92,8 @@ def main(argv: list[str] | None = None) -> dict:
             for key, (texts, answers) in sets.items():
                 label = f"{name} {SET_NAMES[key]}" + (f" ({k} tokens/pass)" if k > 1 else "")
                 part[key] = run_set(model, tok, texts, answers, label, tokens_per_step=k)
-        write_results(RESULTS / f"sweep_{checkpoint_label(name)}.json", record, load_before=load_before,
+        out = RESULTS / f"sweep_{checkpoint_label(name)}{box_suffix(record, trained, limits.training_items)}.json"
+        write_results(out, record, load_before=load_before,
                       what="wrong answers of held-out problems inside the trained range (solve, greedy)")
         records.append(record)
         for k, part_of in passes(record):
@@ -125,6 +128,15 @@ def write_table() -> None:
                        "(rows of a model whose file was pruned stay, with its date)",
                   table=markdown_table(["model", "digits", "tokens/pass", "problems", "set", "wrong", "silent wrong",
                                         "lowest right conf.", "date"], "llrrlrrrl", rows))
+
+
+def box_suffix(record: dict, trained: tuple[int, int], trained_items: tuple[int, int] | None) -> str:
+    """'' for a sweep of the model's own trained range, else its smaller box ('-1to5digits', '-1to6digits-
+    2to5items'), so that sweeps of one model in two boxes are two files."""
+    digits, items = tuple(record["operand_digits"]), tuple(record.get("items", ()))
+    if digits == tuple(trained) and items == tuple(trained_items or ()):
+        return ""
+    return f"-{digits[0]}to{digits[1]}digits" + (f"-{items[0]}to{items[1]}items" if items else "")
 
 
 def box(record: dict) -> str:

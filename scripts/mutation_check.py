@@ -141,8 +141,11 @@ MUTATIONS = [
              "        if rows is None:\n            result[:, span.start] = step[:, 0]\n"
              "        else:\n            result[rows, span.start] = step[:, 0]\n", ("tests/test_decoding.py",)),
     Mutation("views-vote-keeps-first", "the views' vote returns the answer of the problem as given, whatever the others say",
-             "hf_arith/runtime/answer_views.py", "best = max(votes, key=lambda a: (votes[a], -read.index(a)))",
+             "hf_arith/runtime/answer_views.py", "best = max(votes, key=lambda a: (votes[a], surest[a], -read.index(a)))",
              "best = read[0] if read[0] is not None else max(votes, key=votes.get)", ("tests/test_answer_views.py",)),
+    Mutation("views-tie-ignores-confidence", "two views that disagree give the earlier view's answer, however unsure",
+             "hf_arith/runtime/answer_views.py", "best = max(votes, key=lambda a: (votes[a], surest[a], -read.index(a)))",
+             "best = max(votes, key=lambda a: (votes[a], -read.index(a)))", ("tests/test_answer_views.py",)),
     Mutation("views-confidence-unscaled", "an answer some views disagree with keeps its full confidence",
              "hf_arith/runtime/answer_views.py", "confidence = len(agreeing) / count * min(confidences[i] for i in agreeing)",
              "confidence = min(confidences[i] for i in agreeing)", ("tests/test_answer_views.py",)),

@@ -3,7 +3,8 @@
 A sort list relabelled (its equal values kept in order) has the same sorted items, so every view's
 answer read back must be the problem's own answer; the vote takes the answer most views give, at a
 confidence scaled by the share that agree. The bundled sort model answers five views by default
-(`config.answer_views`), in `solve`, the pipeline and the saved folder without hf_arith.
+(`config.answer_views`), in `solve`, the pipeline and the saved folder without hf_arith; a commutative
+problem has two (its operands swapped), and the bundled multiplier to 10 digits answers both.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ SORT = get_task("sort")
 # fresh seed's wrong answers (bench/results/sweep_abacus-gpt2-sort.json).
 WRONG_AS_GIVEN = ["a:14,b:7,c:0,d:6,e:6", "a:30333,b:3,c:30000,d:300000,e:300000",
                   "a:696,b:696,c:184,d:184,e:722", "a:60000,b:0,c:600000,d:6,e:666606"]
+
+# Products the bundled multiplier to 10 digits answers wrong as given (its sweep's wrong answers at one
+# view); each is right as written the other way round.
+MUL_WRONG_AS_GIVEN = ["8992701197*5694889912", "5908699769*3416428966", "5369543339*8316224787",
+                      "989170321*1688348343", "3490672381*2677625755"]
 
 
 def sorted_labels(values: list[int]) -> str:
@@ -55,7 +61,20 @@ def test_a_list_with_few_orders_has_few_views_and_a_binary_task_one():
     rng = np.random.default_rng(0)
     assert SORT.views(["7", "7", "7"], 5, rng) == [[0, 1, 2]]  # equal values keep their order: one view
     assert len(SORT.views(["1", "2"], 5, rng)) == 2
-    assert get_task("add").views(["12", "34"], 5, rng) == [[0, 1]]
+    assert get_task("sub").views(["12", "34"], 5, rng) == [[0, 1]]  # no symmetry: the problem as given
+
+
+@pytest.mark.parametrize("task, model, sign", [("add", "abacus-gpt2-add", "+"), ("mul", "abacus-gpt2-mul-10", "*")])
+def test_a_commutative_problem_has_two_views_its_operands_swapped_unless_equal(task, model, sign):
+    rng = np.random.default_rng(0)
+    rules = get_task(task)
+    assert rules.views(["12", "34"], 5, rng) == [[0, 1], [1, 0]]
+    assert rules.views(["12", "34"], 1, rng) == [[0, 1]]
+    assert rules.views(["77", "77"], 5, rng) == [[0, 1]]
+    assert rules.answer_from_view("408", [1, 0]) == "408"  # b*a's answer is a*b's
+    fmt = hf_arith.load(model)[1].arith_format
+    texts, orders, counts = problem_views(rules, fmt, [f"12{sign}34", f"5{sign}5"], 2)
+    assert texts == [f"12{sign}34", f"34{sign}12", f"5{sign}5"] and counts == [2, 1]
     assert SORT.answer_from_view("bz", [1, 0]) is None and SORT.answer_from_view(None, [1, 0]) is None
 
 
@@ -73,7 +92,20 @@ def test_the_vote_takes_the_answer_most_views_give_at_the_share_that_agree():
     first, empty, split = agreed_answers(SORT, answers, confidences, orders, [5, 2, 2])
     assert first[0] == "abc" and first[1] == pytest.approx(3 / 5 * 0.93) and first[2:] == (0, 3, 5)
     assert empty == (None, 0.5, 5, 0, 2)  # no view answered: None, at its first view's confidence
-    assert split[0] == "ab" and split[1] == pytest.approx(0.45)  # a tie goes to the earlier view
+    assert split[0] == "ba" and split[1] == pytest.approx(0.495)  # a tie goes to the surer view
+    even = agreed_answers(SORT, ["ab", "ba"], [0.9, 0.9], [[0, 1]] * 2, [2])[0]
+    assert even[0] == "ab" and even[2] == 0  # ... and between views as sure, to the earlier one
+
+
+def test_the_bundled_multiplier_answers_both_orders_and_the_surer_one_rights_the_wrong_one():
+    model, tok = hf_arith.load("abacus-gpt2-mul-10")
+    assert model.config.answer_views == 2
+    right = [str(int(a) * int(b)) for a, b in (p.split("*") for p in MUL_WRONG_AS_GIVEN)]
+    one = solve(model, tok, MUL_WRONG_AS_GIVEN, views=1)
+    assert all(a != r for a, r in zip(one, right))  # each is wrong as given: else this checks nothing
+    agreed = solve(model, tok, MUL_WRONG_AS_GIVEN, return_confidence=True)
+    assert [a.answer for a in agreed] == right
+    assert all(a.confidence <= 0.5 for a in agreed)  # the two views disagreed: never a sure answer
 
 
 @pytest.fixture(scope="module")
@@ -135,10 +167,21 @@ def test_the_card_says_how_many_views_answer_and_what_they_cost(sort_model):
     model, tok = sort_model
     report = json.loads((Path(hf_arith.bundled_path("abacus-gpt2-sort")) / "eval_results.json").read_text())
     text = model_card(model, tok, report, repo_id="someone/sorter").text
-    assert "the one most of 5 views of the problem give (the list relabelled" in text
+    assert "the one most of 5 views of the problem give, the surer one where they split\n  (the list relabelled" in text
     assert "a problem costs 5 decodes" in text
     model.config.answer_views = 1
     try:
         assert "views of the problem" not in model_card(model, tok, report, repo_id="someone/sorter").text
     finally:
         model.config.answer_views = 5
+
+
+def test_the_multipliers_card_says_its_two_views_are_the_operands_swapped():
+    from hf_arith.publishing.model_card import model_card
+
+    model, tok = hf_arith.load("abacus-gpt2-mul-10")
+    report = json.loads((Path(hf_arith.bundled_path("abacus-gpt2-mul-10")) / "eval_results.json").read_text())
+    text = model_card(model, tok, report, repo_id="someone/multiplier").text
+    assert "the one most of 2 views of the problem give, the surer one where they split\n  (the problem as given and " \
+           "with its two operands swapped" in text
+    assert "a problem costs 2 decodes" in text

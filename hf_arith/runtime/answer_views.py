@@ -1,11 +1,13 @@
 """Answers agreed on by several views of one problem, shared by `solve` and the `arithmetic` pipeline.
 
 A task may write one problem in several equivalent ways (`Task.views`: a sort list relabelled, its
-equal values kept in order). A model with `config.answer_views` > 1 answers each view, each answer
-is read back as the answer to the problem as given (`Task.answer_from_view`), and the answer most
-views give wins. Its confidence is the share of views that gave it times the lowest confidence among
-them: one dissenting view of five puts it at most at 0.8, below the 0.9 under which answers are
-marked unsure, so a wrong answer stays silent only when every view gives it, each at least at 0.9.
+equal values kept in order; a commutative problem with its operands swapped). A model with
+`config.answer_views` > 1 answers each view, each answer is read back as the answer to the problem as
+given (`Task.answer_from_view`), and the answer most views give wins; between answers as many views
+give, the surer one (so two views that disagree are settled by their confidences, not by which came
+first). Its confidence is the share of views that gave it times the lowest confidence among them: one
+dissenting view of five puts it at most at 0.8, below the 0.9 under which answers are marked unsure,
+so a wrong answer stays silent only when every view gives it, each at least at 0.9.
 
 The model writes every answer token of every view; this module only relabels and counts. Each
 problem's views come from a generator seeded by the problem's text, so a problem gets the same
@@ -37,8 +39,8 @@ def problem_views(task, fmt, problems: list[str], count: int) -> tuple[list[str]
 def agreed_answers(task, answers: list, confidences: list[float], orders: list[list[int]],
                    counts: list[int]) -> list[tuple]:
     """Per problem: (the answer most of its views gave, its confidence, the index of the first view that
-    gave it, views that agree, views). Ties go to the answer of the earlier view (the problem as given
-    first); a problem none of whose views gave a well-formed answer gets None at its first view's
+    gave it, views that agree, views). Between answers with as many votes, the one whose lowest
+    confidence is highest wins, then the one an earlier view gave (the problem as given first); a problem none of whose views gave a well-formed answer gets None at its first view's
     confidence."""
     results, start = [], 0
     for count in counts:
@@ -50,7 +52,10 @@ def agreed_answers(task, answers: list, confidences: list[float], orders: list[l
         if not votes:
             results.append((None, confidences[start], start, 0, count))
         else:
-            best = max(votes, key=lambda a: (votes[a], -read.index(a)))
+            # most votes; among answers tied on votes, the one whose least sure view is surest (with two
+            # views that disagree, the surer one), then the earlier view
+            surest = {a: min(confidences[start + j] for j, r in enumerate(read) if r == a) for a in votes}
+            best = max(votes, key=lambda a: (votes[a], surest[a], -read.index(a)))
             agreeing = [start + j for j, answer in enumerate(read) if answer == best]
             confidence = len(agreeing) / count * min(confidences[i] for i in agreeing)
             results.append((best, confidence, agreeing[0], len(agreeing), count))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..formatting import register_task
-from .base import Task, digit_count, normalise
+from .base import SWAPPED_OPERANDS, Task, digit_count, normalise
 
 
 class Add(Task):
@@ -13,6 +13,7 @@ class Add(Task):
     hard_kinds = ("repeated", "chains", "hard", "carries")
     chain = "carry"
     commutative = True
+    views_note = SWAPPED_OPERANDS
     reported_failures = ("899014625+993120376", "55555555+5555555555", "445554445+5455544545", "99161+893926")
 
     def answer_digits(self, lengths: np.ndarray) -> np.ndarray:

@@ -32,6 +32,9 @@ from ..formatting import (
     task_names,
 )
 
+# The views of a commutative task (`Task.views`), in words.
+SWAPPED_OPERANDS = "the problem as given and with its two operands swapped"
+
 
 class Task:
     """One arithmetic task. Subclass it, set the class attributes, override what differs and
@@ -50,7 +53,7 @@ class Task:
     grid_axes: the two axes of its length grid.
     default_digits: the operand digit range a dataset of the task draws unless told otherwise.
     digit_answers: every answer is digits only (no sign, no labels), so a model may write digits alone.
-    commutative: a+b and b+a have the same answer (the stress sets' commutativity check).
+    commutative: a+b and b+a have the same answer (the stress sets' commutativity check, and `views`).
     reported_failures: in-range problems that bundled models once answered wrongly (a stress set).
     work_exponent: a problem's digit operations grow as max_digits to this power (2: every digit of
     one operand meets every digit of the other), which bounds how much a data export may draw.
@@ -171,7 +174,10 @@ class Task:
     def views(self, operands: list[str], count: int, rng: np.random.Generator) -> list[list[int]]:
         """Up to `count` distinct ways to write the same problem, each an order of its operands (entry j:
         the operand written j-th), the problem as given first; `answer_from_view` reads a view's answer
-        back. A task without such a symmetry has one view: the problem as given."""
+        back. A commutative task has two: the problem as given and its operands swapped (one when they
+        are equal). A task without such a symmetry has one view: the problem as given."""
+        if self.commutative and count > 1 and operands[0] != operands[1]:
+            return [[0, 1], [1, 0]]
         return [list(range(len(operands)))]
 
     def answer_from_view(self, answer: str | None, order: list[int]) -> str | None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..formatting import DIGIT_CHARS, PROMPT_END, FormatError, const_segment, digit_segment, register_task
-from .base import Task, digit_count, normalise
+from .base import SWAPPED_OPERANDS, Task, digit_count, normalise
 
 
 class Mul(Task):
     name, title, hash_id, operator = "mul", "multiplication", 3, "*"
     scratchpads = ("running_sums", "shifted_sums")
     commutative = True
+    views_note = SWAPPED_OPERANDS
     default_digits = (1, 5)
     work_exponent = 2
     reported_failures = ("29299*29229", "927*88471", "89652*4880", "66661*66111")
