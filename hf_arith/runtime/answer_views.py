@@ -40,23 +40,23 @@ def agreed_answers(task, answers: list, confidences: list[float], orders: list[l
                    counts: list[int]) -> list[tuple]:
     """Per problem: (the answer most of its views gave, its confidence, the index of the first view that
     gave it, views that agree, views). Between answers with as many votes, the one whose lowest
-    confidence is highest wins, then the one an earlier view gave (the problem as given first); a problem none of whose views gave a well-formed answer gets None at its first view's
-    confidence."""
+    confidence is highest wins, then the one an earlier view gave (the problem as given first); a
+    problem none of whose views gave a well-formed answer gets None at its first view's confidence."""
     results, start = [], 0
     for count in counts:
-        read = [task.answer_from_view(answers[i], orders[i]) for i in range(start, start + count)]
-        votes: dict[str, int] = {}
-        for answer in read:
+        votes: dict[str, list[int]] = {}  # each answer read back -> the views (indices into answers) giving it
+        for i in range(start, start + count):
+            answer = task.answer_from_view(answers[i], orders[i])
             if answer is not None:
-                votes[answer] = votes.get(answer, 0) + 1
+                votes.setdefault(answer, []).append(i)
         if not votes:
             results.append((None, confidences[start], start, 0, count))
         else:
-            # most votes; among answers tied on votes, the one whose least sure view is surest (with two
-            # views that disagree, the surer one), then the earlier view
-            surest = {a: min(confidences[start + j] for j, r in enumerate(read) if r == a) for a in votes}
-            best = max(votes, key=lambda a: (votes[a], surest[a], -read.index(a)))
-            agreeing = [start + j for j, answer in enumerate(read) if answer == best]
+            # most votes; among answers tied on votes, the one whose least sure view is surest (of two
+            # views that disagree, the surer), then the one an earlier view gave
+            surest = {answer: min(confidences[i] for i in views) for answer, views in votes.items()}
+            best = max(votes, key=lambda a: (len(votes[a]), surest[a], -votes[a][0]))
+            agreeing = votes[best]
             confidence = len(agreeing) / count * min(confidences[i] for i in agreeing)
             results.append((best, confidence, agreeing[0], len(agreeing), count))
         start += count

@@ -61,8 +61,9 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     `batch_size` (a positive integer) defaults to `default_batch_size(model)`; long problems run fewer rows
     (`decoding.row_chunks`). `limits`: the model's `ModelLimits`, when the caller built them already.
     `views` (1 to 16; None: the model's `config.answer_views`, 1 unless recorded): answer that many
-    equivalent views of each problem (a sort list relabelled, a product's operands swapped) and return the answer most of them give,
-    its confidence scaled by the share that agree (`hf_arith.runtime.answer_views`).
+    equivalent views of each problem (a sort list relabelled, a product's operands swapped) and return
+    the answer most of them give, its confidence scaled by the share that agree
+    (`hf_arith.runtime.answer_views`).
 
     Every argument and problem is checked against the model's limits (`hf_arith.runtime.limits`) before the
     first batch runs, each bad one a one-line FormatError (a ValueError). Problems beyond the range the
