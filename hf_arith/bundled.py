@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from .records import chain_items, read_summary
 
 BUNDLED_DIR = Path(__file__).parent / "bundled"
 
@@ -66,3 +69,34 @@ DEFAULT_MODELS = {"add": "minimal-add10", "sub": "abacus-gpt2-sub", "mul": "abac
 def catalogue_entry(name: str) -> dict:
     """A bundled model's catalogue line (trained, use_for); '-' for a model it does not list."""
     return CATALOGUE.get(name, {"trained": "-", "use_for": "-"})
+
+
+def bundled_reach(name: str) -> dict | None:
+    """What a bundled model's records say it holds: its task and base, the longest operands it was trained on
+    or measured exact on (config.measured_max_digits), whichever is longer, and the list sizes its recipes
+    drew (what a list task was trained on; other tasks ignore them); None where its records do not say."""
+    folder = BUNDLED_DIR / name
+    summary = read_summary(folder) or {}
+    fmt = (summary.get("recipe") or {}).get("format") or {}
+    trained = summary.get("train_digits")
+    if "task" not in fmt or not trained:
+        return None
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    return {"task": fmt["task"], "base": fmt.get("base", 10),
+            "digits": max(trained[1], config.get("measured_max_digits") or 0),
+            "items": chain_items(summary)}
+
+
+def bundled_model_for(task: str, base: int, digits: int, items: int | None = None, exclude: str = "") -> str | None:
+    """The bundled model (other than `exclude`) whose range (`bundled_reach`) holds a problem of `task` in
+    `base` whose longest operand has `digits` digits and, for a list task, `items` items: the task's default
+    where it holds it, else the one reaching least far (the closest fit); None where no bundled model does."""
+    fits = []
+    for name in bundled_models():
+        reach = bundled_reach(name) if name != exclude else None
+        if reach is None or (reach["task"], reach["base"]) != (task, base) or digits > reach["digits"]:
+            continue
+        if items is not None and (reach["items"] is None or not reach["items"][0] <= items <= reach["items"][1]):
+            continue
+        fits.append((name != DEFAULT_MODELS.get(task), reach["digits"], name))
+    return min(fits)[2] if fits else None

@@ -110,3 +110,32 @@ def test_bundled_multi_token_model_answers_with_fewer_forward_passes(name):
     assert passes["raw"] <= 0.55 * passes["one"]
     # The prompt pass writes one token, then each pass up to k: with every draft right, 1 + ceil((n - 1) / k).
     assert passes["drafted"] <= 0.6 * passes["one"]
+
+
+@pytest.mark.parametrize("name", bundled_models())
+def test_each_bundled_models_reach_is_its_trained_or_measured_range(name):
+    """`bundled_reach` reads what the CLI's notes promise: the task, base and longest operands each bundled
+    model was trained on or measured exact on, and for sorting the list sizes it was trained on."""
+    from hf_arith.bundled import bundled_reach
+
+    model, tokenizer = load_checkpoint(name)
+    limits = model_limits(model, tokenizer, hf_arith.bundled_path(name))
+    reach = bundled_reach(name)
+    assert (reach["task"], reach["base"]) == (tokenizer.arith_format.task, tokenizer.arith_format.base)
+    assert reach["digits"] == max(limits.training_range[1], limits.measured_max_digits or 0) <= limits.max_digits
+    if tokenizer.arith_format.task_rules.item_list:
+        assert reach["items"] == limits.training_items
+
+
+def test_the_bundled_model_for_a_problem_is_the_default_else_the_closest_fit():
+    from hf_arith.bundled import bundled_model_for
+
+    assert bundled_model_for("mul", 10, 8) == "abacus-gpt2-mul-10"  # the default holds it
+    assert bundled_model_for("mul", 10, 4, exclude="abacus-gpt2-mul-10") == "abacus-gpt2-mul"
+    assert bundled_model_for("mul", 10, 11) is None
+    assert bundled_model_for("add", 10, 20) == "abacus-gpt2-add"  # measured to 30: the shortest reach that holds 20
+    assert bundled_model_for("add", 10, 20, exclude="abacus-gpt2-add") not in (None, "abacus-gpt2-add")
+    assert bundled_model_for("sort", 10, 3, items=5) == "abacus-gpt2-sort"
+    assert bundled_model_for("sort", 10, 3, items=7) == "abacus-gpt2-sort-10"  # more items than the default's 2-5
+    assert bundled_model_for("sort", 10, 3, items=11) is None
+    assert bundled_model_for("add", 16, 3) is None  # no bundled model counts in base 16

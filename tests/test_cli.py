@@ -64,6 +64,33 @@ def test_solve_flags_operands_longer_than_the_training_range(capsys):
     assert short_line == "99+1 = 100"
 
 
+def test_solve_names_a_bundled_model_that_holds_a_problem_beyond_the_training_range(capsys):
+    # Six items: within abacus-gpt2-sort's format (8) but beyond its training (2-5); sort-10 trained on 2-10.
+    code, out, _ = run(capsys, "solve", "a:5,b:3,c:9,d:1,e:7,f:2", "a:5,b:3", "--model", "abacus-gpt2-sort")
+    long_line, short_line = out.splitlines()
+    assert code == 0 and long_line.startswith("a:5,b:3,c:9,d:1,e:7,f:2 = ")
+    assert "beyond the 5 items this model was trained on; bundled abacus-gpt2-sort-10 holds it: " \
+           "--model abacus-gpt2-sort-10" in long_line
+    assert short_line == "a:5,b:3 = ba"
+    # Eleven-digit factors: no bundled multiplier was trained on or measured at them, so no name.
+    code, out, _ = run(capsys, "solve", "12345678901*2", "--model", "abacus-gpt2-mul-10")
+    assert code == 0 and "beyond the 10 digits" in out and "holds it" not in out
+
+
+def test_a_refusal_for_size_names_a_bundled_model_that_holds_every_problem(capsys):
+    # The second problem is the one refused; the model named must hold it, not only the first.
+    code, _, err = run(capsys, "solve", "1+1", "12345678901234567890+1")
+    assert code == 2 and "more than 10 base-10 digits" in err
+    assert "; bundled abacus-gpt2-add holds it: --model abacus-gpt2-add;" in err  # measured to 30 digits
+    code, _, err = run(capsys, "solve", "a:1,b:2,c:3,d:4,e:5,f:6,g:7,h:1,i:3,j:3", "--model", "abacus-gpt2-sort")
+    assert code == 2 and "sorts 2 to 8 items, got 10; bundled abacus-gpt2-sort-10 holds it" in err
+    # Nothing bundled holds a 101-digit sum, and a problem in another syntax names no model.
+    code, _, err = run(capsys, "solve", "1" * 101 + "+1")
+    assert code == 2 and "holds it" not in err
+    code, _, err = run(capsys, "solve", "12*34", "--model", "abacus-gpt2-sort")
+    assert code == 2 and "look like 'a:31,b:7'" in err and "holds it" not in err
+
+
 def test_solve_marks_malformed_answers(add10, capsys, monkeypatch):
     import hf_arith.runtime.solving
 

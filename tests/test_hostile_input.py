@@ -387,8 +387,9 @@ def test_the_cli_note_counts_digits_without_leading_zeros(capsys):
     lines = out.splitlines()
     assert lines[0].startswith("09999999999+1 = ") and "beyond" not in lines[0]  # 10 digits, trained on 1-10
     # Beyond the trained range the confidence is capped (limits.calibrated), so the answer is flagged too.
-    assert lines[1].endswith("?  (operands beyond the 10 digits this model was trained on; low confidence: 50.0 %, "
-                             "below 90 %)")
+    # (and names a bundled adder measured on longer sums)
+    assert re.search(r"\?  \(operands beyond the 10 digits this model was trained on; bundled (\S+) holds it: "
+                     r"--model \1; low confidence: 50\.0 %, below 90 %\)$", lines[1]), lines[1]
     assert "Warning" not in err
 
 

@@ -124,7 +124,11 @@ def cmd_solve(args) -> int:
         if named:  # `hf-arith solve MODEL PROBLEM`: the model goes after --model
             raise FormatError(f"{named[0].strip()!r} is a bundled model, not a problem: name it with --model, "
                               f"e.g. hf-arith solve PROBLEM --model {named[0].strip()}") from None
-        raise FormatError(f"{err}; this model takes {format_help(limits)} ('hf-arith models' lists every "
+        # Problems in the model's syntax refused for their size: name a bundled model that holds them all.
+        sizes = [s for s in (problem_size(tokenizer.arith_format, p) for p in args.problems) if s]
+        other = other_model_note(model, tokenizer.arith_format, max(s[0] for s in sizes),
+                                 max(s[1] for s in sizes) if sizes[0][1] else None) if sizes else ""
+        raise FormatError(f"{err}{other}; this model takes {format_help(limits)} ('hf-arith models' lists every "
                           "bundled model's format)") from None
     with warnings.catch_warnings():  # solve's warning, said here per problem instead
         warnings.simplefilter("ignore", BeyondTrainingWarning)
@@ -132,11 +136,14 @@ def cmd_solve(args) -> int:
                         return_confidence=True, confirm=not args.raw_heads, views=args.views)
     # Operand lengths in the model's base, leading zeros not counted.
     beyond = limits.beyond_training_notes(parsed)
-    for problem, (answer, confidence), flagged in zip(args.problems, answers, beyond, strict=True):
+    for i, (problem, (answer, confidence), flagged) in enumerate(zip(args.problems, answers, beyond, strict=True)):
         shown = problem.strip().replace(" ", "")
         # A number longer than any the model was trained on is answered, but flagged: beyond its
         # training lengths the model's own length grid, not this answer, says how far to trust it.
-        notes = [flagged] if flagged else []
+        # Where another bundled model holds the problem, the note names it.
+        lengths = parsed.lengths[i]
+        items = int((lengths > 0).sum()) if tokenizer.arith_format.task_rules.item_list else None
+        notes = [flagged + other_model_note(model, tokenizer.arith_format, int(lengths.max()), items)] if flagged else []
         # An unsure token is where a wrong answer usually shows: the lowest token probability is marked.
         if answer is not None and confidence < args.min_confidence:
             notes.append(f"low confidence: {100 * confidence:.1f} %, below {100 * args.min_confidence:g} %")
@@ -144,6 +151,41 @@ def cmd_solve(args) -> int:
         note = f"  ({'; '.join(notes)})" if notes else ""
         print(f"{shown} = {MALFORMED if answer is None else answer}{mark}{note}")
     return 0
+
+
+def other_model_note(model, fmt, digits: int, items: int | None) -> str:
+    """'; bundled abacus-gpt2-sort-10 holds it: --model abacus-gpt2-sort-10' for a problem (its longest operand's
+    `digits`, its `items` for a list task) that `model` does not hold but another bundled model does
+    (`bundled.bundled_model_for`); '' where none does."""
+    from ..bundled import BUNDLED_DIR, bundled_model_for
+    from ..runtime.loading import checkpoint_folder
+
+    folder = checkpoint_folder(model)
+    itself = folder.name if folder and folder.resolve() == (BUNDLED_DIR / folder.name).resolve() else ""
+    other = bundled_model_for(fmt.task, fmt.base, digits, items, exclude=itself)
+    return f"; bundled {other} holds it: --model {other}" if other else ""
+
+
+def problem_size(fmt, problem: str) -> tuple[int, int | None] | None:
+    """(its longest operand's digits in the model's base, its items for a list task) of a problem written in
+    the model's syntax, however long; None for a problem in another syntax."""
+    import dataclasses
+
+    import numpy as np
+
+    task = fmt.task_rules
+    any_size = dataclasses.replace(fmt, max_items=len(SORT_LABELS)) if task.item_list else fmt
+    try:
+        operands = task.parse(problem.strip(), any_size)
+    except FormatError:
+        return None
+    if fmt.base == 10:  # parsed operands are decimal, without leading zeros
+        digits = max(len(v) for v in operands)
+    elif max(len(v) for v in operands) <= 1000:  # typed in decimal: count them in the model's base
+        digits = max(len(np.base_repr(int(v), fmt.base)) for v in operands)
+    else:
+        return None
+    return digits, (len(operands) if task.item_list else None)
 
 
 # -- models ---------------------------------------------------------------------------------
