@@ -860,6 +860,7 @@ def test_no_wrong_answer_beyond_the_trained_range_reports_confidence_of_a_checke
         answers = hf_arith.solve(model, tokenizer, problems, return_confidence=True)
     beyond = [w for w in caught if issubclass(w.category, BeyondTrainingWarning)]
     assert len(beyond) == 1 and f"capped at {BEYOND_TRAINING_CONFIDENCE:g}" in str(beyond[0].message)
+    assert "; bundled abacus-gpt2-add-" in str(beyond[0].message)  # a 100-digit adder holds all 36 digits
     raw = hf_arith.solve(model, tokenizer, problems, return_confidence=True, checked=True)  # uncalibrated
     truth = [str(sum(map(int, p.split("+")))) for p in problems]
     wrong = [i for i, (a, t) in enumerate(zip(answers, truth)) if a.answer != t]
@@ -881,6 +882,8 @@ def test_sorting_lists_longer_than_trained_are_warned_about_and_capped(capsys):
     [warning] = [w for w in caught if issubclass(w.category, BeyondTrainingWarning)]
     assert str(warning.message).startswith("2 of 3 problem(s) have lists longer than the 2-5 items this model was "
                                            "trained on (first: 'a:12,b:7,c:30,d:1,e:9,f:4')")
+    # sort-10 (2-10 items) holds both long lists, so the warning names it
+    assert str(warning.message).endswith("; bundled abacus-gpt2-sort-10 holds them: hf_arith.load('abacus-gpt2-sort-10')")
     assert [a.confidence <= BEYOND_TRAINING_CONFIDENCE for a in answers] == [True, True, False]
     assert main(["solve", *lists, "--model", "abacus-gpt2-sort"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -154,15 +154,12 @@ def cmd_solve(args) -> int:
 
 
 def other_model_note(model, fmt, digits: int, items: int | None) -> str:
-    """'; bundled abacus-gpt2-sort-10 holds it: --model abacus-gpt2-sort-10' for a problem (its longest operand's
-    `digits`, its `items` for a list task) that `model` does not hold but another bundled model does
-    (`bundled.bundled_model_for`); '' where none does."""
-    from ..bundled import BUNDLED_DIR, bundled_model_for
-    from ..runtime.loading import checkpoint_folder
+    """'; bundled abacus-gpt2-sort-10 holds it: --model abacus-gpt2-sort-10' for a problem (its longest
+    operand's `digits`, its `items` for a list task) that another bundled model holds
+    (`loading.other_bundled_model`); '' where none does."""
+    from ..runtime.loading import other_bundled_model
 
-    folder = checkpoint_folder(model)
-    itself = folder.name if folder and folder.resolve() == (BUNDLED_DIR / folder.name).resolve() else ""
-    other = bundled_model_for(fmt.task, fmt.base, digits, items, exclude=itself)
+    other = other_bundled_model(model, fmt, digits, items)
     return f"; bundled {other} holds it: --model {other}" if other else ""
 
 

@@ -25,7 +25,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from ..bundled import bundled_models, bundled_path
+from ..bundled import BUNDLED_DIR, bundled_model_for, bundled_models, bundled_path
 from ..data.errors import HfArithError, one_line
 from ..data.formatting import FormatError, NumberFormat
 from ..families import FAMILIES
@@ -512,8 +512,17 @@ def checkpoint_folder(model) -> Path | None:
     return folder if str(folder) and folder.is_dir() else None
 
 
+def other_bundled_model(model, fmt: NumberFormat, digits: int, items: int | None) -> str | None:
+    """The bundled model, other than `model` itself, that holds problems whose longest operand has `digits`
+    digits and (for a list task) `items` items (`bundled.bundled_model_for`): what `solve`'s warning and the
+    CLI's notes name for problems beyond `model`'s trained range; None where no bundled model holds them."""
+    folder = checkpoint_folder(model)
+    itself = folder.name if folder and folder.resolve() == (BUNDLED_DIR / folder.name).resolve() else ""
+    return bundled_model_for(fmt.task, fmt.base, digits, items if fmt.task_rules.item_list else None, exclude=itself)
+
+
 __all__ = [
     "DTYPES", "DTYPE_CHECK_FILE", "CheckpointError", "DtypeWarning", "check_device", "check_dtype", "check_dtype_for",
-    "check_repo_id", "checkpoint_folder", "known_model_types", "load", "load_checkpoint",
+    "check_repo_id", "checkpoint_folder", "known_model_types", "load", "load_checkpoint", "other_bundled_model",
     "read_dtype_check", "resolve_checkpoint", "weights_fingerprint",
 ]

@@ -13,7 +13,7 @@ from ..text import progress_bar
 from .answer_views import agreed_answers, problem_views
 from .decoding import default_batch_size, default_tokens_per_step, greedy_decode, row_chunks
 from .limits import BeyondTrainingWarning, ModelLimits, answer_budget, check_model_kwargs, model_limits
-from .loading import checkpoint_folder
+from .loading import checkpoint_folder, other_bundled_model
 
 # Below this confidence an answer is flagged (the CLI marks it; eval counts the wrong answers above it).
 # Answers beyond the trained range report at most limits.BEYOND_TRAINING_CONFIDENCE, below it.
@@ -98,6 +98,10 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
         parsed = limits.check_problems(problems, batch_size=batch_size)
         message = limits.beyond_training_warning(problems, parsed) if warn_beyond_training else None
         if message is not None:
+            beyond = parsed.lengths[limits.beyond_training(parsed)]
+            other = other_bundled_model(model, limits.fmt, int(beyond.max()), int((beyond > 0).sum(axis=1).max()))
+            if other:
+                message += f"; bundled {other} holds them: hf_arith.load({other!r})"
             warnings.warn(message, BeyondTrainingWarning, stacklevel=2)
     views = limits.check_views(views)
     decode = {"use_cache": use_cache, "tokens_per_step": tokens_per_step, "model_kwargs": model_kwargs,
