@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -75,7 +76,12 @@ def bundled_reach(name: str) -> dict | None:
     """What a bundled model's records say it holds: its task and base, the longest operands it was trained on
     or measured exact on (config.measured_max_digits), whichever is longer, and the list sizes its recipes
     drew (what a list task was trained on; other tasks ignore them); None where its records do not say."""
-    folder = BUNDLED_DIR / name
+    reach = _folder_reach(BUNDLED_DIR / name)
+    return dict(reach) if reach else None
+
+
+@functools.lru_cache(maxsize=64)  # read once per process: the CLI asks per problem beyond a model's range
+def _folder_reach(folder: Path) -> dict | None:
     summary = read_summary(folder) or {}
     fmt = (summary.get("recipe") or {}).get("format") or {}
     trained = summary.get("train_digits")
@@ -83,8 +89,7 @@ def bundled_reach(name: str) -> dict | None:
         return None
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     return {"task": fmt["task"], "base": fmt.get("base", 10),
-            "digits": max(trained[1], config.get("measured_max_digits") or 0),
-            "items": chain_items(summary)}
+            "digits": max(trained[1], config.get("measured_max_digits") or 0), "items": chain_items(summary)}
 
 
 def bundled_model_for(task: str, base: int, digits: int, items: int | None = None, exclude: str = "") -> str | None:
