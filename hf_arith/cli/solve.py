@@ -127,7 +127,7 @@ def cmd_solve(args) -> int:
         # Problems in the model's syntax refused for their size: name a bundled model that holds them all.
         sizes = [s for s in (problem_size(tokenizer.arith_format, p) for p in args.problems) if s]
         other = other_model_note(model, tokenizer.arith_format, max(s[0] for s in sizes),
-                                 max(s[1] for s in sizes) if sizes[0][1] else None) if sizes else ""
+                                 max(s[1] for s in sizes)) if sizes else ""
         raise FormatError(f"{err}{other}; this model takes {format_help(limits)} ('hf-arith models' lists every "
                           "bundled model's format)") from None
     with warnings.catch_warnings():  # solve's warning, said here per problem instead
@@ -142,8 +142,8 @@ def cmd_solve(args) -> int:
         # training lengths the model's own length grid, not this answer, says how far to trust it.
         # Where another bundled model holds the problem, the note names it.
         lengths = parsed.lengths[i]
-        items = int((lengths > 0).sum()) if tokenizer.arith_format.task_rules.item_list else None
-        notes = [flagged + other_model_note(model, tokenizer.arith_format, int(lengths.max()), items)] if flagged else []
+        notes = [flagged + other_model_note(model, tokenizer.arith_format, int(lengths.max()),
+                                            int((lengths > 0).sum()))] if flagged else []
         # An unsure token is where a wrong answer usually shows: the lowest token probability is marked.
         if answer is not None and confidence < args.min_confidence:
             notes.append(f"low confidence: {100 * confidence:.1f} %, below {100 * args.min_confidence:g} %")
@@ -153,9 +153,9 @@ def cmd_solve(args) -> int:
     return 0
 
 
-def other_model_note(model, fmt, digits: int, items: int | None) -> str:
+def other_model_note(model, fmt, digits: int, items: int) -> str:
     """'; bundled abacus-gpt2-sort-10 holds it: --model abacus-gpt2-sort-10' for a problem (its longest
-    operand's `digits`, its `items` for a list task) that another bundled model holds
+    operand's `digits`, its operand count `items`, which only a list task weighs) that another bundled model holds
     (`loading.other_bundled_model`); '' where none does."""
     from ..runtime.loading import other_bundled_model
 
@@ -163,9 +163,9 @@ def other_model_note(model, fmt, digits: int, items: int | None) -> str:
     return f"; bundled {other} holds it: --model {other}" if other else ""
 
 
-def problem_size(fmt, problem: str) -> tuple[int, int | None] | None:
-    """(its longest operand's digits in the model's base, its items for a list task) of a problem written in
-    the model's syntax, however long; None for a problem in another syntax."""
+def problem_size(fmt, problem: str) -> tuple[int, int] | None:
+    """(its longest operand's digits in the model's base, its number of operands) of a problem written in the
+    model's syntax, however long (a list task's list, however many items); None for a problem in another syntax."""
     import dataclasses
 
     import numpy as np
@@ -182,7 +182,7 @@ def problem_size(fmt, problem: str) -> tuple[int, int | None] | None:
         digits = max(len(np.base_repr(int(v), fmt.base)) for v in operands)
     else:
         return None
-    return digits, (len(operands) if task.item_list else None)
+    return digits, len(operands)
 
 
 # -- models ---------------------------------------------------------------------------------
