@@ -191,7 +191,8 @@ def check_imports_the_copy(repo: Path, env: dict) -> None:
 
 def pytest(repo: Path, env: dict, tests: tuple[str, ...], stop_first: bool = True) -> tuple[int, float, str, str]:
     """(pytest's exit status, seconds, its last line, the first failing test or "")."""
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(["-x"] if stop_first else []), *tests]
+    # -n 0: in one process, so -x stops at the first failure and its FAILED line names it.
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *(["-x"] if stop_first else []), *tests]
     start = time.perf_counter()
     done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.strip()]

@@ -31,6 +31,13 @@ os.environ.pop("HUGGING_FACE_HUB_TOKEN", None)
 _TORCH_THREADS = int(os.environ.setdefault("OMP_NUM_THREADS", "1"))
 
 
+def pytest_xdist_auto_num_workers(config):
+    """Workers for `-n auto` (pyproject's addopts): one a usable core, at most 4. Each worker holds its own
+    torch and models, and past four the longest test files, not the cores, set the wall time."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
 @pytest.fixture(autouse=True)
 def hf_offline_tmp_home(tmp_path_factory, monkeypatch):
     """HF_HUB_OFFLINE=1 and HF_HOME / HF_DATASETS_CACHE in a fresh temporary folder for each test."""
