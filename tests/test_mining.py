@@ -3,6 +3,7 @@ split only; the stream draws its share from it; a resumed run trains on the save
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -16,7 +17,7 @@ from hf_arith.runtime.loading import load_checkpoint
 from hf_arith.runtime.solving import solve
 from hf_arith.training.mining import MINED_FILE, load_pool, mine_problems, mining_kinds, save_pool
 from hf_arith.training.recipe import RecipeError, check_recipe, load_recipe, load_stages
-from hf_arith.training.run import train
+from hf_arith.training.run import mining_spec, recipe_spec, train
 
 TINY = ["optim.steps=2", "optim.batch_size=16", "optim.compile=false", "optim.save_steps=1",
         "eval.samples=20", "eval.verify=false"]
@@ -108,6 +109,7 @@ def test_a_mining_stage_records_its_pool_and_resumes_on_the_saved_one(tmp_path, 
     (["data.mined_confidence=2", "data.mine_problems=10", "data.mined_fraction=0.1"], "data.mined_confidence must be"),
     (["data.mine_kinds=[bogus]"], "data.mine_kinds must be a list"),
     (["data.mine_kinds=near_ties"], "data.mine_kinds must be a list"),
+    (["data.mine_max_digits=5"], "mines nothing"),
 ])
 def test_a_malformed_mining_recipe_is_one_line(overrides, message):
     with pytest.raises(RecipeError, match=message):
@@ -134,3 +136,47 @@ def test_the_mining_stages_of_the_sort_chain_start_from_the_stage_before():
         check_recipe(stages[k].recipe)
         assert stages[k].recipe.init_from == f"{stages[k - 1].recipe.output_dir}/final"
         assert 0 < stages[k].recipe.data.mined_fraction < 1
+
+
+def mined_sort_stage(**corner):
+    """The mined stage of the abacus-gpt2-sort-10 chain, mining inside `corner` (data keys)."""
+    recipe = next(stage.recipe for stage in load_stages("abacus-gpt2-sort-10") if stage.label == "mined")
+    recipe.data = dataclasses.replace(recipe.data, **corner)
+    return recipe
+
+
+def test_mining_inside_a_corner_draws_only_there_while_training_keeps_the_whole_range():
+    recipe = mined_sort_stage(mine_max_digits=6, mine_max_items=5)
+    check_recipe(recipe)
+    fmt = NumberFormat.from_dict(recipe.format)
+    mined, whole = mining_spec(recipe, fmt), recipe_spec(recipe, fmt)
+    assert (mined.max_digits, mined.max_items) == (6, 5) and (whole.max_digits, whole.max_items) == (10, 10)
+    assert (mined.min_digits, mined.min_items, mined.sample_by) == (whole.min_digits, whole.min_items, whole.sample_by)
+
+
+@pytest.mark.parametrize("corner,message", [
+    ({"mine_max_digits": 11}, r"data.mine_max_digits must be 0 \(the stage's own\) or from data.min_digits"),
+    ({"mine_max_digits": -1}, "data.mine_max_digits must be"),
+    ({"mine_max_items": 11}, "data.mine_max_items must be"),
+    ({"mine_max_items": 1}, "data.mine_max_items must be"),
+])
+def test_a_mining_corner_outside_the_stage_is_one_line(corner, message):
+    with pytest.raises(RecipeError, match=message):
+        check_recipe(mined_sort_stage(**corner))
+
+
+def test_a_mining_corner_of_list_sizes_is_refused_for_a_task_without_lists(add10):
+    recipe = load_recipe("minimal-add10", [f"init_from={add10}", "data.mine_problems=10", "data.mined_fraction=0.1",
+                                           "data.mine_max_items=3"])
+    with pytest.raises(RecipeError, match="for a list task"):
+        check_recipe(recipe)
+
+
+def test_a_mining_stage_inside_a_corner_mines_only_there(tmp_path, add10):
+    overrides = [*TINY, f"init_from={add10}", "data.min_digits=1", "data.mine_problems=60", "data.mined_fraction=0.5",
+                 "data.mine_max_digits=3", f"output_dir={tmp_path}"]
+    recipe = load_recipe("minimal-add10", overrides)
+    summary = train(recipe, evaluate=False)
+    assert summary["mined"]["pool"] > 0  # a two-step model answers most sums wrong
+    pool = load_pool(tmp_path, recipe_spec(recipe, NumberFormat.from_dict(recipe.format)))
+    assert int(pool.lengths.max()) <= 3 < recipe.data.max_digits  # mined in the corner, trained on 1-10 digits

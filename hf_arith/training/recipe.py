@@ -97,6 +97,12 @@ class DataRecipe:
     # The hard kinds mined besides the uniform draw, a tenth as many of each (empty: the task's
     # repeated digits and chains; sorting may name tie_heavy and near_ties).
     mine_kinds: list[str] = field(default_factory=list)
+    # Mining inside a corner of the stage's range (0: the stage's own limit): the pool comes from the
+    # operands of at most mine_max_digits digits (and lists of at most mine_max_items items) while the rest of
+    # each batch keeps the whole range, so polishing the box an older model was exact in does not unlearn the
+    # longer problems (a stage trained on that box alone did: docs/findings.md).
+    mine_max_digits: int = 0
+    mine_max_items: int = 0
 
 
 @dataclass
@@ -370,6 +376,9 @@ def _check_optim(recipe: Recipe) -> None:
                           f"go together: mining fills a pool that a share of the examples is drawn from")
     if d.mine_problems and not recipe.init_from:
         raise RecipeError("data.mine_problems mines the problems a starting model gets wrong, but the recipe has no init_from")
+    if (d.mine_max_digits or d.mine_max_items) and not d.mine_problems:
+        raise RecipeError("data.mine_max_digits and data.mine_max_items narrow where data.mine_problems mines, "
+                          "but the recipe mines nothing (data.mine_problems is 0)")
     if not 0 <= o.adam_beta2 < 1:
         raise RecipeError(f"optim.adam_beta2 must be in [0, 1), got {o.adam_beta2!r}")
     if not 1 <= o.threads <= max_threads():
@@ -451,6 +460,12 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     for kind in d.mine_kinds:
         if kind not in task.hard_kinds:
             raise RecipeError(f"data.mine_kinds: {kind!r} is not a kind {task.title} draws ({', '.join(task.hard_kinds)})")
+    if d.mine_max_digits and not d.min_digits <= d.mine_max_digits <= d.max_digits:
+        raise RecipeError(f"data.mine_max_digits must be 0 (the stage's own) or from data.min_digits to data.max_digits "
+                          f"({d.min_digits} to {d.max_digits}), got {d.mine_max_digits!r}")
+    if d.mine_max_items and not (task.item_list and d.min_items <= d.mine_max_items <= d.max_items):
+        raise RecipeError(f"data.mine_max_items must be 0 (the stage's own) or, for a list task, from data.min_items to "
+                          f"data.max_items ({d.min_items} to {d.max_items}); {task.title} got {d.mine_max_items!r}")
     if task.item_list and d.max_items > fmt.max_items:
         raise RecipeError(f"data.max_items {d.max_items} exceeds format.max_items {fmt.max_items} (the items a prompt holds)")
     if recipe.eval.verify and not is_tiny_adder_format(fmt):
