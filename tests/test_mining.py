@@ -149,7 +149,8 @@ def test_mining_inside_a_corner_draws_only_there_while_training_keeps_the_whole_
     recipe = mined_sort_stage(mine_max_digits=6, mine_max_items=5)
     check_recipe(recipe)
     fmt = NumberFormat.from_dict(recipe.format)
-    mined, whole = mining_spec(recipe, fmt), recipe_spec(recipe, fmt)
+    whole = recipe_spec(recipe, fmt)
+    mined = mining_spec(whole, recipe)
     assert (mined.max_digits, mined.max_items) == (6, 5) and (whole.max_digits, whole.max_items) == (10, 10)
     assert (mined.min_digits, mined.min_items, mined.sample_by) == (whole.min_digits, whole.min_items, whole.sample_by)
 

@@ -72,11 +72,11 @@ def recipe_spec(recipe: Recipe, fmt: NumberFormat) -> ProblemSpec:
     return problem_spec(fmt, d.min_digits, d.max_digits, (d.min_items, d.max_items), d.sample_by)
 
 
-def mining_spec(recipe: Recipe, fmt: NumberFormat) -> ProblemSpec:
-    """The problems data.mine_problems draws: the recipe's, within data.mine_max_digits and mine_max_items."""
+def mining_spec(spec: ProblemSpec, recipe: Recipe) -> ProblemSpec:
+    """The problems data.mine_problems draws: the stage's `spec`, within data.mine_max_digits and mine_max_items."""
     d = recipe.data
-    return problem_spec(fmt, d.min_digits, d.mine_max_digits or d.max_digits,
-                        (d.min_items, d.mine_max_items or d.max_items), d.sample_by)
+    return dataclasses.replace(spec, max_digits=d.mine_max_digits or spec.max_digits,
+                               max_items=d.mine_max_items or spec.max_items)
 
 
 def build_tokenizer(fmt: NumberFormat, context: int) -> ArithTokenizer:
@@ -916,7 +916,7 @@ def _mined_pool(run: TrainingRun, spec: ProblemSpec, tokenizer, model, args) -> 
     if recipe.data.mine_problems and run.checkpoint is None:  # a resumed run trains on its saved pool (prepare_run)
         d = recipe.data
         model.to(args.device)  # mined where it trains: a GPU answers the pool's problems many times faster
-        mined, mining = mine_problems(model, tokenizer, mining_spec(recipe, tokenizer.arith_format), d.mine_problems,
+        mined, mining = mine_problems(model, tokenizer, mining_spec(spec, recipe), d.mine_problems,
                                       d.mined_confidence, recipe.optim.seed, d.test_fraction, d.mine_kinds)
         if is_main_process():  # the other processes of a multi-process run mine the same pool
             save_pool(mined, run.output_dir)
