@@ -34,8 +34,9 @@ _TORCH_THREADS = int(os.environ.setdefault("OMP_NUM_THREADS", "1"))
 def pytest_xdist_auto_num_workers(config):
     """Workers for `-n auto` (pyproject's addopts): one a usable core, at most 4. Each worker holds its own
     torch and models, and past four the longest test files, not the cores, set the wall time."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(4, cores))
+    from hf_arith.runtime.hardware import available_cpu_cores  # here: after the environment above is set
+
+    return max(1, min(4, available_cpu_cores()))
 
 
 @pytest.fixture(autouse=True)
