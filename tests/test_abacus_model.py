@@ -15,6 +15,7 @@ from hf_arith.models.abacus_positions import (
     abacus_position_ids,
     check_abacus_range,
     line_positions,
+    offset_answer_segments,
     problem_ids,
     random_offsets,
     segment_ids,
@@ -261,6 +262,41 @@ def test_offset_per_problem_needs_per_sequence_offsets_and_restarts_segments_aft
         model(input_ids=packed)
     hook.remove()
     assert any(not torch.equal(s[0, :6], s[0, 9:]) for s in seen)
+
+
+def test_offset_segments_move_the_answers_segments_with_its_digits_in_training_only():
+    """Long multiplication with shifted sums: line j of the answer works on digit j of b, so with
+    abacus_offset_segments the answer's segments shift by the row's digit offset and b's do not."""
+    ids = torch.tensor([[2, 1, 10, 4, 3, 11, 8, 0, 4, 11, 0, 3, 13]] * 64)  # 12*34=804=030<eos>-like lines
+    segment = segment_ids(ids, 10, 12, 20)
+    base = abacus_position_ids(ids, 10, 11)
+    torch.manual_seed(0)
+    shifted = random_offsets(base, 6, 40, per_sequence=True, shift_all_tokens=True)
+    moved = offset_answer_segments(ids, segment, shifted - base, 11, 20)
+    k = (shifted - base)[:, :1]
+    assert len(set(k[:, 0].tolist())) > 3
+    assert torch.equal(moved[:, :5], segment[:, :5])  # the prompt's a and b keep theirs
+    assert torch.equal(moved[:, 5:], segment[:, 5:] + k)  # from the `=` on: + k
+    assert int(offset_answer_segments(ids, segment, shifted - base, 11, 4).max()) == 3  # capped by the table
+    fmt = NumberFormat(task="mul", reverse_operands=True, reverse_answer=True, end_token=True, scratchpad="shifted_sums")
+    model, tok = make(fmt=fmt, abacus_num_segments=20, abacus_max_offset=6, abacus_offset_per_sequence=True,
+                      abacus_offset_all_tokens=True, abacus_align_answer=True, abacus_offset_segments=True,
+                      answer_start_token_id=ArithTokenizer(number_format=fmt).convert_tokens_to_ids("="))
+    enc = torch.tensor([tok.convert_tokens_to_ids(list("21*43=804=030")) + [tok.eos_token_id]])
+    seen = []
+    hook = model.transformer.segment.register_forward_hook(lambda m, args, out: seen.append(args[0].clone()))
+    model.eval()
+    model(input_ids=enc)
+    model.train()
+    for _ in range(20):
+        model(input_ids=enc)
+    hook.remove()
+    plain = seen[0][0]
+    assert plain.tolist() == segment_ids(enc, 10, tok.pad_token_id, 20)[0].tolist()  # eval: no shift
+    shifts = {int((s[0] - plain)[-1]) for s in seen[1:]}
+    assert len(shifts) > 2 and all(torch.equal(s[0][:5], plain[:5]) for s in seen[1:])
+    with pytest.raises(ValueError, match="abacus_offset_segments needs"):
+        AbacusGPT2Config(vocab_size=14, abacus_offset_segments=True, abacus_num_segments=4)
 
 
 def test_left_padding_does_not_change_a_rows_output():

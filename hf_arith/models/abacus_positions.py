@@ -90,6 +90,21 @@ def segment_ids(input_ids: torch.Tensor, num_digit_tokens: int, pad_token_id: in
     return count.clamp(max=num_segments - 1)
 
 
+def offset_answer_segments(input_ids: torch.Tensor, segment: torch.Tensor, offset: torch.Tensor,
+                           answer_start_token_id: int, num_segments: int) -> torch.Tensor:
+    """Add each row's training offset to the segments of its answer (the tokens from the first
+    `answer_start_token_id` on), capped at num_segments - 1.
+
+    `offset` is the shift `random_offsets` gave each token ([batch, length]; one k per row, 0 where
+    a token was not moved): a row's k is its largest shift. Why: where an answer line's segment is
+    what picks the operand digit it works on (long multiplication's line j, digit j of b), segment
+    and index then move together, so the pairs past the trained lengths are trained as well.
+    """
+    k = offset.amax(dim=-1, keepdim=True)
+    in_answer = (input_ids == answer_start_token_id).long().cumsum(-1) > 0
+    return torch.where(in_answer, segment + k, segment).clamp(max=num_segments - 1)
+
+
 def pack_positions(index: torch.Tensor, segment: torch.Tensor | None, max_digits: int) -> torch.Tensor:
     """One id tensor per token that carries both the digit index and the segment, so generate()'s
     and the decoder's slicing of `position_ids` to the uncached tokens moves both together."""
@@ -167,5 +182,5 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     return torch.where(position_ids > 0, position_ids + k, position_ids)
 
 
-__all__ = ["abacus_position_ids", "check_abacus_range", "line_positions", "pack_positions", "problem_ids", "random_offsets",
-           "segment_ids", "unpack_positions", "window_allowed"]
+__all__ = ["abacus_position_ids", "check_abacus_range", "line_positions", "offset_answer_segments", "pack_positions",
+           "problem_ids", "random_offsets", "segment_ids", "unpack_positions", "window_allowed"]

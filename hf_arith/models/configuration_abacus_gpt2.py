@@ -41,6 +41,12 @@ class AbacusGPT2Config(ArithConfig):
             their segment (slot 0 otherwise), so each item's digits carry which item they belong to; a
             model without positions can only tell that by counting the labels before them, which grows
             less exact with every item. Needs abacus_num_segments > the prompt's separators.
+        abacus_offset_segments: the training offset k also moves the segments of the answer (every
+            token from the `answer_start_token_id` on), so a line's segment keeps its relation to the
+            digit index it works on for every k. Long multiplication's line j works on digit j of b,
+            and a model trained on b of 5 digits then has trained segments for lines 6-10 too; without
+            it those segments are never seen. Needs answer_start_token_id and abacus_num_segments, and
+            not abacus_line_positions (whose segments are slots in a line) or abacus_offset_per_problem.
         abacus_num_segments: also add a learned embedding of which number a token belongs to
             (`abacus_positions.segment_ids`: separators seen so far, capped at this many - 1);
             0 turns it off. Position ids then carry index and segment packed into one id.
@@ -87,6 +93,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_align_answer: bool = False,
         answer_start_token_id: int | None = None,
         abacus_num_segments: int = 0,
+        abacus_offset_segments: bool = False,
         abacus_line_positions: bool = False,
         abacus_prompt_segments: bool = False,
         abacus_attention_window: int = 0,
@@ -115,6 +122,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_align_answer = abacus_align_answer
         self.answer_start_token_id = answer_start_token_id
         self.abacus_num_segments = abacus_num_segments
+        self.abacus_offset_segments = abacus_offset_segments
         self.abacus_line_positions = abacus_line_positions
         self.abacus_prompt_segments = abacus_prompt_segments
         self.abacus_attention_window = abacus_attention_window
@@ -153,6 +161,12 @@ class AbacusGPT2Config(ArithConfig):
         if self.abacus_prompt_segments and not self.abacus_line_positions:
             raise ValueError(f"{name}.abacus_prompt_segments applies with abacus_line_positions (without them every "
                              "token already has its separator count as its segment)")
+        if self.abacus_offset_segments and not (isinstance(self.answer_start_token_id, int)
+                                                and 0 <= self.answer_start_token_id < self.vocab_size
+                                                and self.abacus_num_segments and not self.abacus_line_positions
+                                                and not self.abacus_offset_per_problem):
+            raise ValueError(f"{name}.abacus_offset_segments needs answer_start_token_id in [0, vocab_size) and "
+                             "abacus_num_segments > 0, without abacus_line_positions or abacus_offset_per_problem")
         if self.abacus_offset_per_problem and not self.abacus_offset_per_sequence:
             raise ValueError(f"{name}.abacus_offset_per_problem needs abacus_offset_per_sequence (a draw per problem "
                              "is a draw per sequence, made for each problem)")

@@ -26,6 +26,7 @@ from .abacus_positions import (
     abacus_position_ids,
     check_abacus_range,
     line_positions,
+    offset_answer_segments,
     pack_positions,
     problem_ids,
     random_offsets,
@@ -235,8 +236,12 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         if computed and self.training:
             packed = c.abacus_offset_per_problem and c.eos_token_id is not None
             problem = problem_ids(input_ids, c.eos_token_id) if packed else None
-            index = random_offsets(index, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence,
-                                   c.abacus_unshifted_fraction, c.abacus_offset_all_tokens, problem)
+            shifted = random_offsets(index, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence,
+                                     c.abacus_unshifted_fraction, c.abacus_offset_all_tokens, problem)
+            if c.abacus_offset_segments:
+                segment = offset_answer_segments(input_ids, segment, shifted - index, c.answer_start_token_id,
+                                                 c.abacus_num_segments)
+            index = shifted
         hidden = self.wte(input_ids) + self.abacus(table_rows(index, c.abacus_period))
         if segment is not None:
             hidden = hidden + self.segment(segment)
