@@ -278,9 +278,14 @@ def test_offset_segments_move_the_answers_segments_with_its_digits_in_training_o
     assert torch.equal(moved[:, :5], segment[:, :5])  # the prompt's a and b keep theirs
     assert torch.equal(moved[:, 5:], segment[:, 5:] + k)  # from the `=` on: + k
     assert int(offset_answer_segments(ids, segment, shifted - base, 11, 4).max()) == 3  # capped by the table
+    half = offset_answer_segments(ids, segment, shifted - base, 11, 20, share=0.5)
+    moved_rows = (half != segment).any(dim=1) & (k[:, 0] > 0)
+    assert 0.2 < float(moved_rows.float().mean()) < 0.8  # about half the rows that drew k > 0
+    assert torch.equal(half[moved_rows], moved[moved_rows]) and torch.equal(half[~moved_rows & (k[:, 0] > 0)],
+                                                                             segment[~moved_rows & (k[:, 0] > 0)])
     fmt = NumberFormat(task="mul", reverse_operands=True, reverse_answer=True, end_token=True, scratchpad="shifted_sums")
     model, tok = make(fmt=fmt, abacus_num_segments=20, abacus_max_offset=6, abacus_offset_per_sequence=True,
-                      abacus_offset_all_tokens=True, abacus_align_answer=True, abacus_offset_segments=True,
+                      abacus_offset_all_tokens=True, abacus_align_answer=True, abacus_offset_segments=1.0,
                       answer_start_token_id=ArithTokenizer(number_format=fmt).convert_tokens_to_ids("="))
     enc = torch.tensor([tok.convert_tokens_to_ids(list("21*43=804=030")) + [tok.eos_token_id]])
     seen = []
@@ -296,7 +301,9 @@ def test_offset_segments_move_the_answers_segments_with_its_digits_in_training_o
     shifts = {int((s[0] - plain)[-1]) for s in seen[1:]}
     assert len(shifts) > 2 and all(torch.equal(s[0][:5], plain[:5]) for s in seen[1:])
     with pytest.raises(ValueError, match="abacus_offset_segments needs"):
-        AbacusGPT2Config(vocab_size=14, abacus_offset_segments=True, abacus_num_segments=4)
+        AbacusGPT2Config(vocab_size=14, abacus_offset_segments=1.0, abacus_num_segments=4)
+    with pytest.raises(ValueError, match="abacus_offset_segments must lie in"):
+        AbacusGPT2Config(vocab_size=14, abacus_offset_segments=1.5, abacus_num_segments=4, answer_start_token_id=11)
 
 
 def test_left_padding_does_not_change_a_rows_output():

@@ -91,9 +91,9 @@ def segment_ids(input_ids: torch.Tensor, num_digit_tokens: int, pad_token_id: in
 
 
 def offset_answer_segments(input_ids: torch.Tensor, segment: torch.Tensor, offset: torch.Tensor,
-                           answer_start_token_id: int, num_segments: int) -> torch.Tensor:
+                           answer_start_token_id: int, num_segments: int, share: float = 1.0) -> torch.Tensor:
     """Add each row's training offset to the segments of its answer (the tokens from the first
-    `answer_start_token_id` on), capped at num_segments - 1.
+    `answer_start_token_id` on) in a random `share` of the rows, capped at num_segments - 1.
 
     `offset` is the shift `random_offsets` gave each token ([batch, length]; one k per row, 0 where
     a token was not moved): a row's k is its largest shift. Why: where an answer line's segment is
@@ -101,6 +101,8 @@ def offset_answer_segments(input_ids: torch.Tensor, segment: torch.Tensor, offse
     and index then move together, so the pairs past the trained lengths are trained as well.
     """
     k = offset.amax(dim=-1, keepdim=True)
+    if share < 1.0:
+        k = torch.where(torch.rand(k.shape, device=k.device) < share, k, torch.zeros_like(k))
     in_answer = (input_ids == answer_start_token_id).long().cumsum(-1) > 0
     return torch.where(in_answer, segment + k, segment).clamp(max=num_segments - 1)
 

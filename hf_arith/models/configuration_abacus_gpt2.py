@@ -41,12 +41,14 @@ class AbacusGPT2Config(ArithConfig):
             their segment (slot 0 otherwise), so each item's digits carry which item they belong to; a
             model without positions can only tell that by counting the labels before them, which grows
             less exact with every item. Needs abacus_num_segments > the prompt's separators.
-        abacus_offset_segments: the training offset k also moves the segments of the answer (every
-            token from the `answer_start_token_id` on), so a line's segment keeps its relation to the
-            digit index it works on for every k. Long multiplication's line j works on digit j of b,
-            and a model trained on b of 5 digits then has trained segments for lines 6-10 too; without
-            it those segments are never seen. Needs answer_start_token_id and abacus_num_segments, and
-            not abacus_line_positions (whose segments are slots in a line) or abacus_offset_per_problem.
+        abacus_offset_segments: the share of training rows (0 to 1) whose answer segments (every token
+            from the `answer_start_token_id` on) move by the row's offset k too. Long multiplication's
+            line j works on digit j of b: in a moved row a line's segment keeps its relation to that
+            digit's index for every k, so a model trained on b of 5 digits has trained segments for
+            lines 6-10 as well; rows left in place keep every segment beside every index (a longer a
+            puts line j's digits at indices its segment never met in a moved row). Needs
+            answer_start_token_id and abacus_num_segments, and not abacus_line_positions (whose
+            segments are slots in a line) or abacus_offset_per_problem.
         abacus_num_segments: also add a learned embedding of which number a token belongs to
             (`abacus_positions.segment_ids`: separators seen so far, capped at this many - 1);
             0 turns it off. Position ids then carry index and segment packed into one id.
@@ -93,7 +95,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_align_answer: bool = False,
         answer_start_token_id: int | None = None,
         abacus_num_segments: int = 0,
-        abacus_offset_segments: bool = False,
+        abacus_offset_segments: float = 0.0,
         abacus_line_positions: bool = False,
         abacus_prompt_segments: bool = False,
         abacus_attention_window: int = 0,
@@ -176,6 +178,8 @@ class AbacusGPT2Config(ArithConfig):
             raise ValueError(f"{name}.abacus_period ({self.abacus_period}) needs an abacus_attention_window w > 0 "
                              f"with 2w + 1 < abacus_period <= abacus_max_digits; got w = {self.abacus_attention_window}, "
                              f"abacus_max_digits = {self.abacus_max_digits}")
+        if not (isinstance(self.abacus_offset_segments, (int, float)) and 0.0 <= self.abacus_offset_segments <= 1.0):
+            raise ValueError(f"{name}.abacus_offset_segments must lie in [0, 1], got {self.abacus_offset_segments!r}")
         for field in ("resid_pdrop", "embd_pdrop", "attn_pdrop", "abacus_unshifted_fraction"):
             if not 0.0 <= getattr(self, field) < 1.0:
                 raise ValueError(f"{name}.{field} must lie in [0, 1), got {getattr(self, field)!r}")

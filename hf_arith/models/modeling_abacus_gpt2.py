@@ -240,7 +240,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                                      c.abacus_unshifted_fraction, c.abacus_offset_all_tokens, problem)
             if c.abacus_offset_segments:
                 segment = offset_answer_segments(input_ids, segment, shifted - index, c.answer_start_token_id,
-                                                 c.abacus_num_segments)
+                                                 c.abacus_num_segments, c.abacus_offset_segments)
             index = shifted
         hidden = self.wte(input_ids) + self.abacus(table_rows(index, c.abacus_period))
         if segment is not None:
