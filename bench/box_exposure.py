@@ -18,13 +18,9 @@ import numpy as np
 from common import script_parser
 from machine import machine_info
 
+from hf_arith.cli.common import item_range, length_range
 from hf_arith.data.problems import ProblemSpec, sample
 from hf_arith.training.recipe import load_stages
-
-
-def span(text: str) -> tuple[int, int]:
-    low, _, high = text.partition(":")
-    return int(low), int(high or low)
 
 
 def share_in_box(spec: ProblemSpec, kind: str, draws: int, items, digits, seed: int) -> float:
@@ -56,8 +52,8 @@ def chain_exposure(recipe: str, items, digits, draws: int) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     parser = script_parser(__doc__)
     parser.add_argument("recipes", nargs="*", default=["abacus-gpt2-sort-10", "abacus-gpt2-sort"])
-    parser.add_argument("--items", type=span, default=(2, 5))
-    parser.add_argument("--digits", type=span, default=(1, 6))
+    parser.add_argument("--items", type=item_range, default=(2, 5))
+    parser.add_argument("--digits", type=length_range, default=(1, 6))
     parser.add_argument("--draws", type=int, default=20000)
     args = parser.parse_args(argv)
     report = {"what": __doc__.split("\n\n")[1].replace("\n", " "), "box": {"items": args.items, "digits": args.digits},
