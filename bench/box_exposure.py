@@ -19,8 +19,10 @@ from common import script_parser
 from machine import machine_info
 
 from hf_arith.cli.common import item_range, length_range
+from hf_arith.data.formatting import NumberFormat
 from hf_arith.data.problems import ProblemSpec, sample
 from hf_arith.training.recipe import load_stages
+from hf_arith.training.run import recipe_spec
 
 
 def share_in_box(spec: ProblemSpec, kind: str, draws: int, items, digits, seed: int) -> float:
@@ -34,8 +36,7 @@ def chain_exposure(recipe: str, items, digits, draws: int) -> dict:
     stages, total = [], 0.0
     for index, stage in enumerate(load_stages(recipe)):
         data, optim = stage.recipe.data, stage.recipe.optim
-        spec = ProblemSpec(task="sort", min_digits=data.min_digits, max_digits=data.max_digits,
-                           min_items=data.min_items, max_items=data.max_items, sample_by=data.sample_by)
+        spec = recipe_spec(stage.recipe, NumberFormat.from_dict(stage.recipe.format))
         share = (1 - data.hard_fraction) * share_in_box(spec, "uniform", draws, items, digits, index)
         if data.hard_fraction:
             share += data.hard_fraction * share_in_box(spec, data.hard_kind, draws, items, digits, index)
