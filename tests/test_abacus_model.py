@@ -16,6 +16,7 @@ from hf_arith.models.abacus_positions import (
     check_abacus_range,
     line_positions,
     offset_answer_segments,
+    operand_line_rows,
     problem_ids,
     random_offsets,
     segment_ids,
@@ -144,14 +145,15 @@ def test_numbers_beyond_the_abacus_range_are_a_clear_error():
     assert hf_arith.solve(model, tok, "12+5") is None or isinstance(hf_arith.solve(model, tok, "12+5"), str)
 
 
-@pytest.mark.parametrize("attn, align, segments, lines, window", [
-    ("eager", False, 0, False, 0), ("sdpa", False, 0, False, 0), ("sdpa", True, 0, False, 0),
-    ("sdpa", True, 4, False, 0), ("sdpa", False, 5, True, 0),
-    ("eager", False, 4, False, 1), ("sdpa", True, 0, False, 2)])
-def test_decoder_equals_generate_and_cache_equals_no_cache(attn, align, segments, lines, window):
+@pytest.mark.parametrize("attn, align, segments, lines, window, rows", [
+    ("eager", False, 0, False, 0, False), ("sdpa", False, 0, False, 0, False), ("sdpa", True, 0, False, 0, False),
+    ("sdpa", True, 4, False, 0, False), ("sdpa", False, 5, True, 0, False),
+    ("eager", False, 4, False, 1, False), ("sdpa", True, 0, False, 2, False), ("sdpa", True, 3, False, 0, True)])
+def test_decoder_equals_generate_and_cache_equals_no_cache(attn, align, segments, lines, window, rows):
     # seeds whose random models write varied tokens (a windowed one that writes a separator sees only separators)
     model, tok = make(seed=0 if window else 1, abacus_align_answer=align, answer_start_token_id=11,
-                      abacus_num_segments=segments, abacus_line_positions=lines, abacus_attention_window=window)
+                      abacus_num_segments=segments, abacus_line_positions=lines, abacus_attention_window=window,
+                      abacus_operand_rows=rows)
     model.set_attn_implementation(attn)
     enc = tok(PROBLEMS, padding=True, return_tensors="pt")
     assert tok.padding_side == "left" and not enc.attention_mask.all()
@@ -304,6 +306,45 @@ def test_offset_segments_move_the_answers_segments_with_its_digits_in_training_o
         AbacusGPT2Config(vocab_size=14, abacus_offset_segments=1.0, abacus_num_segments=4)
     with pytest.raises(ValueError, match="abacus_offset_segments must lie in"):
         AbacusGPT2Config(vocab_size=14, abacus_offset_segments=1.5, abacus_num_segments=4, answer_start_token_id=11)
+
+
+def test_operand_rows_give_digit_j_of_b_and_line_j_one_row_with_an_offset_of_their_own():
+    """Long multiplication with shifted sums: line j works on digit j of b, so with abacus_operand_rows
+    both carry row j; training moves the rows by a draw independent of the digit indices'."""
+    fmt = NumberFormat(task="mul", reverse_operands=True, reverse_answer=True, end_token=True, scratchpad="shifted_sums")
+    eq = ArithTokenizer(number_format=fmt).convert_tokens_to_ids("=")
+    model, tok = make(fmt=fmt, abacus_num_segments=3, abacus_max_offset=6, abacus_offset_per_sequence=True,
+                      abacus_offset_all_tokens=True, abacus_align_answer=True, abacus_operand_rows=True,
+                      answer_start_token_id=eq)
+    # 123 * 45 written reversed: 321*54=5160=3550<eos> (lines of len(a) + 1 digits)
+    text = tok.convert_tokens_to_ids(list("321*54=5160=3550")) + [tok.eos_token_id]
+    enc = torch.tensor([[tok.pad_token_id] * 2 + text])  # left padding changes no row
+    rows = operand_line_rows(enc, eq, 10, tok.pad_token_id)[0].tolist()
+    assert rows == [0, 0, 0, 0, 0, 0, 1, 2] + [1] * 5 + [2] * 5 + [2]
+    index, packed = unpack_positions(model.position_ids_from_input_ids(enc), 40)
+    assert (packed % 3).tolist() == segment_ids(enc, 10, tok.pad_token_id, 3).tolist()  # segments as before
+    assert (packed // 3)[0].tolist() == rows
+    seen_rows, seen_index = [], []
+    hooks = [model.transformer.row.register_forward_hook(lambda m, args, out: seen_rows.append(args[0][0].clone())),
+             model.transformer.abacus.register_forward_hook(lambda m, args, out: seen_index.append(args[0][0].clone()))]
+    model(input_ids=enc)
+    model.train()
+    for _ in range(30):
+        model(input_ids=enc)
+    for hook in hooks:
+        hook.remove()
+    plain = torch.tensor(rows)
+    assert torch.equal(seen_rows[0], plain)  # eval: no shift
+    row_k = [int((r - plain)[6]) for r in seen_rows[1:]]
+    index_k = [int((i - index[0])[2]) for i in seen_index[1:]]
+    for r, k in zip(seen_rows[1:], row_k):  # every placed row moves by one k; digit j of b stays line j's row
+        assert torch.equal(r, torch.where(plain > 0, plain + k, plain))
+    assert len(set(row_k)) > 2 and row_k != index_k  # a draw of its own
+    with pytest.raises(ValueError, match="abacus_operand_rows needs"):
+        AbacusGPT2Config(vocab_size=14, abacus_operand_rows=True, answer_start_token_id=11)
+    with pytest.raises(ValueError, match="abacus_operand_rows needs"):
+        AbacusGPT2Config(vocab_size=14, abacus_operand_rows=True, answer_start_token_id=11, abacus_num_segments=3,
+                         abacus_offset_segments=1.0)
 
 
 def test_left_padding_does_not_change_a_rows_output():

@@ -107,6 +107,28 @@ def offset_answer_segments(input_ids: torch.Tensor, segment: torch.Tensor, offse
     return torch.where(in_answer, segment + k, segment).clamp(max=num_segments - 1)
 
 
+def operand_line_rows(input_ids: torch.Tensor, answer_start_token_id: int, num_digit_tokens: int,
+                      pad_token_id: int | None) -> torch.Tensor:
+    """Row of each token: digit j of the prompt's last number (j = 1 at its first written digit) and
+    answer line j (the `=` that opens it and every token up to the next `=`) share row j; every
+    other prompt token gets 0.
+
+    Why: long multiplication's line j works on digit j of b. With segments alone, finding that
+    digit is a learned match between line j's segment and b's index j, trained only for the lines
+    of the trained lengths; with one shared row it is an equality of rows, and the row embedding
+    gets a training offset of its own (independent of the digit index's), so every row is trained
+    and no row is tied to an index.
+    """
+    line = (input_ids == answer_start_token_id).long().cumsum(-1)  # 0 in the prompt, 1 from its `=` on
+    in_prompt = line == 0
+    separator = in_prompt & (input_ids >= num_digit_tokens)
+    if pad_token_id is not None:
+        separator &= input_ids != pad_token_id
+    seen = separator.long().cumsum(-1)
+    in_last = in_prompt & (input_ids < num_digit_tokens) & (seen == seen.amax(dim=-1, keepdim=True))
+    return torch.where(in_last, abacus_position_ids(input_ids, num_digit_tokens), line)
+
+
 def pack_positions(index: torch.Tensor, segment: torch.Tensor | None, max_digits: int) -> torch.Tensor:
     """One id tensor per token that carries both the digit index and the segment, so generate()'s
     and the decoder's slicing of `position_ids` to the uncached tokens moves both together."""
@@ -184,5 +206,6 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     return torch.where(position_ids > 0, position_ids + k, position_ids)
 
 
-__all__ = ["abacus_position_ids", "check_abacus_range", "line_positions", "offset_answer_segments", "pack_positions",
+__all__ = ["abacus_position_ids", "check_abacus_range", "line_positions", "offset_answer_segments",
+           "operand_line_rows", "pack_positions",
            "problem_ids", "random_offsets", "segment_ids", "unpack_positions", "window_allowed"]

@@ -49,6 +49,13 @@ class AbacusGPT2Config(ArithConfig):
             puts line j's digits at indices its segment never met in a moved row). Needs
             answer_start_token_id and abacus_num_segments, and not abacus_line_positions (whose
             segments are slots in a line) or abacus_offset_per_problem.
+        abacus_operand_rows: also add a learned row embedding that digit j of the prompt's last number
+            (b) and answer line j share (`abacus_positions.operand_line_rows`; 0 for other prompt
+            tokens), with a training offset of its own. Long multiplication's line j then finds digit
+            j of b by an equality of rows, at every row the offsets trained, whatever the digit
+            indices. The row ids are packed into the segment slot of the position ids. Needs
+            answer_start_token_id and abacus_num_segments > 0, and not abacus_line_positions,
+            abacus_offset_segments or abacus_offset_per_problem.
         abacus_num_segments: also add a learned embedding of which number a token belongs to
             (`abacus_positions.segment_ids`: separators seen so far, capped at this many - 1);
             0 turns it off. Position ids then carry index and segment packed into one id.
@@ -96,6 +103,7 @@ class AbacusGPT2Config(ArithConfig):
         answer_start_token_id: int | None = None,
         abacus_num_segments: int = 0,
         abacus_offset_segments: float = 0.0,
+        abacus_operand_rows: bool = False,
         abacus_line_positions: bool = False,
         abacus_prompt_segments: bool = False,
         abacus_attention_window: int = 0,
@@ -125,6 +133,7 @@ class AbacusGPT2Config(ArithConfig):
         self.answer_start_token_id = answer_start_token_id
         self.abacus_num_segments = abacus_num_segments
         self.abacus_offset_segments = abacus_offset_segments
+        self.abacus_operand_rows = abacus_operand_rows
         self.abacus_line_positions = abacus_line_positions
         self.abacus_prompt_segments = abacus_prompt_segments
         self.abacus_attention_window = abacus_attention_window
@@ -169,6 +178,14 @@ class AbacusGPT2Config(ArithConfig):
                                                 and not self.abacus_offset_per_problem):
             raise ValueError(f"{name}.abacus_offset_segments needs answer_start_token_id in [0, vocab_size) and "
                              "abacus_num_segments > 0, without abacus_line_positions or abacus_offset_per_problem")
+        if self.abacus_operand_rows and not (isinstance(self.answer_start_token_id, int)
+                                             and 0 <= self.answer_start_token_id < self.vocab_size
+                                             and self.abacus_num_segments and not self.abacus_line_positions
+                                             and not self.abacus_offset_segments
+                                             and not self.abacus_offset_per_problem):
+            raise ValueError(f"{name}.abacus_operand_rows needs answer_start_token_id in [0, vocab_size) and "
+                             "abacus_num_segments > 0, without abacus_line_positions, abacus_offset_segments or "
+                             "abacus_offset_per_problem")
         if self.abacus_offset_per_problem and not self.abacus_offset_per_sequence:
             raise ValueError(f"{name}.abacus_offset_per_problem needs abacus_offset_per_sequence (a draw per problem "
                              "is a draw per sequence, made for each problem)")

@@ -27,6 +27,7 @@ from .abacus_positions import (
     check_abacus_range,
     line_positions,
     offset_answer_segments,
+    operand_line_rows,
     pack_positions,
     problem_ids,
     random_offsets,
@@ -167,6 +168,9 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
         else:
             segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments,
                                   c.eos_token_id if c.abacus_offset_per_problem else None) if c.abacus_num_segments else None
+            if c.abacus_operand_rows:  # a malformed answer's extra lines take the table's last row
+                rows = operand_line_rows(input_ids, c.answer_start_token_id, c.num_digit_tokens, c.pad_token_id)
+                segment = rows.clamp(max=c.abacus_max_digits) * c.abacus_num_segments + segment
         return pack_positions(index, segment, c.abacus_max_digits)
 
 
@@ -198,6 +202,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         self.abacus = nn.Embedding((config.abacus_period or config.abacus_max_digits) + 1, config.hidden_size)
         self.segment = (nn.Embedding(config.abacus_num_segments, config.hidden_size)
                         if config.abacus_num_segments else None)
+        self.row = (nn.Embedding(config.abacus_max_digits + 1, config.hidden_size)
+                    if config.abacus_operand_rows else None)
         self.wpe = (nn.Embedding(config.max_position_embeddings, config.hidden_size)
                     if config.absolute_position_embedding else None)
         self.drop = nn.Dropout(config.embd_pdrop)
@@ -227,11 +233,17 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             position_ids = self.position_ids_from_input_ids(input_ids)
         index, segment = unpack_positions(position_ids, c.abacus_max_digits) if self.segment is not None \
             else (position_ids, None)
+        row = None
+        if self.row is not None:  # rows share the segment slot (position_ids_from_input_ids)
+            row, segment = segment // c.abacus_num_segments, segment % c.abacus_num_segments
         if not computed:  # ids from position_ids_from_input_ids were checked there
             check_abacus_range(index, c.abacus_max_digits)
             if segment is not None and segment.numel() and int(segment.max()) >= c.abacus_num_segments:
                 raise ValueError(f"position_ids hold segment {int(segment.max())}, but this model has "
                                  f"{c.abacus_num_segments} segments (config.abacus_num_segments)")
+            if row is not None and row.numel() and int(row.max()) > c.abacus_max_digits:
+                raise ValueError(f"position_ids hold row {int(row.max())}, but this model has rows up to "
+                                 f"{c.abacus_max_digits} (config.abacus_max_digits)")
         placed = index
         if computed and self.training:
             packed = c.abacus_offset_per_problem and c.eos_token_id is not None
@@ -242,9 +254,14 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                 segment = offset_answer_segments(input_ids, segment, shifted - index, c.answer_start_token_id,
                                                  c.abacus_num_segments, c.abacus_offset_segments)
             index = shifted
+            if row is not None:  # a draw of its own: no row stays tied to a digit index
+                row = random_offsets(row, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence,
+                                     c.abacus_unshifted_fraction)
         hidden = self.wte(input_ids) + self.abacus(table_rows(index, c.abacus_period))
         if segment is not None:
             hidden = hidden + self.segment(segment)
+        if row is not None:
+            hidden = hidden + self.row(row)
         if self.wpe is not None:
             hidden = hidden + self.wpe(positions_from_mask(attention_mask, length, past_length, input_ids.device))
         return self.drop(hidden), placed
@@ -313,10 +330,11 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
 
 class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
     _tied_weights_keys = {"lm_head.weight": "transformer.wte.weight"}
-    # A warm start may lengthen the abacus table (a larger abacus_max_digits) or the segment table (more
-    # numbers or lines, abacus_num_segments): the trained rows are kept and the new ones learned, which is
-    # how a model extends the lengths it can place.
-    _warm_start_growable_tables = ("transformer.abacus.weight", "transformer.segment.weight")
+    # A warm start may lengthen the abacus and row tables (a larger abacus_max_digits) or the segment table
+    # (more numbers or lines, abacus_num_segments): the trained rows are kept and the new ones learned, which
+    # is how a model extends the lengths it can place.
+    _warm_start_growable_tables = ("transformer.abacus.weight", "transformer.segment.weight",
+                                   "transformer.row.weight")
     trunk_class = AbacusGPT2Model  # the looped family runs its own trunk under the same head
 
     def __init__(self, config: AbacusGPT2Config):
