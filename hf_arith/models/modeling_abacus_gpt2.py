@@ -254,9 +254,10 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                 segment = offset_answer_segments(input_ids, segment, shifted - index, c.answer_start_token_id,
                                                  c.abacus_num_segments, c.abacus_offset_segments)
             index = shifted
-            if row is not None:  # a draw of its own: no row stays tied to a digit index
-                row = random_offsets(row, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence,
-                                     c.abacus_unshifted_fraction)
+            if row is not None:  # a draw of its own, so no row stays tied to a digit index, and uniform:
+                # with a share left at k = 0, rows from 1 up became a regime of their own, learnt only up to
+                # the trained number of lines (docs/findings.md)
+                row = random_offsets(row, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence)
         hidden = self.wte(input_ids) + self.abacus(table_rows(index, c.abacus_period))
         if segment is not None:
             hidden = hidden + self.segment(segment)
