@@ -19,7 +19,7 @@ from common import script_parser
 from machine import command_line, load_average, machine_info, write_results
 
 from hf_arith.evaluation.grid import length_grid, parse_length_range
-from hf_arith.models.abacus_positions import pack_positions, unpack_positions
+from hf_arith.models.abacus_positions import pack_positions, pack_rows, unpack_positions, unpack_rows
 from hf_arith.runtime.loading import load_checkpoint
 
 
@@ -31,11 +31,11 @@ def move_positions(model, row_offset: int, index_offset: int) -> None:
 
     def moved(input_ids, generated_from=None):
         index, packed = unpack_positions(computed(input_ids, generated_from), top)
-        row, segment = packed // config.abacus_num_segments, packed % config.abacus_num_segments
+        row, segment = unpack_rows(packed, config.abacus_num_segments)
         row = torch.where(row > 0, row + row_offset, row).clamp(max=top)
         placed = torch.ones_like(index, dtype=torch.bool) if config.abacus_offset_all_tokens else index > 0
         index = torch.where(placed, index + index_offset, index).clamp(max=top)
-        return pack_positions(index, row * config.abacus_num_segments + segment, top)
+        return pack_positions(index, pack_rows(row, segment, config.abacus_num_segments), top)
 
     model.position_ids_from_input_ids = moved
 

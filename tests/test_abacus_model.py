@@ -21,6 +21,7 @@ from hf_arith.models.abacus_positions import (
     random_offsets,
     segment_ids,
     unpack_positions,
+    unpack_rows,
     window_allowed,
 )
 from hf_arith.runtime.decoding import greedy_decode
@@ -322,8 +323,9 @@ def test_operand_rows_give_digit_j_of_b_and_line_j_one_row_with_an_offset_of_the
     rows = operand_line_rows(enc, eq, 10, tok.pad_token_id)[0].tolist()
     assert rows == [0, 0, 0, 0, 0, 0, 1, 2] + [1] * 5 + [2] * 5 + [2]
     index, packed = unpack_positions(model.position_ids_from_input_ids(enc), 40)
-    assert (packed % 3).tolist() == segment_ids(enc, 10, tok.pad_token_id, 3).tolist()  # segments as before
-    assert (packed // 3)[0].tolist() == rows
+    row, segment = unpack_rows(packed, 3)
+    assert segment.tolist() == segment_ids(enc, 10, tok.pad_token_id, 3).tolist()  # segments as before
+    assert row[0].tolist() == rows
     seen_rows, seen_index = [], []
     hooks = [model.transformer.row.register_forward_hook(lambda m, args, out: seen_rows.append(args[0][0].clone())),
              model.transformer.abacus.register_forward_hook(lambda m, args, out: seen_index.append(args[0][0].clone()))]

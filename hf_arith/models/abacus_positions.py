@@ -129,6 +129,16 @@ def operand_line_rows(input_ids: torch.Tensor, answer_start_token_id: int, num_d
     return torch.where(in_last, abacus_position_ids(input_ids, num_digit_tokens), line)
 
 
+def pack_rows(row: torch.Tensor, segment: torch.Tensor, num_segments: int) -> torch.Tensor:
+    """Rows (`operand_line_rows`) and segments as one id, which `pack_positions` packs as the segment."""
+    return row * num_segments + segment
+
+
+def unpack_rows(packed: torch.Tensor, num_segments: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row, segment) of ids made by `pack_rows`."""
+    return packed // num_segments, packed % num_segments
+
+
 def pack_positions(index: torch.Tensor, segment: torch.Tensor | None, max_digits: int) -> torch.Tensor:
     """One id tensor per token that carries both the digit index and the segment, so generate()'s
     and the decoder's slicing of `position_ids` to the uncached tokens moves both together."""
@@ -207,5 +217,5 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
 
 
 __all__ = ["abacus_position_ids", "check_abacus_range", "line_positions", "offset_answer_segments",
-           "operand_line_rows", "pack_positions",
-           "problem_ids", "random_offsets", "segment_ids", "unpack_positions", "window_allowed"]
+           "operand_line_rows", "pack_positions", "pack_rows", "problem_ids", "random_offsets", "segment_ids",
+           "unpack_positions", "unpack_rows", "window_allowed"]

@@ -29,11 +29,13 @@ from .abacus_positions import (
     offset_answer_segments,
     operand_line_rows,
     pack_positions,
+    pack_rows,
     problem_ids,
     random_offsets,
     segment_ids,
     table_rows,
     unpack_positions,
+    unpack_rows,
     window_allowed,
 )
 from .configuration_abacus_gpt2 import AbacusGPT2Config
@@ -170,7 +172,7 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
                                   c.eos_token_id if c.abacus_offset_per_problem else None) if c.abacus_num_segments else None
             if c.abacus_operand_rows:  # a malformed answer's extra lines take the table's last row
                 rows = operand_line_rows(input_ids, c.answer_start_token_id, c.num_digit_tokens, c.pad_token_id)
-                segment = rows.clamp(max=c.abacus_max_digits) * c.abacus_num_segments + segment
+                segment = pack_rows(rows.clamp(max=c.abacus_max_digits), segment, c.abacus_num_segments)
         return pack_positions(index, segment, c.abacus_max_digits)
 
 
@@ -235,7 +237,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             else (position_ids, None)
         row = None
         if self.row is not None:  # rows share the segment slot (position_ids_from_input_ids)
-            row, segment = segment // c.abacus_num_segments, segment % c.abacus_num_segments
+            row, segment = unpack_rows(segment, c.abacus_num_segments)
         if not computed:  # ids from position_ids_from_input_ids were checked there
             check_abacus_range(index, c.abacus_max_digits)
             if segment is not None and segment.numel() and int(segment.max()) >= c.abacus_num_segments:
