@@ -52,9 +52,9 @@ class AbacusGPT2Config(ArithConfig):
         abacus_operand_rows: also add a learned row embedding that digit j of the prompt's last number
             (b) and answer line j share (`abacus_positions.operand_line_rows`; 0 for other prompt
             tokens), with a training offset of its own, uniform in [0, abacus_max_offset] (no
-            abacus_unshifted_fraction). Long multiplication's line j then finds digit
-            j of b by an equality of rows, at every row the offsets trained, whatever the digit
-            indices. The row ids are packed into the segment slot of the position ids. Needs
+            abacus_unshifted_fraction). Long multiplication's line j then finds digit j of b by an
+            equality of rows, at every row the offsets trained, whatever the digit indices. The
+            row ids are packed into the segment slot of the position ids (`pack_rows`). Needs
             answer_start_token_id and abacus_num_segments > 0, and not abacus_line_positions,
             abacus_offset_segments or abacus_offset_per_problem.
         abacus_num_segments: also add a learned embedding of which number a token belongs to
