@@ -224,6 +224,40 @@ def test_prompt_segments_tell_each_sort_item_apart_before_the_lines():
         AbacusGPT2Config(vocab_size=len(tok), abacus_prompt_segments=True)
 
 
+def test_offset_items_move_prompt_segments_and_line_slots_by_draws_of_their_own():
+    """With abacus_offset_items, training moves every prompt segment of a row by one k and every slot of
+    its lines by another (the `=`s, slot 0, and padding stay), within the table; evaluation moves none."""
+    fmt = NumberFormat(task="sort", scratchpad="radix_passes")
+    tok = ArithTokenizer(number_format=fmt)
+    eq = tok.convert_tokens_to_ids("=")
+    ids = torch.tensor([tok.convert_tokens_to_ids(list("a:13,b:7,c:021=cab=bca=bac")) + [tok.pad_token_id] * 3])
+    model, _ = make(fmt=fmt, abacus_line_positions=True, answer_start_token_id=eq, abacus_num_segments=16,
+                    abacus_prompt_segments=True, abacus_offset_items=True)
+    plain = unpack_positions(model.position_ids_from_input_ids(ids), 40)[1][0]
+    seen = []
+    hook = model.transformer.segment.register_forward_hook(lambda m, args, out: seen.append(args[0][0].clone()))
+    model.eval()
+    model(input_ids=ids)
+    model.train()
+    for _ in range(40):
+        model(input_ids=ids)
+    hook.remove()
+    assert torch.equal(seen[0], plain)
+    prompt, lines = torch.arange(len(plain)) < 14, (torch.arange(len(plain)) >= 14) & (torch.arange(len(plain)) < 26)
+    moves = set()
+    for segment in seen[1:]:
+        shift = segment - plain
+        k_prompt, k_slot = int(shift[0]), int(shift[15])
+        assert torch.equal(shift[prompt], torch.full((14,), k_prompt))  # one k for the whole prompt
+        assert torch.equal(shift[lines], torch.where(plain[lines] > 0, k_slot, 0))  # the `=`s stay at 0
+        assert (shift[26:] == 0).all() and int(segment.max()) <= 15  # padding stays; nothing leaves the table
+        moves.add((k_prompt, k_slot))
+    assert len({k for k, _ in moves}) > 2 and len({k for _, k in moves}) > 2 and any(a != b for a, b in moves)
+    with pytest.raises(ValueError, match="abacus_offset_items moves prompt segments"):
+        AbacusGPT2Config(vocab_size=len(tok), abacus_line_positions=True, answer_start_token_id=eq,
+                         abacus_num_segments=16, abacus_offset_items=True)
+
+
 def test_packed_problems_restart_segments_and_draw_their_own_offsets():
     """Two problems in one row, each closed by <eos> (id 13): the second numbers its operands from 0
     again, and with `problem` each problem of a row draws its own training offset."""

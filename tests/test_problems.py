@@ -7,8 +7,24 @@ import itertools
 import numpy as np
 import pytest
 
-from hf_arith.data.formatting import FormatError, Problems, digits_to_int, int_to_digits, problems_from_ints
-from hf_arith.data.problems import ProblemSpec, problem_hash, sample, solve_digits, split_of, with_answers
+from hf_arith.data.formatting import (
+    FormatError,
+    NumberFormat,
+    Problems,
+    digits_to_int,
+    int_to_digits,
+    problems_from_ints,
+    render,
+)
+from hf_arith.data.problems import (
+    ProblemSpec,
+    problem_hash,
+    sample,
+    solve_digits,
+    split_of,
+    with_answers,
+    with_items_moved,
+)
 
 ARITH = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
 
@@ -192,6 +208,30 @@ def test_sort_split_does_not_depend_on_item_slots():
     sampled = sample(spec, 2000, np.random.default_rng(0), split=None)
     reparsed = [split_of(problems_from_ints("sort", [v], 10))[0] for v in sampled.operand_values()]
     np.testing.assert_array_equal(split_of(sampled), np.array(reparsed))
+
+
+def test_moved_lists_keep_their_items_and_answer_with_the_labels_of_their_new_places():
+    """with_items_moved puts a list's items, in order, at a run of places that starts anywhere it fits;
+    the answer is the same order of items under their new labels, and the prompt opens with no comma."""
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=3, min_items=2, max_items=5)
+    lists = sample(spec, 3000, np.random.default_rng(0), split=None, kind="ties")
+    moved = with_items_moved(lists, 12, np.random.default_rng(1))
+    assert moved.operands.shape[1] == 12 and moved.operand_values() == lists.operand_values()
+    count = (lists.lengths > 0).sum(axis=1)
+    start = (moved.lengths > 0).argmax(axis=1)
+    assert ((moved.lengths > 0).sum(axis=1) == count).all() and (start + count <= 12).all()
+    assert set(start[count == 2].tolist()) == set(range(11))  # every start that fits is drawn
+    np.testing.assert_array_equal(moved.answer_lengths, lists.answer_lengths)
+    np.testing.assert_array_equal(np.where(np.arange(12) < count[:, None], moved.answer, 0),
+                                  np.where(np.arange(12) < count[:, None],
+                                           np.pad(lists.answer, ((0, 0), (0, 7))) + start[:, None], 0))
+    fmt = NumberFormat(task="sort", max_items=12, reverse_operands=True, end_token=True, scratchpad="radix_passes")
+    vocab = fmt.vocab()
+    ids, lengths, _ = render(moved.select(np.arange(3)), fmt, with_answer=False)
+    texts = ["".join(vocab[i] for i in row[:n]) for row, n in zip(ids, lengths)]
+    assert all(t[0] == "abcdefghijkl"[s] and t[1] == ":" and ",:" not in t for t, s in zip(texts, start[:3]))
+    with pytest.raises(FormatError, match="cannot move within 4 item places"):
+        with_items_moved(lists, 4, np.random.default_rng(1))
 
 
 @pytest.mark.parametrize("fraction", [0.1, 0.3])

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .formatting import NumberFormat, Problems, render, render_answers
-from .problems import ProblemSpec, sample, with_answers
+from .problems import ProblemSpec, sample, with_answers, with_items_moved
 from .tokenization_arith import LABEL_IGNORE
 
 
@@ -113,8 +113,10 @@ class ProblemStream(torch.utils.data.IterableDataset):
                  seed: int = 0, rank: int = 0, chunk_size: int = 2048, test_fraction: float = 0.1,
                  random_prefix: int = 0, hard_fraction: float = 0.0, context_problems: int = 0,
                  hard_fraction_fade: tuple[int, int] | None = None, hard_kind: str = "hard",
-                 mined: Problems | None = None, mined_fraction: float = 0.0, length_buckets: int = 0):
+                 mined: Problems | None = None, mined_fraction: float = 0.0, length_buckets: int = 0,
+                 item_places: int = 0):
         self.spec, self.fmt, self.seed, self.rank = spec, fmt, seed, rank
+        self.item_places = item_places  # lists move within this many item places (with_items_moved); 0: they stay
         self.length_buckets = length_buckets
         # A pool of problems a starting model got wrong or was unsure of (hf_arith.training.mining), drawn
         # with replacement for `mined_fraction` of the examples; the rest as without it.
@@ -169,15 +171,15 @@ class ProblemStream(torch.utils.data.IterableDataset):
         for count, lo, hi, share in self._segments(index):
             mined = rng.binomial(count, self.mined_fraction) if self.mined_fraction else 0
             if mined:
-                picked = self.mined.select(rng.integers(0, len(self.mined), mined * group))
+                picked = self._placed(self.mined.select(rng.integers(0, len(self.mined), mined * group)), rng)
                 parts.append(encode_examples(picked, self.fmt, self.length, rng if self.random_prefix else None,
                                              rng.integers(1, group + 1, mined) if self.context_problems else None))
                 count -= mined
             hard = rng.binomial(count, share) if share else 0
             for n, kind in ((count - hard, "uniform"), (hard, self.hard_kind)):
                 if n:
-                    problems = sample(self._spec_for(lo, hi), n * group, rng, split="train",
-                                      test_fraction=self.test_fraction, kind=kind)
+                    problems = self._placed(sample(self._spec_for(lo, hi), n * group, rng, split="train",
+                                                   test_fraction=self.test_fraction, kind=kind), rng)
                     # Each example packs 1 to `group` problems (the earlier ones are its context).
                     sizes = rng.integers(1, group + 1, n) if self.context_problems else None
                     # Operands shorter than the spec's widest keep the fixed sequence length by padding.
@@ -188,6 +190,9 @@ class ProblemStream(torch.utils.data.IterableDataset):
             order = rng.permutation(len(arrays[0]))
             arrays = tuple(a[order] for a in arrays)
         return arrays
+
+    def _placed(self, problems: Problems, rng: np.random.Generator) -> Problems:
+        return with_items_moved(problems, self.item_places, rng) if self.item_places else problems
 
     def start_position(self) -> int:
         """The example iteration starts at: read when it starts, after the Trainer's on_train_begin has set

@@ -107,6 +107,30 @@ def offset_answer_segments(input_ids: torch.Tensor, segment: torch.Tensor, offse
     return torch.where(in_answer, segment + k, segment).clamp(max=num_segments - 1)
 
 
+def offset_item_segments(input_ids: torch.Tensor, segment: torch.Tensor, answer_start_token_id: int,
+                         num_segments: int, pad_token_id: int | None) -> torch.Tensor:
+    """Move a row's prompt segments (which item a token belongs to) by one random k and its answer
+    slots (a token's place in its line) by another, each uniform over what fits below num_segments;
+    segment 0 (no item, a line's `=`) and padding stay. Segments as `line_positions` with prompt
+    segments give them.
+
+    Why: a list of at most 5 items only ever fills the first 15 prompt segments and slots 1-5; moved,
+    the segments and slots of a list of 20 items are trained while every relation within a list
+    (an item's label to its digits, a slot to the next) keeps its distance.
+    """
+    in_prompt = (input_ids == answer_start_token_id).long().cumsum(-1) == 0
+    real = segment > 0
+    if pad_token_id is not None:
+        real &= input_ids != pad_token_id
+    moved = torch.zeros_like(segment)
+    for part in (in_prompt, ~in_prompt):
+        top = torch.where(part & real, segment, torch.zeros_like(segment)).amax(dim=-1, keepdim=True)
+        room = (num_segments - 1 - top).clamp(min=0)
+        k = (torch.rand(room.shape, device=segment.device) * (room + 1)).floor().long().clamp(max=room)
+        moved = torch.where(part & real, k, moved)
+    return segment + moved
+
+
 def operand_line_rows(input_ids: torch.Tensor, answer_start_token_id: int, num_digit_tokens: int,
                       pad_token_id: int | None) -> torch.Tensor:
     """Row of each token: digit j of the prompt's last number (j = 1 at its first written digit) and
@@ -216,6 +240,6 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     return torch.where(position_ids > 0, position_ids + k, position_ids)
 
 
-__all__ = ["abacus_position_ids", "check_abacus_range", "line_positions", "offset_answer_segments",
+__all__ = ["abacus_position_ids", "check_abacus_range", "line_positions", "offset_answer_segments", "offset_item_segments",
            "operand_line_rows", "pack_positions", "pack_rows", "problem_ids", "random_offsets", "segment_ids",
            "unpack_positions", "unpack_rows", "window_allowed"]

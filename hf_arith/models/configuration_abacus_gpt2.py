@@ -41,6 +41,10 @@ class AbacusGPT2Config(ArithConfig):
             their segment (slot 0 otherwise), so each item's digits carry which item they belong to; a
             model without positions can only tell that by counting the labels before them, which grows
             less exact with every item. Needs abacus_num_segments > the prompt's separators.
+        abacus_offset_items: with abacus_prompt_segments, training moves each row's prompt segments by
+            a random k and its answer lines' slots by another (`abacus_positions.offset_item_segments`),
+            so a model trained on short lists has trained segments and slots for longer ones. Pairs with
+            the recipe key data.item_places, which moves the lists' labels the same way.
         abacus_offset_segments: the share of training rows (0 to 1) whose answer segments (every token
             from the `answer_start_token_id` on) move by the row's offset k too. Long multiplication's
             line j works on digit j of b: in a moved row a line's segment keeps its relation to that
@@ -107,6 +111,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_operand_rows: bool = False,
         abacus_line_positions: bool = False,
         abacus_prompt_segments: bool = False,
+        abacus_offset_items: bool = False,
         abacus_attention_window: int = 0,
         abacus_period: int = 0,
         absolute_position_embedding: bool = False,
@@ -137,6 +142,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_operand_rows = abacus_operand_rows
         self.abacus_line_positions = abacus_line_positions
         self.abacus_prompt_segments = abacus_prompt_segments
+        self.abacus_offset_items = abacus_offset_items
         self.abacus_attention_window = abacus_attention_window
         self.abacus_period = abacus_period
         self.absolute_position_embedding = absolute_position_embedding
@@ -173,6 +179,9 @@ class AbacusGPT2Config(ArithConfig):
         if self.abacus_prompt_segments and not self.abacus_line_positions:
             raise ValueError(f"{name}.abacus_prompt_segments applies with abacus_line_positions (without them every "
                              "token already has its separator count as its segment)")
+        if self.abacus_offset_items and not self.abacus_prompt_segments:
+            raise ValueError(f"{name}.abacus_offset_items moves prompt segments and line slots, so it needs "
+                             "abacus_line_positions with abacus_prompt_segments")
         if self.abacus_offset_segments and not (isinstance(self.answer_start_token_id, int)
                                                 and 0 <= self.answer_start_token_id < self.vocab_size
                                                 and self.abacus_num_segments and not self.abacus_line_positions

@@ -27,6 +27,7 @@ from .abacus_positions import (
     check_abacus_range,
     line_positions,
     offset_answer_segments,
+    offset_item_segments,
     operand_line_rows,
     pack_positions,
     pack_rows,
@@ -255,6 +256,9 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             if c.abacus_offset_segments:
                 segment = offset_answer_segments(input_ids, segment, shifted - index, c.answer_start_token_id,
                                                  c.abacus_num_segments, c.abacus_offset_segments)
+            if c.abacus_offset_items:
+                segment = offset_item_segments(input_ids, segment, c.answer_start_token_id, c.abacus_num_segments,
+                                               c.pad_token_id)
             index = shifted
             if row is not None:  # a draw of its own, so no row stays tied to a digit index, and uniform:
                 # with a share left at k = 0, rows from 1 up became a regime of their own, learnt only up to

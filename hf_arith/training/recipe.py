@@ -103,6 +103,10 @@ class DataRecipe:
     # longer problems (a stage trained on that box alone did: docs/findings.md).
     mine_max_digits: int = 0
     mine_max_items: int = 0
+    # Item places (lists only): each training list moves, items together, to a random run of this many item
+    # places (hf_arith.data.problems.with_items_moved), so a model trained on lists of 5 items learns the labels
+    # and places of a list of up to this many (0 = off: item i stays item i).
+    item_places: int = 0
 
 
 @dataclass
@@ -466,6 +470,9 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     if d.mine_max_items and not (task.item_list and d.min_items <= d.mine_max_items <= d.max_items):
         raise RecipeError(f"data.mine_max_items must be 0 (the stage's own) or, for a list task, from data.min_items to "
                           f"data.max_items ({d.min_items} to {d.max_items}); {task.title} got {d.mine_max_items!r}")
+    if d.item_places and not (task.item_list and d.max_items <= d.item_places <= fmt.max_items):
+        raise RecipeError(f"data.item_places must be 0 or, for a list task, from data.max_items to format.max_items "
+                          f"({d.max_items} to {fmt.max_items}); {task.title} got {d.item_places!r}")
     if task.item_list and d.max_items > fmt.max_items:
         raise RecipeError(f"data.max_items {d.max_items} exceeds format.max_items {fmt.max_items} (the items a prompt holds)")
     if recipe.eval.verify and not is_tiny_adder_format(fmt):

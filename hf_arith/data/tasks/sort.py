@@ -208,8 +208,8 @@ class Sort(Task):
         segments = []
         for j in range(problems.operands.shape[1]):
             present = problems.lengths[:, j] > 0
-            if j > 0:
-                segments.append(const_segment(vocab[","], present))
+            if j > 0:  # between items: a list moved to later places (`with_items_moved`) opens with no comma
+                segments.append(const_segment(vocab[","], present & (problems.lengths[:, :j] > 0).any(axis=1)))
             segments.append(const_segment(vocab[SORT_LABELS[j]], present))
             segments.append(const_segment(vocab[":"], present))
             block, lens = digit_segment(problems.operands[:, j], problems.lengths[:, j],
