@@ -18,6 +18,7 @@ from hf_arith.data.streaming import (
     worst_case_length,
 )
 from hf_arith.models import IGNORE_INDEX
+from hf_arith.training.recipe import RecipeError, check_recipe, load_recipe
 
 
 def take(stream, n: int) -> list[dict]:
@@ -383,3 +384,33 @@ def test_a_packing_stream_draws_one_to_all_problems_per_row_within_its_length():
             a, b = (int(t[::-1]) for t in prompt.split("+"))
             assert int(answer[::-1]) == a + b
         assert sum(t != IGNORE_INDEX for t in labelled) == sum(len(p.split(PROMPT_END)[1]) + 1 for p in text)
+
+
+def test_item_places_move_every_training_list_to_later_labels_and_the_recipe_bounds_them():
+    """data.item_places: every streamed list (uniform, hard and its answer alike) sits at a run of places
+    within that many, so lists of at most 5 items carry labels up to the last place; the answer is the
+    moved labels in sorted order. A recipe whose places cannot hold its lists, or whose format cannot
+    write them, is one line."""
+    fmt = NumberFormat(task="sort", max_items=12, reverse_operands=True, end_token=True, scratchpad="none")
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=3, min_items=2, max_items=5)
+    stream = ProblemStream(spec, fmt, hard_fraction=0.5, hard_kind="ties", item_places=12, chunk_size=512)
+    vocab, firsts = fmt.vocab(), set()
+    for row in take(stream, 512):
+        n = int(row["attention_mask"].sum())
+        text = "".join(vocab[i] for i in row["input_ids"][:n])
+        prompt, answer = text.split(PROMPT_END)
+        items = [item.split(":") for item in prompt.split(",")]
+        labels = "".join(label for label, _ in items)
+        assert labels in "abcdefghijkl" and 2 <= len(labels) <= 5
+        firsts.add(labels[0])
+        order = sorted(range(len(items)), key=lambda i: int(items[i][1][::-1]))
+        assert answer == "".join(labels[i] for i in order) + EOS_TOKEN
+    assert len(firsts) > 8  # later labels are drawn, up to the last place a list fits at
+    for places, message in ((4, "data.item_places must be 0 or, for a list task, from data.max_items"),
+                            (13, "to format.max_items")):
+        recipe = load_recipe("abacus-gpt2-sort", [f"data.item_places={places}", "format.max_items=12"])
+        with pytest.raises(RecipeError, match=message):
+            check_recipe(recipe)
+    check_recipe(load_recipe("abacus-gpt2-sort", ["data.item_places=12", "format.max_items=12"]))
+    with pytest.raises(RecipeError, match="for a list task"):
+        check_recipe(load_recipe("abacus-gpt2-add", ["data.item_places=5"]))
