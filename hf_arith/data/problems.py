@@ -273,12 +273,12 @@ def with_items_moved(problems: Problems, slots: int, rng: np.random.Generator) -
     5 items never sees the labels and places of a longer list. Moved, a short list reads
     'f:31,g:7,h:120' (answered 'gfh'), and every label and place up to `slots` gets trained while no
     list grows. Training data only: the split is decided on the list before it moves."""
-    count = (problems.lengths > 0).sum(axis=1)
+    keep = problems.lengths > 0
+    count = keep.sum(axis=1)
     if count.max(initial=0) > slots:
         raise FormatError(f"lists of {int(count.max())} items cannot move within {slots} item places")
     start = (rng.random(len(problems)) * (slots - count + 1)).astype(np.int64)
     n, k, width = problems.operands.shape
-    keep = problems.lengths > 0
     place = start[:, None] + keep.cumsum(axis=1) - 1  # a row's j-th item goes to place start + j
     rows = np.broadcast_to(np.arange(n)[:, None], (n, k))
     operands = np.zeros((n, slots, width), dtype=problems.operands.dtype)
