@@ -25,6 +25,7 @@ _EXPORTS = {
     "Answer": "runtime.solving", "solve": "runtime.solving", "BeyondTrainingWarning": "runtime.limits",
     "CheckpointError": "runtime.loading", "load": "runtime.loading", "FormatError": "data.formatting", "NumberFormat": "data.formatting",
     "HfArithError": "data.errors", "bundled_models": "bundled", "bundled_path": "bundled",
+    "bundled_model_for_problem": "runtime.loading",
     "compute_metrics": "evaluation.metrics", "metric_path": "evaluation.metrics",
 }
 __all__ = sorted([*_EXPORTS, "PIPELINE_TASK", "register"])

@@ -139,3 +139,27 @@ def test_the_bundled_model_for_a_problem_is_the_default_else_the_closest_fit():
     assert bundled_model_for("sort", 10, 3, items=7) == "abacus-gpt2-sort-10"  # more items than the default's 2-5
     assert bundled_model_for("sort", 10, 3, items=11) is None
     assert bundled_model_for("add", 16, 3) is None  # no bundled model counts in base 16
+
+
+@pytest.mark.parametrize("problem, name", [
+    ("12*34", "abacus-gpt2-mul-10"), ("9-4", "abacus-gpt2-sub"), ("1+2", "minimal-add10"),
+    ("1" * 20 + "+1", "abacus-gpt2-add"),  # past the default's 10 digits, inside abacus-gpt2-add's measured 30
+    ("a:5,b:3", "abacus-gpt2-sort"), ("a:5,b:3,c:9,d:1,e:7,f:2", "abacus-gpt2-sort-10"),
+    ("a:1234567,b:3", "abacus-gpt2-sort-10"),  # a 7-digit item: past the default's 6
+    ("1" * 101 + "+1", "minimal-add10"),  # held by none: the task's default, whose limits then refuse it
+    ("a:1,b:2,c:3,d:4,e:5,f:6,g:7,h:8,i:9,j:1,k:2", "abacus-gpt2-sort"),  # 11 items: likewise
+])
+def test_the_model_for_a_typed_problem_is_read_from_its_syntax_and_size(problem, name):
+    from hf_arith.runtime.loading import bundled_model_for_problem
+
+    assert bundled_model_for_problem(problem) == name == hf_arith.bundled_model_for_problem(f" {problem} ")
+
+
+def test_a_problem_of_a_task_no_bundled_model_does_is_refused_naming_the_task(monkeypatch):
+    import hf_arith.runtime.loading as loading
+    from hf_arith.data.formatting import FormatError
+
+    monkeypatch.setattr(loading, "DEFAULT_MODELS", {})
+    monkeypatch.setattr(loading, "bundled_model_for", lambda *args, **kwargs: None)
+    with pytest.raises(FormatError, match=r"^'12\*34' is multiplication, which no bundled model does: name a model$"):
+        loading.bundled_model_for_problem("12*34")

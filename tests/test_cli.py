@@ -14,6 +14,7 @@ import sys
 import types
 from pathlib import Path
 
+import pytest
 import torch
 
 import hf_arith.bundled
@@ -79,7 +80,7 @@ def test_solve_names_a_bundled_model_that_holds_a_problem_beyond_the_training_ra
 
 def test_a_refusal_for_size_names_a_bundled_model_that_holds_every_problem(capsys):
     # The second problem is the one refused; the model named must hold it, not only the first.
-    code, _, err = run(capsys, "solve", "1+1", "12345678901234567890+1")
+    code, _, err = run(capsys, "solve", "1+1", "12345678901234567890+1", "--model", "minimal-add10")
     assert code == 2 and "more than 10 base-10 digits" in err
     assert "; bundled abacus-gpt2-add holds it: --model abacus-gpt2-add;" in err  # measured to 30 digits
     code, _, err = run(capsys, "solve", "a:1,b:2,c:3,d:4,e:5,f:6,g:7,h:1,i:3,j:3", "--model", "abacus-gpt2-sort")
@@ -89,6 +90,33 @@ def test_a_refusal_for_size_names_a_bundled_model_that_holds_every_problem(capsy
     assert code == 2 and "holds it" not in err
     code, _, err = run(capsys, "solve", "12*34", "--model", "abacus-gpt2-sort")
     assert code == 2 and "look like 'a:31,b:7'" in err and "holds it" not in err
+
+
+def test_solve_without_a_model_answers_each_problem_with_the_bundled_model_for_its_task_and_size(capsys, monkeypatch):
+    import hf_arith.runtime.loading
+
+    loaded = []
+    monkeypatch.setattr(hf_arith.runtime.loading, "load_checkpoint", lambda name, **kw: loaded.append(name) or load_checkpoint(name, **kw))
+    problems = ["12*34", "a:5,b:3,c:9,d:1,e:7,f:2", "1+2", "a:31,b:7,c:120", "9-4", "123*4"]
+    code, out, err = run(capsys, "solve", *problems)
+    assert code == 0, err
+    # Six items are past abacus-gpt2-sort's 2-5 and inside abacus-gpt2-sort-10's 2-10; three stay with the default.
+    assert loaded == ["abacus-gpt2-mul-10", "abacus-gpt2-sort-10", "minimal-add10", "abacus-gpt2-sort", "abacus-gpt2-sub"]
+    assert out.splitlines() == ["12*34 = 408", "a:5,b:3,c:9,d:1,e:7,f:2 = dfbaec", "1+2 = 3", "a:31,b:7,c:120 = bac",
+                                "9-4 = 5", "123*4 = 492"]  # in the order typed, each model loaded once
+    # Said on stderr only where a problem left its task's default model.
+    assert err.strip() == "hf-arith: answered by abacus-gpt2-sort-10, which holds them: 1 problem(s)"
+
+
+@pytest.mark.parametrize("problem, message", [
+    ("12x4", "'12x4' is not a problem: type A+B, A-B, A*B, a:31,b:7,c:120"),
+    ("12+x", "'12+x': 'x' is not a decimal digit"),
+    ("5--3", "negative numbers are not supported"),
+    ("a:1", "sorts 2 to 26 items, got 1"),
+])
+def test_solve_without_a_model_refuses_a_problem_no_task_reads_in_one_line(capsys, problem, message):
+    code, out, err = run(capsys, "solve", problem)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
 
 
 def test_solve_marks_malformed_answers(add10, capsys, monkeypatch):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -439,3 +441,25 @@ def test_format_dict_round_trip():
     assert NumberFormat.from_dict(fmt.to_dict()) == fmt
     with pytest.raises(FormatError, match="unknown number_format keys"):
         NumberFormat.from_dict({"task": "add", "colour": "red"})
+
+
+@pytest.mark.parametrize("text, task, operands", [
+    ("12*034", "mul", ["12", "34"]), (" 9 - 4 ", "sub", ["9", "4"]), ("1+2", "add", ["1", "2"]),
+    ("a:31,b:7,c:120", "sort", ["31", "7", "120"]),
+])
+def test_the_task_of_a_typed_problem_is_the_one_whose_syntax_reads_it(text, task, operands):
+    from hf_arith.data.formatting import task_of
+
+    assert task_of(text) == (task, operands)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("12x4", "'12x4' is not a problem: type A+B, A-B, A*B, a:31,b:7,c:120"),
+    ("3*4x", "'3*4x': 'x' is not a decimal digit"),  # the task its sign names says what is wrong
+    ("a:5,b", "a:5,b"), ("", "empty problem"), (None, "a problem must be a string"),
+])
+def test_a_problem_no_task_reads_is_one_line_from_the_task_its_sign_names(text, message):
+    from hf_arith.data.formatting import task_of
+
+    with pytest.raises(FormatError, match=re.escape(message)):
+        task_of(text)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 from ..data.formatting import SORT_LABELS, FormatError
 from .common import (
-    DEFAULT_MODEL,
     LOW_CONFIDENCE,
     MALFORMED,
     MODEL_HELP,
+    PROG,
     describe_format,
     load,
     positive_int,
@@ -28,7 +29,10 @@ def add_parsers(sub, parents) -> None:
                                    "operand lengths: `hf-arith models` shows them for every bundled model (e.g. "
                                    "A+B, A-B, A*B, or a:31,b:7,c:120 to sort); " + SHELL_NOTE + ".")
     p.add_argument("problems", nargs="+", metavar="PROBLEM", help="a problem in the model's syntax (see `hf-arith models`)")
-    p.add_argument("--model", default=DEFAULT_MODEL, metavar="MODEL", help=f"{MODEL_HELP} (default: {DEFAULT_MODEL})")
+    p.add_argument("--model", default=None, metavar="MODEL",
+                   help=f"{MODEL_HELP} (default: for each problem, the bundled model for its task and size: the "
+                        "task's default where it was trained or measured on such problems, else the bundled model "
+                        "that was, reaching least far; `hf-arith models` lists them)")
     p.add_argument("--tokens-per-step", type=positive_int, default=None, metavar="K",
                    help="answer tokens one forward pass may write, up to the model's num_future_tokens (default: "
                         "all of them); the extra heads draft and the first head verifies, so the answers are those "
@@ -108,35 +112,59 @@ def format_help(limits) -> str:
 
 # -- solve ----------------------------------------------------------------------------------
 def cmd_solve(args) -> int:
+    import argparse
+
+    from ..bundled import DEFAULT_MODELS, bundled_models
+    from ..runtime.loading import bundled_model_for_problem
+
+    set_threads(args, default=1)
+    named = [p for p in args.problems if p.strip() in bundled_models()]
+    if named:  # `hf-arith solve MODEL PROBLEM`: the model goes after --model
+        raise FormatError(f"{named[0].strip()!r} is a bundled model, not a problem: name it with --model, "
+                          f"e.g. hf-arith solve PROBLEM --model {named[0].strip()}")
+    if args.model is not None:
+        print("\n".join(answer_lines(args, list(args.problems))))
+        return 0
+    # No model named: each problem goes to the bundled model for its task and size, answers in input order.
+    routes = [bundled_model_for_problem(p) for p in args.problems]
+    lines: list[str | None] = [None] * len(routes)
+    for name in dict.fromkeys(routes):
+        chosen = [i for i, r in enumerate(routes) if r == name]
+        answered = answer_lines(argparse.Namespace(**{**vars(args), "model": name}), [args.problems[i] for i in chosen])
+        for i, line in zip(chosen, answered, strict=True):
+            lines[i] = line
+        if name not in DEFAULT_MODELS.values():  # said where a problem left its task's default
+            print(f"{PROG}: answered by {name}, which holds them: {len(chosen)} problem(s)", file=sys.stderr)
+    print("\n".join(lines))
+    return 0
+
+
+def answer_lines(args, problems: list[str]) -> list[str]:
+    """The printed answer of each problem by args.model ('PROBLEM = ANSWER', with its notes)."""
     from ..data.formatting import parse_problems
     from ..runtime.limits import BeyondTrainingWarning, model_limits
     from ..runtime.loading import checkpoint_folder
     from ..runtime.solving import solve
 
-    set_threads(args, default=1)
     model, tokenizer = load(args)
     limits = model_limits(model, tokenizer, checkpoint_folder(model))
     try:
-        parsed = parse_problems(list(args.problems), tokenizer.arith_format)
+        parsed = parse_problems(problems, tokenizer.arith_format)
     except FormatError as err:  # a problem in another syntax: show the model's own
-        from ..bundled import bundled_models
-        named = [p for p in args.problems if p.strip() in bundled_models()]
-        if named:  # `hf-arith solve MODEL PROBLEM`: the model goes after --model
-            raise FormatError(f"{named[0].strip()!r} is a bundled model, not a problem: name it with --model, "
-                              f"e.g. hf-arith solve PROBLEM --model {named[0].strip()}") from None
         # Problems in the model's syntax refused for their size: name a bundled model that holds them all.
-        sizes = [s for s in (problem_size(tokenizer.arith_format, p) for p in args.problems) if s]
+        sizes = [s for s in (problem_size(tokenizer.arith_format, p) for p in problems) if s]
         other = other_model_note(model, tokenizer.arith_format, max(s[0] for s in sizes),
                                  max(s[1] for s in sizes)) if sizes else ""
         raise FormatError(f"{err}{other}; this model takes {format_help(limits)} ('hf-arith models' lists every "
                           "bundled model's format)") from None
     with warnings.catch_warnings():  # solve's warning, said here per problem instead
         warnings.simplefilter("ignore", BeyondTrainingWarning)
-        answers = solve(model, tokenizer, list(args.problems), tokens_per_step=args.tokens_per_step,
+        answers = solve(model, tokenizer, problems, tokens_per_step=args.tokens_per_step,
                         return_confidence=True, confirm=not args.raw_heads, views=args.views)
     # Operand lengths in the model's base, leading zeros not counted.
     beyond = limits.beyond_training_notes(parsed)
-    for i, (problem, (answer, confidence), flagged) in enumerate(zip(args.problems, answers, beyond, strict=True)):
+    lines = []
+    for i, (problem, (answer, confidence), flagged) in enumerate(zip(problems, answers, beyond, strict=True)):
         shown = problem.strip().replace(" ", "")
         # A number longer than any the model was trained on is answered, but flagged: beyond its
         # training lengths the model's own length grid, not this answer, says how far to trust it.
@@ -149,8 +177,8 @@ def cmd_solve(args) -> int:
             notes.append(f"low confidence: {100 * confidence:.1f} %, below {100 * args.min_confidence:g} %")
         mark = " ?" if answer is not None and confidence < args.min_confidence else ""
         note = f"  ({'; '.join(notes)})" if notes else ""
-        print(f"{shown} = {MALFORMED if answer is None else answer}{mark}{note}")
-    return 0
+        lines.append(f"{shown} = {MALFORMED if answer is None else answer}{mark}{note}")
+    return lines
 
 
 def other_model_note(model, fmt, digits: int, items: int) -> str:

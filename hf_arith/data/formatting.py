@@ -413,6 +413,30 @@ def parse_problem(text: str, fmt: NumberFormat) -> list[str]:
     return fmt.task_rules.parse(problem, fmt)
 
 
+def task_of(text: str) -> tuple[str, list[str]]:
+    """The registered task whose syntax reads a typed problem, and its decimal operands ('12*34' ->
+    ('mul', ['12', '34']); a list task reads up to len(SORT_LABELS) items). A problem no task reads is
+    one FormatError: the error of the task whose sign it carries (its operator after the first
+    character, or a list's ':'), else the syntaxes there are."""
+    errors = {}
+    for name in task_names():
+        task = get_task(name)
+        fmt = NumberFormat(task=name, max_items=len(SORT_LABELS)) if task.item_list else NumberFormat(task=name)
+        try:
+            return name, parse_problem(text, fmt)
+        except FormatError as err:
+            errors[name] = err
+    problem = text.strip().replace(" ", "") if isinstance(text, str) else ""
+    for name, err in errors.items():
+        task = get_task(name)
+        if (task.operator and task.operator in problem[1:]) or (task.item_list and ":" in problem):
+            raise err
+    if not problem:
+        raise next(iter(errors.values()))  # not a string, or empty: said the same by every task
+    shapes = [f"A{get_task(n).operator}B" if get_task(n).operator else "a:31,b:7,c:120" for n in errors]
+    raise FormatError(f"{quote(problem)} is not a problem: type {', '.join(shapes)}")
+
+
 def problems_from_decimal(task: str, rows: list[list[str]], base: int) -> Problems:
     """Decimal operand strings to digit arrays; base 10 skips big-int conversion entirely."""
     if base != 10:

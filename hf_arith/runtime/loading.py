@@ -25,9 +25,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from ..bundled import BUNDLED_DIR, bundled_model_for, bundled_models, bundled_path
+from ..bundled import BUNDLED_DIR, DEFAULT_MODELS, bundled_model_for, bundled_models, bundled_path
 from ..data.errors import HfArithError, one_line
-from ..data.formatting import FormatError, NumberFormat
+from ..data.formatting import FormatError, NumberFormat, get_task, task_of
 from ..families import FAMILIES
 from ..models.modeling_common import DTYPE_CHECK_FILE, DtypeWarning, dtype_verdict
 from ..records import RecordError, read_summary
@@ -510,6 +510,21 @@ def checkpoint_folder(model) -> Path | None:
     """The folder a model loaded by `load_checkpoint` came from (a repo id's snapshot folder)."""
     folder = Path(getattr(model, "name_or_path", "") or "")
     return folder if str(folder) and folder.is_dir() else None
+
+
+def bundled_model_for_problem(problem: str) -> str:
+    """The bundled model that answers a typed problem when none is named (`hf-arith solve` without
+    --model): the task its syntax reads (`formatting.task_of`), then `bundled.bundled_model_for` its
+    longest operand and item count, else the task's default (whose limits then flag or refuse it). A
+    problem no task reads, or of a task no bundled model does, is one FormatError."""
+    task, operands = task_of(problem)
+    items = len(operands) if get_task(task).item_list else None
+    name = bundled_model_for(task, 10, max(len(v) for v in operands), items) or DEFAULT_MODELS.get(task)
+    if name is None:
+        raise FormatError(f"{problem.strip()!r} is {get_task(task).title}, which no bundled model does: name a model")
+    if name not in bundled_models():
+        raise FormatError(f"{problem.strip()!r}: its bundled model {name!r} is not installed: name a model")
+    return name
 
 
 def other_bundled_model(model, fmt: NumberFormat, digits: int, items: int | None) -> str | None:
