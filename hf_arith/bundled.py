@@ -105,4 +105,3 @@ def bundled_model_for(task: str, base: int, digits: int, items: int | None = Non
             continue
         fits.append((name != DEFAULT_MODELS.get(task), reach["digits"], name))
     return min(fits)[2] if fits else None
-
