@@ -19,15 +19,16 @@ from .common import (
     take_negative_problems,
 )
 
-SHELL_NOTE = "quote a problem with '*' for the shell: hf-arith solve '12*34' --model abacus-gpt2-mul-10"
+SHELL_NOTE = "quote a problem with '*' for the shell: hf-arith solve '12*34'"
 
 
 def add_parsers(sub, parents) -> None:
     common, source, runtime = parents["common"], parents["source"], parents["runtime"]
     p = sub.add_parser("solve", parents=[common, source, runtime], help="answer problems such as 1234567890+9876543210",
-                       description="Answer problems with a model. Each model takes its own problem syntax and "
-                                   "operand lengths: `hf-arith models` shows them for every bundled model (e.g. "
-                                   "A+B, A-B, A*B, or a:31,b:7,c:120 to sort); " + SHELL_NOTE + ".")
+                       description="Answer problems, each with the bundled model for its task and size unless "
+                                   "--model names one. Each model takes its own problem syntax and operand "
+                                   "lengths: `hf-arith models` shows them for every bundled model (e.g. A+B, A-B, "
+                                   "A*B, or a:31,b:7,c:120 to sort); " + SHELL_NOTE + ".")
     p.add_argument("problems", nargs="+", metavar="PROBLEM", help="a problem in the model's syntax (see `hf-arith models`)")
     p.add_argument("--model", default=None, metavar="MODEL",
                    help=f"{MODEL_HELP} (default: for each problem, the bundled model for its task and size: the "
