@@ -106,6 +106,11 @@ def test_solve_without_a_model_answers_each_problem_with_the_bundled_model_for_i
                                 "9-4 = 5", "123*4 = 492"]  # in the order typed, each model loaded once
     # Said on stderr only where a problem left its task's default model.
     assert err.strip() == "hf-arith: answered by abacus-gpt2-sort-10, which holds them: 1 problem(s)"
+    # Past every bundled model's training but inside abacus-gpt2-add's measured 30 digits: flagged, and
+    # the note names no other model, since the one chosen is the closest fit.
+    code, out, err = run(capsys, "solve", "1" * 25 + "+1")
+    assert code == 0 and out.startswith("1" * 25 + "+1 = " + "1" * 24 + "2 ?  (operands beyond the 10 digits")
+    assert "holds it" not in out and "answered by abacus-gpt2-add" in err
 
 
 @pytest.mark.parametrize("problem, message", [

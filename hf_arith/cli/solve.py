@@ -131,7 +131,8 @@ def cmd_solve(args) -> int:
     lines: list[str | None] = [None] * len(routes)
     for name in dict.fromkeys(routes):
         chosen = [i for i, r in enumerate(routes) if r == name]
-        answered = answer_lines(argparse.Namespace(**{**vars(args), "model": name}), [args.problems[i] for i in chosen])
+        answered = answer_lines(argparse.Namespace(**{**vars(args), "model": name}), [args.problems[i] for i in chosen],
+                                routed=True)
         for i, line in zip(chosen, answered, strict=True):
             lines[i] = line
         if name not in DEFAULT_MODELS.values():  # said where a problem left its task's default
@@ -140,8 +141,9 @@ def cmd_solve(args) -> int:
     return 0
 
 
-def answer_lines(args, problems: list[str]) -> list[str]:
-    """The printed answer of each problem by args.model ('PROBLEM = ANSWER', with its notes)."""
+def answer_lines(args, problems: list[str], routed: bool = False) -> list[str]:
+    """The printed answer of each problem by args.model ('PROBLEM = ANSWER', with its notes). `routed`: the
+    model was chosen as the closest bundled fit for these problems, so a note names no other."""
     from ..data.formatting import parse_problems
     from ..runtime.limits import BeyondTrainingWarning, model_limits
     from ..runtime.loading import checkpoint_folder
@@ -171,8 +173,9 @@ def answer_lines(args, problems: list[str]) -> list[str]:
         # training lengths the model's own length grid, not this answer, says how far to trust it.
         # Where another bundled model holds the problem, the note names it.
         lengths = parsed.lengths[i]
-        notes = [flagged + other_model_note(model, tokenizer.arith_format, int(lengths.max()),
-                                            int((lengths > 0).sum()))] if flagged else []
+        other = "" if routed else other_model_note(model, tokenizer.arith_format, int(lengths.max()),
+                                                   int((lengths > 0).sum()))
+        notes = [flagged + other] if flagged else []
         # An unsure token is where a wrong answer usually shows: the lowest token probability is marked.
         if answer is not None and confidence < args.min_confidence:
             notes.append(f"low confidence: {100 * confidence:.1f} %, below {100 * args.min_confidence:g} %")
