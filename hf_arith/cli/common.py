@@ -22,7 +22,6 @@ from ..text import pct as text_pct
 from ..training.recipe import MAX_EVAL_SAMPLES
 
 PROG = "hf-arith"
-DEFAULT_MODEL = "minimal-add10"
 DEFAULT_PRESET = "minimal-add10"
 MALFORMED = "<malformed>"
 MODEL_HELP = "bundled model name, checkpoint folder or Hub repo id (ORG/NAME)"
