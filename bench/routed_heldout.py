@@ -18,14 +18,14 @@ import sys
 import time
 
 import torch
-from common import script_parser
+from common import run_set, script_parser
 from machine import load_average, machine_info
 
 from hf_arith.cli.common import item_range, length_range
 from hf_arith.data.problems import held_out_problems
 from hf_arith.runtime.limits import problem_spec
 from hf_arith.runtime.loading import bundled_model_for_problem, load_checkpoint
-from hf_arith.runtime.solving import LOW_CONFIDENCE, solve
+from hf_arith.runtime.solving import LOW_CONFIDENCE
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -51,23 +51,18 @@ def main(argv: list[str] | None = None) -> dict:
     for i, text in enumerate(texts):
         routes.setdefault(bundled_model_for_problem(text), []).append(i)
 
-    record = {"task": fmt.task, "drawn_from": args.draw_from, "digits": list(args.digits), "items": list(args.items), "samples": args.samples,
-              "seed": args.seed, "threads": args.threads, "confidence_threshold": LOW_CONFIDENCE, "models": {}}
-    wrong, silent = [], 0
+    record = {"task": fmt.task, "drawn_from": args.draw_from, "digits": list(args.digits), "items": list(args.items),
+              "samples": args.samples, "seed": args.seed, "threads": args.threads,
+              "confidence_threshold": LOW_CONFIDENCE, "models": {}}
+    wrong, count, silent = [], 0, 0  # the wrong answers listed (run_set keeps the first 200 a model), all of them
     for name, chosen in routes.items():
         model, tok = load_checkpoint(name)
-        got = solve(model, tok, [texts[i] for i in chosen], return_confidence=True, warn_beyond_training=False)
-        right = 0
-        for i, (answer, confidence) in zip(chosen, got, strict=True):
-            if answer == answers[i]:
-                right += 1
-                continue
-            silent += confidence >= LOW_CONFIDENCE
-            wrong.append({"problem": texts[i], "expected": answers[i], "got": answer, "model": name,
-                          "confidence": round(confidence, 4)})
-        record["models"][name] = {"problems": len(chosen), "exact_match": right / len(chosen),
+        part = run_set(model, tok, [texts[i] for i in chosen], [answers[i] for i in chosen], name)
+        record["models"][name] = {"problems": part["n"], "exact_match": 1 - part["wrong"] / part["n"],
                                   "answer_views": model.config.answer_views}
-    record.update(exact_match=1 - len(wrong) / len(texts), wrong=len(wrong), silent_wrong=int(silent),
+        wrong += [{**w, "model": name} for w in part["wrong_answers"]]
+        count, silent = count + part["wrong"], silent + part["silent_wrong"]
+    record.update(exact_match=1 - count / len(texts), wrong=count, silent_wrong=silent,
                   seconds=round(time.perf_counter() - start, 1), wrong_answers=wrong[:50],
                   machine=machine_info(load_before), command="python bench/routed_heldout.py " + " ".join(sys.argv[1:]))
     print(json.dumps({k: v for k, v in record.items() if k != "wrong_answers"}, indent=1))
