@@ -19,6 +19,7 @@ from hf_arith.models.abacus_positions import (
     operand_line_rows,
     problem_ids,
     random_offsets,
+    row_window_allowed,
     segment_ids,
     unpack_positions,
     unpack_rows,
@@ -509,6 +510,11 @@ def test_more_tokens_per_step_than_heads_is_a_clear_error():
     ({"abacus_period": 5, "abacus_attention_window": 2}, "abacus_period"),  # 2w + 1 indices must keep distinct rows
     ({"abacus_period": 50, "abacus_attention_window": 2, "abacus_max_digits": 40}, "abacus_period"),
     ({"abacus_period": -1}, "abacus_period"),
+    ({"abacus_row_window": True, "abacus_attention_window": 2}, "abacus_row_window"),  # rows needed
+    ({"abacus_row_window": True, "abacus_operand_rows": True, "answer_start_token_id": 11, "abacus_num_segments": 3},
+     "abacus_row_window"),  # a window needed
+    ({"abacus_row_window": True, "abacus_operand_rows": True, "answer_start_token_id": 11, "abacus_num_segments": 2,
+      "abacus_attention_window": 2}, "abacus_row_window"),  # a, b and the answer need three segments
 ])
 def test_malformed_config_names_the_field(bad, field):
     with pytest.raises(ValueError, match=field):
@@ -526,6 +532,60 @@ def test_window_lets_placed_tokens_see_near_indices_and_separators_see_separator
     assert allowed[8].tolist() == [False, False, False, True, False, False, False, True, True]
     # a separator sees separators only
     assert allowed[3].tolist() == [False, False, False, True, False, False, False, True, False]
+
+
+ROW_WINDOW = dict(abacus_attention_window=1, abacus_row_window=True, abacus_operand_rows=True, abacus_num_segments=3,
+                  abacus_align_answer=True, answer_start_token_id=11)
+
+
+def test_row_window_finds_b_by_row_and_reads_only_the_line_before():
+    # 4321 x 567 in shifted sums, digits reversed: "1234+765=74203=05982=00542" (the tokenizer's
+    # addition vocabulary; the rows only need a second number and lines joined by `=`).
+    model, tok = make(**ROW_WINDOW)
+    eq = tok.convert_tokens_to_ids("=")
+    lines = [[7, 4, 2, 0, 3], [0, 5, 9, 8, 2], [0, 0, 5, 4, 2]]
+    ids = torch.tensor([tok("4321+567").input_ids + lines[0] + [eq] + lines[1] + [eq] + lines[2]])
+    text = [tok.convert_ids_to_tokens(i) for i in ids[0].tolist()]
+    assert "".join(text) == "1234+765=74203=05982=00542"
+    placed = model.transformer.placement(model.position_ids_from_input_ids(ids))
+    allowed = row_window_allowed(placed, placed, 1)[0]
+
+    def seen(query):
+        return "".join(t if allowed[query, k] else "." for k, t in enumerate(text[:query + 1]))
+
+    # line 2's `=` (index 1, row 2): a's digits 1-2, the `+`, b's digits 2 and 3 (not 1), line 1's
+    # `=` and first digit, itself
+    assert seen(14) == "12..+.65=7....="
+    # line 3's fourth digit (index 5): a's digits 4-5 (only 4 exists), b's digit 3 only (no digit 4),
+    # line 2's digits at indices 4-6, its own line's, not line 1's
+    assert seen(24) == "...4+..5.........982...54"
+    # b's digits, as prompt queries, keep the plain window
+    assert seen(6) == row_window_seen_plain(text, placed, 6)
+    # The model runs under it: with one layer, rewriting line 1 cannot move line 3's logits (deeper
+    # models pass it on through line 2), but moves line 2's.
+    one_layer, _ = make(num_hidden_layers=1, **ROW_WINDOW)
+    far = ids.clone()
+    far[0, 9:14] = torch.tensor([1, 1, 1, 1, 1])
+    with torch.no_grad():
+        assert torch.allclose(one_layer(ids).logits[0, 20:], one_layer(far).logits[0, 20:], atol=1e-5)
+        assert not torch.allclose(one_layer(ids).logits[0, 14:20], one_layer(far).logits[0, 14:20], atol=1e-3)
+
+
+def row_window_seen_plain(text, placed, query):
+    plain = window_allowed(placed[0], placed[0], 1)[0]
+    return "".join(t if plain[query, k] else "." for k, t in enumerate(text[:query + 1]))
+
+
+def test_row_window_cached_decoding_writes_what_uncached_decoding_writes():
+    model, tok = make(seed=0, **ROW_WINDOW)
+    enc = tok(["4321+567", "5+12345", "99999999+1"], padding=True, return_tensors="pt")
+    cached = greedy_decode(model, enc.input_ids, enc.attention_mask, 20, pad_token_id=tok.pad_token_id)
+    uncached = greedy_decode(model, enc.input_ids, enc.attention_mask, 20, pad_token_id=tok.pad_token_id,
+                             use_cache=False)
+    generated = model.generate(**enc, max_new_tokens=20, do_sample=False, eos_token_id=None,
+                               pad_token_id=tok.pad_token_id)[:, enc.input_ids.shape[1]:]
+    assert len(set(cached.flatten().tolist())) > 2
+    assert torch.equal(cached, uncached) and torch.equal(cached, generated)
 
 
 def test_windowed_outputs_do_not_depend_on_far_digits():

@@ -205,6 +205,28 @@ def window_allowed(query_index: torch.Tensor, key_index: torch.Tensor, window: i
     return torch.where(q > 0, unplaced_key | ((q - k).abs() <= window), unplaced_key)
 
 
+def row_window_allowed(query: tuple, key: tuple, window: int) -> torch.Tensor:
+    """`window_allowed` for long multiplication with operand rows: bool [batch, queries, keys].
+
+    `query` and `key` are (index, row, segment) of the unshifted ids (`operand_line_rows` rows;
+    segments 0: a, 1: `*` and b, 2: the answer). Prompt queries keep the plain window. An answer
+    query sees b's digits by row alone (its line's digit, and the next line's, whose presence says
+    whether another line follows), earlier answer tokens only in its own line and the line before,
+    and a's digits and the unplaced prompt tokens as the plain window lets it. Every lookup is then
+    an equality of rows or a nearby index, and no key set grows with a's length or b's: no query
+    can count the digits of a line or the lines before it.
+    """
+    (q_index, q_row, q_segment), (k_index, k_row, k_segment) = query, key
+    plain = window_allowed(q_index, k_index, window)
+    near = (k_index[:, None, :] == 0) | ((q_index[:, :, None] - k_index[:, None, :]).abs() <= window)
+    rows_up = k_row[:, None, :] - q_row[:, :, None]
+    b_digit = ((k_segment == 1) & (k_row > 0))[:, None, :]
+    answer_key = (k_segment >= 2)[:, None, :]
+    seen = torch.where(b_digit, (rows_up == 0) | (rows_up == 1),
+                       torch.where(answer_key, near & ((rows_up == 0) | (rows_up == -1)), near))
+    return torch.where((q_segment >= 2)[:, :, None], seen, plain)
+
+
 def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int, per_sequence: bool,
                    unshifted_fraction: float = 0.0, shift_all_tokens: bool = False,
                    problem: torch.Tensor | None = None) -> torch.Tensor:
@@ -241,5 +263,5 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
 
 
 __all__ = ["abacus_position_ids", "check_abacus_range", "line_positions", "offset_answer_segments", "offset_item_segments",
-           "operand_line_rows", "pack_positions", "pack_rows", "problem_ids", "random_offsets", "segment_ids",
+           "operand_line_rows", "pack_positions", "pack_rows", "problem_ids", "random_offsets", "row_window_allowed", "segment_ids",
            "unpack_positions", "unpack_rows", "window_allowed"]

@@ -33,6 +33,7 @@ from .abacus_positions import (
     pack_rows,
     problem_ids,
     random_offsets,
+    row_window_allowed,
     segment_ids,
     table_rows,
     unpack_positions,
@@ -223,8 +224,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         self.wte = value
 
     def embed(self, input_ids, attention_mask, position_ids, past_length: int):
-        """(token + abacus (+ absolute) embeddings, the unshifted abacus index of each token); the
-        embedded abacus ids get the random offset in training."""
+        """(token + abacus (+ absolute) embeddings, the unshifted position ids of the new tokens); the
+        embedded abacus ids get the random offset in training, the attention window reads the unshifted ones."""
         length = input_ids.shape[1]
         check_prompt(self.config, input_ids, length, past_length)
         c = self.config
@@ -247,7 +248,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             if row is not None and row.numel() and int(row.max()) > c.abacus_max_digits:
                 raise ValueError(f"position_ids hold row {int(row.max())}, but this model has rows up to "
                                  f"{c.abacus_max_digits} (config.abacus_max_digits)")
-        placed = index
+        placed = position_ids
         if computed and self.training:
             packed = c.abacus_offset_per_problem and c.eos_token_id is not None
             problem = problem_ids(input_ids, c.eos_token_id) if packed else None
@@ -273,12 +274,24 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             hidden = hidden + self.wpe(positions_from_mask(attention_mask, length, past_length, input_ids.device))
         return self.drop(hidden), placed
 
-    def attention_mask_for(self, hidden_states, index, attention_mask, past_key_values, past_length: int,
+    def placement(self, position_ids: torch.Tensor) -> tuple:
+        """(index, row, segment) of unshifted position ids; row and segment are None where the model has none."""
+        c = self.config
+        if self.segment is None:
+            return position_ids, None, None
+        index, segment = unpack_positions(position_ids, c.abacus_max_digits)
+        row = None
+        if self.row is not None:
+            row, segment = unpack_rows(segment, c.abacus_num_segments)
+        return index, row, segment
+
+    def attention_mask_for(self, hidden_states, position_ids, attention_mask, past_key_values, past_length: int,
                            key_position_ids=None, output_attentions: bool = False):
         """The blocks' (mask, key_index): the mask is causal (with padding), and with `abacus_attention_window`
-        also the window (`abacus_positions.window_allowed`) between the new tokens' abacus `index` and every
-        key's. With a KV cache the keys' indices come from `key_position_ids`, the whole sequence's
-        position ids (`position_inputs` gives them), since the cache keeps no positions.
+        also the window (`abacus_positions.window_allowed`, or `row_window_allowed` with abacus_row_window)
+        between the new tokens' unshifted `position_ids` and every key's. With a KV cache the keys' come
+        from `key_position_ids`, the whole sequence's position ids (`position_inputs` gives them), since
+        the cache keeps no positions.
 
         `key_index` (None, or [batch, n]) is set when cached decoding under a window: a query sees a few
         dozen keys whatever the sequence's length, so attention reads only those (and the mask covers
@@ -286,17 +299,18 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         c = self.config
         if not c.abacus_attention_window:
             return causal_mask(c, hidden_states, attention_mask, past_key_values, past_length), None
+        queries = keys = self.placement(position_ids)
         if past_length:
-            expected = (index.shape[0], past_length + index.shape[1])
+            expected = (position_ids.shape[0], past_length + position_ids.shape[1])
             if key_position_ids is None or tuple(key_position_ids.shape) != expected:
                 raise ValueError(f"an abacus attention window with a KV cache needs key_position_ids of shape "
                                  f"{list(expected)} (model.position_inputs gives them); "
                                  f"generate() passes them")
-            keys = unpack_positions(key_position_ids, c.abacus_max_digits)[0] if self.segment is not None \
-                else key_position_ids
+            keys = self.placement(key_position_ids)
+        if c.abacus_row_window:
+            allowed = row_window_allowed(queries, keys, c.abacus_attention_window)
         else:
-            keys = index
-        allowed = window_allowed(index, keys, c.abacus_attention_window)
+            allowed = window_allowed(queries[0], keys[0], c.abacus_attention_window)
         return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype,
                                       gather_keys=bool(past_length) and not output_attentions)
 
@@ -312,8 +326,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         check_future_tokens(self.config, num_future_tokens)
         past_key_values = resolve_cache(past_key_values, cache, use_cache)
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
-        hidden_states, index = self.embed(input_ids, attention_mask, position_ids, past_length)
-        mask, key_index = self.attention_mask_for(hidden_states, index, attention_mask, past_key_values,
+        hidden_states, placed = self.embed(input_ids, attention_mask, position_ids, past_length)
+        mask, key_index = self.attention_mask_for(hidden_states, placed, attention_mask, past_key_values,
                                                   past_length, key_position_ids, output_attentions)
         keep = kept_queries(keep_last, input_ids.shape[1], mask, output_attentions)
         attentions = []

@@ -68,8 +68,8 @@ class LoopedModel(AbacusGPT2Model):
         if past_length and filled != slots:
             raise ValueError(f"this KV cache holds {filled} layers, but num_recurrences={num_recurrences} with "
                              f"{len(self.h)} layers reads {slots}: decode with the loop count that filled it")
-        injected, index = self.embed(input_ids, attention_mask, position_ids, past_length)
-        return injected, *self.attention_mask_for(injected, index, attention_mask, past_key_values, past_length,
+        injected, placed = self.embed(input_ids, attention_mask, position_ids, past_length)
+        return injected, *self.attention_mask_for(injected, placed, attention_mask, past_key_values, past_length,
                                                   key_position_ids, output_attentions)
 
     def recur(self, state, injected, mask, start: int, count: int, past_key_values=None, attentions=None,
