@@ -559,8 +559,10 @@ def test_row_window_finds_b_by_row_and_reads_only_the_line_before():
     # line 3's fourth digit (index 5): a's digits 4-5 (only 4 exists), b's digit 3 only (no digit 4),
     # line 2's digits at indices 4-6, its own line's, not line 1's
     assert seen(24) == "...4+..5.........982...54"
-    # b's digits, as prompt queries, keep the plain window
-    assert seen(6) == row_window_seen_plain(text, placed, 6)
+    # b's digits carry no index (only a row): each sees itself and the `+`; a's digits keep the plain window
+    assert placed[0][0, 5:8].tolist() == [0, 0, 0] and placed[1][0, 5:8].tolist() == [1, 2, 3]
+    assert seen(6) == "....+.6"
+    assert seen(3) == "..34"
     # The model runs under it: with one layer, rewriting line 1 cannot move line 3's logits (deeper
     # models pass it on through line 2), but moves line 2's.
     one_layer, _ = make(num_hidden_layers=1, **ROW_WINDOW)
@@ -569,11 +571,6 @@ def test_row_window_finds_b_by_row_and_reads_only_the_line_before():
     with torch.no_grad():
         assert torch.allclose(one_layer(ids).logits[0, 20:], one_layer(far).logits[0, 20:], atol=1e-5)
         assert not torch.allclose(one_layer(ids).logits[0, 14:20], one_layer(far).logits[0, 14:20], atol=1e-3)
-
-
-def row_window_seen_plain(text, placed, query):
-    plain = window_allowed(placed[0], placed[0], 1)[0]
-    return "".join(t if plain[query, k] else "." for k, t in enumerate(text[:query + 1]))
 
 
 def test_row_window_cached_decoding_writes_what_uncached_decoding_writes():

@@ -153,6 +153,11 @@ def operand_line_rows(input_ids: torch.Tensor, answer_start_token_id: int, num_d
     return torch.where(in_last, abacus_position_ids(input_ids, num_digit_tokens), line)
 
 
+def b_digits(input_ids: torch.Tensor, rows: torch.Tensor, answer_start_token_id: int) -> torch.Tensor:
+    """Which tokens are digits of the prompt's last number (b): the prompt tokens with a row (`operand_line_rows`)."""
+    return (rows > 0) & ((input_ids == answer_start_token_id).long().cumsum(-1) == 0)
+
+
 def pack_rows(row: torch.Tensor, segment: torch.Tensor, num_segments: int) -> torch.Tensor:
     """Rows (`operand_line_rows`) and segments as one id, which `pack_positions` packs as the segment."""
     return row * num_segments + segment
@@ -212,19 +217,23 @@ def row_window_allowed(query: tuple, key: tuple, window: int) -> torch.Tensor:
     segments 0: a, 1: `*` and b, 2: the answer). Prompt queries keep the plain window. An answer
     query sees b's digits by row alone (its line's digit, and the next line's, whose presence says
     whether another line follows), earlier answer tokens only in its own line and the line before,
-    and a's digits and the unplaced prompt tokens as the plain window lets it. Every lookup is then
-    an equality of rows or a nearby index, and no key set grows with a's length or b's: no query
-    can count the digits of a line or the lines before it.
+    and a's digits and the unplaced prompt tokens as the plain window lets it. b's digits carry no
+    index (`AbacusGPT2Model.position_ids_from_input_ids` gives them 0), so a b-digit query sees
+    itself and the unplaced prompt tokens. Every lookup is then an equality of rows or a nearby
+    index, and no key set grows with a's length or b's: no query can count the digits of a line or
+    the lines before it, and no b digit's index meets a line's.
     """
     (q_index, q_row, q_segment), (k_index, k_row, k_segment) = query, key
-    plain = window_allowed(q_index, k_index, window)
     near = (k_index[:, None, :] == 0) | ((q_index[:, :, None] - k_index[:, None, :]).abs() <= window)
     rows_up = k_row[:, None, :] - q_row[:, :, None]
-    b_digit = ((k_segment == 1) & (k_row > 0))[:, None, :]
+    b_key = ((k_segment == 1) & (k_row > 0))[:, None, :]
+    b_query = ((q_segment == 1) & (q_row > 0))[:, :, None]
     answer_key = (k_segment >= 2)[:, None, :]
-    seen = torch.where(b_digit, (rows_up == 0) | (rows_up == 1),
+    seen = torch.where(b_key, (rows_up == 0) | (rows_up == 1),
                        torch.where(answer_key, near & ((rows_up == 0) | (rows_up == -1)), near))
-    return torch.where((q_segment >= 2)[:, :, None], seen, plain)
+    prompt = torch.where(b_query, torch.where(b_key, rows_up == 0, k_index[:, None, :] == 0),
+                         window_allowed(q_index, k_index, window))
+    return torch.where((q_segment >= 2)[:, :, None], seen, prompt)
 
 
 def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int, per_sequence: bool,
@@ -262,6 +271,6 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     return torch.where(position_ids > 0, position_ids + k, position_ids)
 
 
-__all__ = ["abacus_position_ids", "check_abacus_range", "line_positions", "offset_answer_segments", "offset_item_segments",
+__all__ = ["abacus_position_ids", "b_digits", "check_abacus_range", "line_positions", "offset_answer_segments", "offset_item_segments",
            "operand_line_rows", "pack_positions", "pack_rows", "problem_ids", "random_offsets", "row_window_allowed", "segment_ids",
            "unpack_positions", "unpack_rows", "window_allowed"]

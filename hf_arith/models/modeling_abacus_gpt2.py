@@ -24,6 +24,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .abacus_positions import (
     abacus_position_ids,
+    b_digits,
     check_abacus_range,
     line_positions,
     offset_answer_segments,
@@ -175,6 +176,8 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
             if c.abacus_operand_rows:  # a malformed answer's extra lines take the table's last row
                 rows = operand_line_rows(input_ids, c.answer_start_token_id, c.num_digit_tokens, c.pad_token_id)
                 segment = pack_rows(rows.clamp(max=c.abacus_max_digits), segment, c.abacus_num_segments)
+                if c.abacus_row_window:  # b's digits are found by row alone: an index would tie them to a's
+                    index = torch.where(b_digits(input_ids, rows, c.answer_start_token_id), 0, index)
         return pack_positions(index, segment, c.abacus_max_digits)
 
 
