@@ -157,7 +157,7 @@ MUTATIONS = [
              "        if False and (reach[\"items\"] is None", ("tests/test_bundled.py",)),
     Mutation("row-window-reads-b-by-index", "under abacus_row_window an answer token finds b's digits by index, not row",
              "hf_arith/models/abacus_positions.py", "    seen = torch.where(b_key, (rows_up == 0) | (rows_up == 1),",
-             "    seen = torch.where(b_key, near,", ("tests/test_abacus_model.py",)),
+             "    seen = torch.where(b_key, (up >= -1) & (up <= 0),", ("tests/test_abacus_model.py",)),
     Mutation("mining-ignores-its-corner", "a stage mines its whole range, not the corner data.mine_max_digits names",
              "hf_arith/training/run.py", "    return dataclasses.replace(spec, max_digits=d.mine_max_digits or spec.max_digits,",
              "    return dataclasses.replace(spec, max_digits=spec.max_digits,", ("tests/test_mining.py",)),

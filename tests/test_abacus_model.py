@@ -510,11 +510,14 @@ def test_more_tokens_per_step_than_heads_is_a_clear_error():
     ({"abacus_period": 5, "abacus_attention_window": 2}, "abacus_period"),  # 2w + 1 indices must keep distinct rows
     ({"abacus_period": 50, "abacus_attention_window": 2, "abacus_max_digits": 40}, "abacus_period"),
     ({"abacus_period": -1}, "abacus_period"),
-    ({"abacus_row_window": True, "abacus_attention_window": 2}, "abacus_row_window"),  # rows needed
+    ({"abacus_row_window": True, "abacus_align_answer": True, "answer_start_token_id": 11, "abacus_num_segments": 3},
+     "abacus_row_window"),  # rows needed
     ({"abacus_row_window": True, "abacus_operand_rows": True, "answer_start_token_id": 11, "abacus_num_segments": 3},
-     "abacus_row_window"),  # a window needed
-    ({"abacus_row_window": True, "abacus_operand_rows": True, "answer_start_token_id": 11, "abacus_num_segments": 2,
-      "abacus_attention_window": 2}, "abacus_row_window"),  # a, b and the answer need three segments
+     "abacus_row_window"),  # an aligned answer needed
+    ({"abacus_row_window": True, "abacus_operand_rows": True, "abacus_align_answer": True, "answer_start_token_id": 11,
+      "abacus_num_segments": 2}, "abacus_row_window"),  # a, b and the answer need three segments
+    ({"abacus_row_window": True, "abacus_operand_rows": True, "abacus_align_answer": True, "answer_start_token_id": 11,
+      "abacus_num_segments": 3, "abacus_attention_window": 2}, "abacus_row_window"),  # it is its own window
 ])
 def test_malformed_config_names_the_field(bad, field):
     with pytest.raises(ValueError, match=field):
@@ -534,11 +537,11 @@ def test_window_lets_placed_tokens_see_near_indices_and_separators_see_separator
     assert allowed[3].tolist() == [False, False, False, True, False, False, False, True, False]
 
 
-ROW_WINDOW = dict(abacus_attention_window=1, abacus_row_window=True, abacus_operand_rows=True, abacus_num_segments=3,
-                  abacus_align_answer=True, answer_start_token_id=11)
+ROW_WINDOW = dict(abacus_row_window=True, abacus_operand_rows=True, abacus_num_segments=3, abacus_align_answer=True,
+                  answer_start_token_id=11)
 
 
-def test_row_window_finds_b_by_row_and_reads_only_the_line_before():
+def test_row_window_sees_what_a_shifted_sum_digit_needs_and_nothing_else():
     # 4321 x 567 in shifted sums, digits reversed: "1234+765=74203=05982=00542" (the tokenizer's
     # addition vocabulary; the rows only need a second number and lines joined by `=`).
     model, tok = make(**ROW_WINDOW)
@@ -548,23 +551,22 @@ def test_row_window_finds_b_by_row_and_reads_only_the_line_before():
     text = [tok.convert_ids_to_tokens(i) for i in ids[0].tolist()]
     assert "".join(text) == "1234+765=74203=05982=00542"
     placed = model.transformer.placement(model.position_ids_from_input_ids(ids))
-    allowed = row_window_allowed(placed, placed, 1)[0]
+    allowed = row_window_allowed(placed, placed)[0]
 
     def seen(query):
         return "".join(t if allowed[query, k] else "." for k, t in enumerate(text[:query + 1]))
 
-    # line 2's `=` (index 1, row 2): a's digits 1-2, the `+`, b's digits 2 and 3 (not 1), line 1's
-    # `=` and first digit, itself
-    assert seen(14) == "12..+.65=7....="
-    # line 3's fourth digit (index 5): a's digits 4-5 (only 4 exists), b's digit 3 only (no digit 4),
-    # line 2's digits at indices 4-6, its own line's, not line 1's
-    assert seen(24) == "...4+..5.........982...54"
-    # b's digits carry no index (only a row): each sees itself and the `+`; a's digits keep the plain window
+    # b's digits carry no index, only a row; a prompt token sees itself and the `+`
     assert placed[0][0, 5:8].tolist() == [0, 0, 0] and placed[1][0, 5:8].tolist() == [1, 2, 3]
-    assert seen(6) == "....+.6"
-    assert seen(3) == "..34"
-    # The model runs under it: with one layer, rewriting line 1 cannot move line 3's logits (deeper
-    # models pass it on through line 2), but moves line 2's.
+    assert seen(6) == "....+.6" and seen(3) == "...4"
+    # line 2's `=` (index 1, row 2): a's digit 1, the `+`, b's digits 2 and 3 (not 1), line 1 at
+    # indices 2-3, itself
+    assert seen(14) == "1...+.65.74...="
+    # line 3's fourth digit (index 5): a's digits 4-5 (only 4 exists), b's digit 3 only (no digit 4),
+    # line 2 at indices 6-7 (only 6 exists), its own line at 4-5; not line 1
+    assert seen(24) == "...4+..5...........2...54"
+    # The model runs under it: rewriting line 1 cannot move line 3's logits through one layer
+    # (deeper models pass it on through line 2), but moves line 2's.
     one_layer, _ = make(num_hidden_layers=1, **ROW_WINDOW)
     far = ids.clone()
     far[0, 9:14] = torch.tensor([1, 1, 1, 1, 1])

@@ -210,30 +210,32 @@ def window_allowed(query_index: torch.Tensor, key_index: torch.Tensor, window: i
     return torch.where(q > 0, unplaced_key | ((q - k).abs() <= window), unplaced_key)
 
 
-def row_window_allowed(query: tuple, key: tuple, window: int) -> torch.Tensor:
-    """`window_allowed` for long multiplication with operand rows: bool [batch, queries, keys].
+def row_window_allowed(query: tuple, key: tuple) -> torch.Tensor:
+    """What each token may see in long multiplication written as shifted sums, with operand rows:
+    bool [batch, queries, keys]. Causality and padding are applied elsewhere.
 
     `query` and `key` are (index, row, segment) of the unshifted ids (`operand_line_rows` rows;
-    segments 0: a, 1: `*` and b, 2: the answer). Prompt queries keep the plain window. An answer
-    query sees b's digits by row alone (its line's digit, and the next line's, whose presence says
-    whether another line follows), earlier answer tokens only in its own line and the line before,
-    and a's digits and the unplaced prompt tokens as the plain window lets it. b's digits carry no
-    index (`AbacusGPT2Model.position_ids_from_input_ids` gives them 0), so a b-digit query sees
-    itself and the unplaced prompt tokens. Every lookup is then an equality of rows or a nearby
-    index, and no key set grows with a's length or b's: no query can count the digits of a line or
-    the lines before it, and no b digit's index meets a line's.
+    segments 0: a, 1: `*` and b, 2: the answer; b's digits carry index 0, the answer is aligned).
+    The token at index i of line j predicts that line's digit i: (a_i * b_j + P_(i+1) + carry) mod
+    10, with P the line before. So it sees b_j and b_(j+1) by row (the next line's digit says
+    whether another line follows), a's digits i - 1 and i, the line before at indices i + 1 and
+    i + 2, its own line at i - 1 and i (the carry into digit i follows from digit i - 1 as written),
+    and the unplaced prompt tokens. A prompt token sees itself and the unplaced prompt tokens.
+    Each key set is the same in the middle of a long line as in a short one, so no token can tell a
+    line's length or count the lines before it: what trains on 5 digits applies to 10.
     """
     (q_index, q_row, q_segment), (k_index, k_row, k_segment) = query, key
-    near = (k_index[:, None, :] == 0) | ((q_index[:, :, None] - k_index[:, None, :]).abs() <= window)
+    up = k_index[:, None, :] - q_index[:, :, None]  # key index minus query index
     rows_up = k_row[:, None, :] - q_row[:, :, None]
+    unplaced = (k_index == 0)[:, None, :] & (k_segment < 2)[:, None, :]
     b_key = ((k_segment == 1) & (k_row > 0))[:, None, :]
-    b_query = ((q_segment == 1) & (q_row > 0))[:, :, None]
     answer_key = (k_segment >= 2)[:, None, :]
+    own_line = (rows_up == 0) & (up >= -1) & (up <= 0)
+    line_before = (rows_up == -1) & (up >= 1) & (up <= 2)
     seen = torch.where(b_key, (rows_up == 0) | (rows_up == 1),
-                       torch.where(answer_key, near & ((rows_up == 0) | (rows_up == -1)), near))
-    prompt = torch.where(b_query, torch.where(b_key, rows_up == 0, k_index[:, None, :] == 0),
-                         window_allowed(q_index, k_index, window))
-    return torch.where((q_segment >= 2)[:, :, None], seen, prompt)
+                       torch.where(answer_key, own_line | line_before, unplaced | ((up >= -1) & (up <= 0))))
+    itself = (up == 0) & (rows_up == 0) & ~answer_key
+    return torch.where((q_segment >= 2)[:, :, None], seen, (unplaced & ~b_key) | itself)
 
 
 def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int, per_sequence: bool,

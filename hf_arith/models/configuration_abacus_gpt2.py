@@ -70,12 +70,13 @@ class AbacusGPT2Config(ArithConfig):
             query then sees the same keys whatever the operands' length (its index's neighbours in
             each number, and the separators), so no number of far digits can dilute a lookup, which
             is what stops a model trained on 20 digits from adding 100. 0 turns it off.
-        abacus_row_window: with abacus_operand_rows and an abacus_attention_window, answer tokens see
-            b's digits by row alone (their line's and the next line's), earlier answer tokens only in
-            their own line and the line before, and a's digits within the window
-            (`abacus_positions.row_window_allowed`). What a line's digit reads then never grows with
-            a's length or the number of lines, and a line's end is a nearby absence, not a count.
-            Needs abacus_num_segments >= 3 (a, b, answer).
+        abacus_row_window: the attention of long multiplication written as shifted sums, with
+            abacus_operand_rows (`abacus_positions.row_window_allowed`): the token at index i of line j
+            sees b's digits j and j + 1 by row, a's digits i - 1 and i, the line before at i + 1 and
+            i + 2 and its own line at i - 1 and i; a prompt token sees itself, and b's digits carry
+            no index. Every key set is then the same in a long line as in a short one, so what is
+            trained on short operands holds for long ones. Needs abacus_align_answer and
+            abacus_num_segments >= 3 (a, b, answer), and replaces abacus_attention_window (0).
         abacus_period: > 0 gives the abacus table this many indices and index i the row
             1 + (i - 1) mod abacus_period, so no table bounds the length: with an attention window
             (required, and abacus_period > 2 * abacus_attention_window + 1, so the indices one query
@@ -204,11 +205,12 @@ class AbacusGPT2Config(ArithConfig):
             raise ValueError(f"{name}.abacus_operand_rows needs answer_start_token_id in [0, vocab_size) and "
                              "abacus_num_segments > 0, without abacus_line_positions, abacus_offset_segments or "
                              "abacus_offset_per_problem")
-        if self.abacus_row_window and not (self.abacus_operand_rows and self.abacus_attention_window
-                                           and self.abacus_num_segments >= 3):
-            raise ValueError(f"{name}.abacus_row_window needs abacus_operand_rows, abacus_attention_window > 0 and "
-                             f"abacus_num_segments >= 3; got {self.abacus_operand_rows!r}, "
-                             f"{self.abacus_attention_window!r}, {self.abacus_num_segments!r}")
+        if self.abacus_row_window and not (self.abacus_operand_rows and self.abacus_align_answer
+                                           and self.abacus_num_segments >= 3 and not self.abacus_attention_window):
+            raise ValueError(f"{name}.abacus_row_window needs abacus_operand_rows, abacus_align_answer and "
+                             f"abacus_num_segments >= 3, and no abacus_attention_window; got "
+                             f"{self.abacus_operand_rows!r}, {self.abacus_align_answer!r}, "
+                             f"{self.abacus_num_segments!r}, {self.abacus_attention_window!r}")
         if self.abacus_offset_per_problem and not self.abacus_offset_per_sequence:
             raise ValueError(f"{name}.abacus_offset_per_problem needs abacus_offset_per_sequence (a draw per problem "
                              "is a draw per sequence, made for each problem)")

@@ -300,7 +300,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         dozen keys whatever the sequence's length, so attention reads only those (and the mask covers
         only them). Attention maps want every key, so `output_attentions` keeps them all."""
         c = self.config
-        if not c.abacus_attention_window:
+        if not (c.abacus_attention_window or c.abacus_row_window):
             return causal_mask(c, hidden_states, attention_mask, past_key_values, past_length), None
         queries = keys = self.placement(position_ids)
         if past_length:
@@ -311,7 +311,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                                  f"generate() passes them")
             keys = self.placement(key_position_ids)
         if c.abacus_row_window:
-            allowed = row_window_allowed(queries, keys, c.abacus_attention_window)
+            allowed = row_window_allowed(queries, keys)
         else:
             allowed = window_allowed(queries[0], keys[0], c.abacus_attention_window)
         return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype,
@@ -384,7 +384,7 @@ class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
             generated_from = self.prompt_end(sequence)
         full = self.position_ids_from_input_ids(sequence, generated_from)
         inputs = {"position_ids": full[:, -new_tokens:]}
-        if self.config.abacus_attention_window:
+        if self.config.abacus_attention_window or self.config.abacus_row_window:
             inputs["key_position_ids"] = full
         return inputs
 
