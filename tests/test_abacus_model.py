@@ -518,6 +518,9 @@ def test_more_tokens_per_step_than_heads_is_a_clear_error():
       "abacus_num_segments": 2}, "abacus_row_window"),  # a, b and the answer need three segments
     ({"abacus_row_window": True, "abacus_operand_rows": True, "abacus_align_answer": True, "answer_start_token_id": 11,
       "abacus_num_segments": 3, "abacus_attention_window": 2}, "abacus_row_window"),  # it is its own window
+    ({"abacus_window_layers": 1}, "abacus_window_layers"),  # no window to limit
+    ({"abacus_window_layers": 5, "abacus_attention_window": 2}, "abacus_window_layers"),  # more than the blocks
+    ({"abacus_window_layers": -1, "abacus_attention_window": 2}, "abacus_window_layers"),
 ])
 def test_malformed_config_names_the_field(bad, field):
     with pytest.raises(ValueError, match=field):
@@ -565,18 +568,41 @@ def test_row_window_sees_what_a_shifted_sum_digit_needs_and_nothing_else():
     # line 3's fourth digit (index 5): a's digits 4-5 (only 4 exists), b's digit 3 only (no digit 4),
     # line 2 at indices 6-7 (only 6 exists), its own line at 4-5; not line 1
     assert seen(24) == "...4+..5...........2...54"
-    # The model runs under it: rewriting line 1 cannot move line 3's logits through one layer
-    # (deeper models pass it on through line 2), but moves line 2's.
-    one_layer, _ = make(num_hidden_layers=1, **ROW_WINDOW)
+    # The model runs under it: rewriting line 1 cannot move line 3's logits through one layer, but
+    # moves line 2's. Deeper models pass it on through line 2, unless only the first block reads
+    # through the window (abacus_window_layers: the blocks above see only their own token).
     far = ids.clone()
     far[0, 9:14] = torch.tensor([1, 1, 1, 1, 1])
+    one_layer, _ = make(num_hidden_layers=1, **ROW_WINDOW)
+    window_below, _ = make(num_hidden_layers=3, abacus_window_layers=1, **ROW_WINDOW)
+    deep, _ = make(num_hidden_layers=3, **ROW_WINDOW)
     with torch.no_grad():
-        assert torch.allclose(one_layer(ids).logits[0, 20:], one_layer(far).logits[0, 20:], atol=1e-5)
-        assert not torch.allclose(one_layer(ids).logits[0, 14:20], one_layer(far).logits[0, 14:20], atol=1e-3)
+        for model in (one_layer, window_below):
+            assert torch.allclose(model(ids).logits[0, 20:], model(far).logits[0, 20:], atol=1e-5)
+            assert not torch.allclose(model(ids).logits[0, 14:20], model(far).logits[0, 14:20], atol=1e-3)
+        assert not torch.allclose(deep(ids).logits[0, 20:], deep(far).logits[0, 20:], atol=1e-3)
 
 
-def test_row_window_cached_decoding_writes_what_uncached_decoding_writes():
-    model, tok = make(seed=0, **ROW_WINDOW)
+def test_window_layers_bound_what_a_token_depends_on():
+    # Two windowed blocks under two that see only their own token: line 3 depends on line 1 (two
+    # window steps), and line 4 does not (three).
+    model, tok = make(num_hidden_layers=4, abacus_window_layers=2, **ROW_WINDOW)
+    eq = tok.convert_tokens_to_ids("=")
+    line = [3, 1, 4, 1, 5]
+    ids = torch.tensor([tok("4321+5678").input_ids + (line + [eq]) * 3 + line])
+    far = ids.clone()
+    start = len(tok("4321+5678").input_ids)
+    far[0, start:start + 5] = torch.tensor([9, 9, 9, 9, 9])  # rewrite line 1
+    with torch.no_grad():
+        near_logits, far_logits = model(ids).logits[0], model(far).logits[0]
+    line_3, line_4 = slice(start + 11, start + 17), slice(start + 17, None)
+    assert not torch.allclose(near_logits[line_3], far_logits[line_3], atol=1e-3)
+    assert torch.allclose(near_logits[line_4], far_logits[line_4], atol=1e-5)
+
+
+@pytest.mark.parametrize("window_layers", [0, 1])
+def test_row_window_cached_decoding_writes_what_uncached_decoding_writes(window_layers):
+    model, tok = make(seed=0, abacus_window_layers=window_layers, **ROW_WINDOW)
     enc = tok(["4321+567", "5+12345", "99999999+1"], padding=True, return_tensors="pt")
     cached = greedy_decode(model, enc.input_ids, enc.attention_mask, 20, pad_token_id=tok.pad_token_id)
     uncached = greedy_decode(model, enc.input_ids, enc.attention_mask, 20, pad_token_id=tok.pad_token_id,

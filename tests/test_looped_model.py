@@ -156,6 +156,7 @@ def test_bad_num_recurrences_is_a_one_line_error(bad):
     ({"hidden_size": 30, "num_attention_heads": 4}, "hidden_size"),  # the abacus family's checks apply
     ({"abacus_max_offset": -1}, "abacus_max_offset"),
     ({"abacus_align_answer": True}, "answer_start_token_id"),
+    ({"abacus_window_layers": 1, "abacus_attention_window": 2}, "abacus_window_layers"),  # every loop reads it
 ])
 def test_malformed_config_names_the_field(bad, field):
     with pytest.raises(ValueError, match=field):

@@ -77,6 +77,12 @@ class AbacusGPT2Config(ArithConfig):
             no index. Every key set is then the same in a long line as in a short one, so what is
             trained on short operands holds for long ones. Needs abacus_align_answer and
             abacus_num_segments >= 3 (a, b, answer), and replaces abacus_attention_window (0).
+        abacus_window_layers: with abacus_attention_window or abacus_row_window, > 0 lets only the
+            first this-many blocks read through the window; the blocks above see only their own
+            token. Through every block a window's reach adds up (a token reads a neighbour that read
+            its neighbours), so in a deep model a digit depends on digits a long line has and a
+            short one never had. With the window in the first blocks only, each token depends on
+            the tokens within that many window steps. 0: every block reads through the window.
         abacus_period: > 0 gives the abacus table this many indices and index i the row
             1 + (i - 1) mod abacus_period, so no table bounds the length: with an attention window
             (required, and abacus_period > 2 * abacus_attention_window + 1, so the indices one query
@@ -121,6 +127,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_offset_items: bool = False,
         abacus_attention_window: int = 0,
         abacus_row_window: bool = False,
+        abacus_window_layers: int = 0,
         abacus_period: int = 0,
         absolute_position_embedding: bool = False,
         max_position_embeddings: int = 1024,
@@ -153,6 +160,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_offset_items = abacus_offset_items
         self.abacus_attention_window = abacus_attention_window
         self.abacus_row_window = abacus_row_window
+        self.abacus_window_layers = abacus_window_layers
         self.abacus_period = abacus_period
         self.absolute_position_embedding = absolute_position_embedding
         self.max_position_embeddings = max_position_embeddings
@@ -166,8 +174,8 @@ class AbacusGPT2Config(ArithConfig):
         self.check_integers(("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                              "intermediate_size", "num_digit_tokens", "abacus_max_digits", "max_position_embeddings",
                              "num_future_tokens"))
-        self.check_integers(("abacus_max_offset", "abacus_num_segments", "abacus_attention_window", "abacus_period"),
-                            minimum=0)
+        self.check_integers(("abacus_max_offset", "abacus_num_segments", "abacus_attention_window", "abacus_period",
+                             "abacus_window_layers"), minimum=0)
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"{name}.hidden_size ({self.hidden_size}) must be a multiple of "
                              f"num_attention_heads ({self.num_attention_heads})")
@@ -211,6 +219,10 @@ class AbacusGPT2Config(ArithConfig):
                              f"abacus_num_segments >= 3, and no abacus_attention_window; got "
                              f"{self.abacus_operand_rows!r}, {self.abacus_align_answer!r}, "
                              f"{self.abacus_num_segments!r}, {self.abacus_attention_window!r}")
+        if self.abacus_window_layers and not ((self.abacus_attention_window or self.abacus_row_window)
+                                              and self.abacus_window_layers <= self.num_hidden_layers):
+            raise ValueError(f"{name}.abacus_window_layers ({self.abacus_window_layers}) needs abacus_attention_window "
+                             f"or abacus_row_window, and at most num_hidden_layers ({self.num_hidden_layers})")
         if self.abacus_offset_per_problem and not self.abacus_offset_per_sequence:
             raise ValueError(f"{name}.abacus_offset_per_problem needs abacus_offset_per_sequence (a draw per problem "
                              "is a draw per sequence, made for each problem)")

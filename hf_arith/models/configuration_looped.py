@@ -69,6 +69,9 @@ class LoopedConfig(AbacusGPT2Config):
         k = self.progressive_max_k
         if k is not None:
             check_num_recurrences(k, f"{name}.progressive_max_k")
+        if self.abacus_window_layers:
+            raise ValueError(f"{name}.abacus_window_layers must be 0 (a looped model repeats its blocks, so each "
+                             f"reads through the window), got {self.abacus_window_layers!r}")
         if self.num_future_tokens != 1:
             raise ValueError(f"{name}.num_future_tokens must be 1 (looped models have one output head), "
                              f"got {self.num_future_tokens!r}")

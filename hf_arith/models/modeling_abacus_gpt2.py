@@ -317,6 +317,15 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype,
                                       gather_keys=bool(past_length) and not output_attentions)
 
+    def self_only_mask(self, hidden_states, attention_mask, past_length: int, output_attentions: bool = False):
+        """(mask, key_index) of the blocks above `abacus_window_layers`: each token sees only itself."""
+        batch, queries = hidden_states.shape[:2]
+        keys = past_length + queries
+        own = torch.arange(past_length, keys, device=hidden_states.device)
+        allowed = (torch.arange(keys, device=hidden_states.device)[None, :] == own[:, None]).expand(batch, -1, -1)
+        return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype,
+                                      gather_keys=bool(past_length) and not output_attentions)
+
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 use_cache=None, output_attentions=False, num_future_tokens: int = 1,
                 cache: Cache | None = None, keep_last: int = 0, key_position_ids=None,
@@ -333,14 +342,20 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         mask, key_index = self.attention_mask_for(hidden_states, placed, attention_mask, past_key_values,
                                                   past_length, key_position_ids, output_attentions)
         keep = kept_queries(keep_last, input_ids.shape[1], mask, output_attentions)
+        windowed = self.config.abacus_window_layers or len(self.h)
+        upper = (mask, key_index)
+        if windowed < len(self.h) or (self.config.abacus_window_layers and num_future_tokens > 1):
+            upper = self.self_only_mask(hidden_states, attention_mask, past_length, output_attentions)
         attentions = []
         for i, block in enumerate(self.h):
             last = i == len(self.h) - 1 and num_future_tokens == 1
-            hidden_states, weights = block(hidden_states, mask, past_key_values, keep if last else 0,
-                                           key_index=key_index, **kwargs)
+            block_mask, block_keys = (mask, key_index) if i < windowed else upper
+            hidden_states, weights = block(hidden_states, block_mask, past_key_values, keep if last else 0,
+                                           key_index=block_keys, **kwargs)
             if output_attentions:
                 attentions.append(weights)
-        future = [block(hidden_states, mask, past_key_values, keep, key_index=key_index, **kwargs)[0]
+        # The extra heads' blocks sit above the trunk: with abacus_window_layers they see only their token.
+        future = [block(hidden_states, upper[0], past_key_values, keep, key_index=upper[1], **kwargs)[0]
                   for block in self.future_heads[: num_future_tokens - 1]]
         if future and keep:
             hidden_states = hidden_states[:, -keep:]
