@@ -343,8 +343,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                                                   past_length, key_position_ids, output_attentions)
         keep = kept_queries(keep_last, input_ids.shape[1], mask, output_attentions)
         windowed = self.config.abacus_window_layers or len(self.h)
-        upper = (mask, key_index)
-        if windowed < len(self.h) or (self.config.abacus_window_layers and num_future_tokens > 1):
+        upper = (mask, key_index)  # the blocks above the windowed ones, and the extra heads' blocks
+        if self.config.abacus_window_layers:
             upper = self.self_only_mask(hidden_states, attention_mask, past_length, output_attentions)
         attentions = []
         for i, block in enumerate(self.h):
