@@ -1,6 +1,7 @@
 """The abacus GPT-2 family: abacus positions, offsets, multi-token heads, caching, remote code."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -30,6 +31,7 @@ from hf_arith.runtime.saving import save_checkpoint
 
 REVERSED = NumberFormat(task="add", reverse_operands=True, reverse_answer=True, end_token=True)
 PROBLEMS = ["1342+879", "5+12345", "0+0", "99999999+1"]
+HEX_RECIPE = Path(__file__).parents[1] / "bench" / "recipes" / "abacus-gpt2-add-hex.yaml"
 
 
 def make(seed=0, fmt=REVERSED, **overrides):
@@ -736,7 +738,7 @@ def share_of_weights_changed(recipe, trained) -> float:
     return sum(changed) / len(changed)
 
 
-@pytest.mark.parametrize("preset", ["abacus-gpt2-add", "abacus-gpt2-add-hex"])
+@pytest.mark.parametrize("preset", ["abacus-gpt2-add", str(HEX_RECIPE)])
 def test_presets_train_multi_token_models_with_the_trainer(tmp_path, preset):
     from hf_arith.runtime.loading import load_checkpoint
     from hf_arith.training.recipe import load_stages
@@ -751,7 +753,7 @@ def test_presets_train_multi_token_models_with_the_trainer(tmp_path, preset):
     model, tok = load_checkpoint(tmp_path / "final")
     assert share_of_weights_changed(recipe, model) > 0.9  # the optimizer stepped
     assert type(model) is AbacusGPT2ForCausalLM and model.config.num_future_tokens == 2
-    assert model.config.num_digit_tokens == tok.arith_format.base == (16 if preset.endswith("hex") else 10)
+    assert model.config.num_digit_tokens == tok.arith_format.base == (16 if preset.endswith("hex.yaml") else 10)
     one = hf_arith.solve(model, tok, ["123+45", "9+9"], tokens_per_step=1)
     two = hf_arith.solve(model, tok, ["123+45", "9+9"], tokens_per_step=2)
     assert len(one) == len(two) == 2  # answers or None: an untrained model, but both paths decode

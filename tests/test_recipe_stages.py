@@ -71,6 +71,20 @@ def test_a_preset_extending_a_chain_appends_stages_or_changes_its_last(tmp_path)
     assert [s.recipe.optim.seed for s in changed] == [0, 0, 5]
 
 
+def test_a_first_stage_restating_the_bases_last_label_changes_that_stage(tmp_path):
+    write(tmp_path, "chain", "extend: minimal-add10\nstages:\n  - stage: one\n    optim: {seed: 3}\n  - stage: two\n")
+    path = write(tmp_path, "restated", "extend: chain.yaml:one\noutput_dir: out\noptim: {learning_rate: 0.001}\n"
+                                       "stages:\n  - stage: one\n    optim: {steps: 9}\n  - stage: more\n"
+                                       "    optim: {seed: 4}\n")
+    stages = load_stages(str(path))
+    assert [s.label for s in stages] == ["minimal-add10", "one", "more"]
+    # 'one' keeps its seed and its place in the chain, and takes the keys outside stages: and its own.
+    assert [(s.recipe.optim.seed, s.recipe.optim.steps, s.recipe.optim.learning_rate) for s in stages][1:] == [
+        (3, 9, 0.001), (4, 9, 0.001)]
+    assert stages[0].recipe.optim.learning_rate != 0.001
+    assert [s.recipe.init_from for s in stages][1:] == ["out-minimal-add10/final", "out-one/final"]
+
+
 def test_overrides_apply_to_every_stage_and_init_from_to_the_first(tmp_path):
     path = write(tmp_path, "chain", "extend: minimal-add10\nstages:\n  - stage: one\n")
     stages = load_stages(str(path), ["optim.steps=4", "init_from=minimal-add10", "output_dir=elsewhere"])
@@ -88,7 +102,7 @@ def test_overrides_apply_to_every_stage_and_init_from_to_the_first(tmp_path):
     ("extend: minimal-add10\nstages:\n  - optim: {steps: 3}\n", "stages[0] needs a stage: label"),
     ("extend: minimal-add10\nstages:\n  - stage: a\n    output_dir: x\n", "stages[0] sets ['output_dir']"),
     ("extend: minimal-add10\nstages:\n  - stage: a\n  - stage: a\n", "stage label 'a' must be unique"),
-    ("extend: minimal-add10\nstages:\n  - stage: minimal-add10\n", "stage label 'minimal-add10' must be unique"),
+    ("extend: minimal-add10\nstages:\n  - stage: a\n  - stage: minimal-add10\n", "stage label 'minimal-add10' must be unique"),
     ("extend: minimal-add10\nstages:\n  - stage: A/b\n", "stage label 'A/b'"),
     ("extend: minimal-add10\nstages:\n  - stage: a\n  - stage: b\n    optim: {stepz: 3}\n",
      "stage b: unknown key(s) ['stepz'] in optim"),

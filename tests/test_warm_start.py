@@ -67,7 +67,7 @@ def test_more_segments_keep_the_trained_rows_and_learn_the_new_lines():
 
 @pytest.mark.parametrize(("preset", "overrides", "words"), [
     ("abacus-gpt2-add", ["model.hidden_size=32", "model.intermediate_size=128"], "shape"),
-    ("abacus-gpt2-add-hex", [], "number format"),
+    (str(Path(__file__).parents[1] / "bench" / "recipes" / "abacus-gpt2-add-hex.yaml"), [], "number format"),
     ("looped-add", [], "hf_arith_abacus_gpt2"),
 ])
 def test_checkpoints_that_cannot_initialise_the_model_are_refused_in_one_line(preset, overrides, words):

@@ -748,7 +748,8 @@ def _map_override_names(overrides: list[str]) -> tuple[list[tuple[list[str], obj
 # values replace. Stage k > 0 starts from stage k - 1's final model; earlier stages train into
 # `{output_dir}-{stage}` and the last into output_dir. A recipe without stages: is one stage, labelled
 # by its file's name. A preset with stages: that extends a base trains the base's stages first, then
-# its own (its keys outside stages: apply to its own); without stages:, it changes the base's last one.
+# its own (its keys outside stages: apply to its own); without stages:, it changes the base's last one,
+# and so does a first listed stage that restates that stage's label (`extend: B:base`, `- stage: base`).
 CATALOGUE_KEYS = ("about", "train_time")  # what `hf-arith train --list` prints; not part of the recipe
 STAGE_LABEL = "stage"  # a stage's short name (letters, digits, '-'): its run folder's suffix
 CHAIN_KEYS = ("name", "output_dir", "extend", "stages", *CATALOGUE_KEYS)  # the chain's, never a stage's
@@ -853,6 +854,10 @@ def _raw_stages(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict, list[dic
             raise RecipeError(f"{path}: stages[{i}] sets {wrong}, which belong to the whole chain (outside stages:)")
         if STAGE_LABEL not in changes:
             raise RecipeError(f"{path}: stages[{i}] needs a {STAGE_LABEL}: label (its run folder's suffix)")
+        if i == 0 and stages and changes[STAGE_LABEL] == stages[-1][STAGE_LABEL]:
+            # The base's last stage restated: changed in place, so this chain starts from it changed.
+            previous = stages[-1] = _merge(previous, changes)
+            continue
         changes = dict(changes)
         if len(stages) + i > 0 and "init_from" not in changes:  # from the stage before, set by place_stages
             changes["init_from"] = ""
