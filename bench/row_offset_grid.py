@@ -1,6 +1,6 @@
 """The length grid of a model with operand rows, its rows and digit indices moved up by fixed offsets at test time.
 
-    python bench/row_offset_grid.py runs/abacus-gpt2-mul-5-to-10/final --grid 1:10 --row-offset 3 --out x.json
+    python bench/row_offset_grid.py runs/abacus-gpt2-mul-5-to-10-variants/final --grid 1:10 --row-offset 3 --out x.json
 
 An `abacus_operand_rows` model gives digit j of b and answer line j row j, and digit i of a number
 index i. Training moves the rows, and apart from them the indices, by random offsets, a share of

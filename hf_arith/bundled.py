@@ -54,6 +54,10 @@ CATALOGUE = {
     "abacus-gpt2-mul-10": {"trained": "1-10 digits",
                            "use_for": "default for multiplication: products of up to 10 x 10 digits, writing its "
                                       "shifted sums"},
+    "abacus-gpt2-mul-5-to-10": {"trained": "1-5 digits",
+                                "use_for": "multiplication past its training lengths: 10 x 10-digit products "
+                                           "(95.6 %, marked unsure) after training on at most 5 digits; "
+                                           "abacus-gpt2-mul-10 is the exact one"},
     "abacus-gpt2-mul": {"trained": "1-5 digits",
                         "use_for": "multiplication of up to 5 digits writing whole running sums, the written form "
                                    "that shifted sums are measured against"},

@@ -35,6 +35,11 @@ WRONG_AS_GIVEN = ["a:14,b:7,c:0,d:6,e:6", "a:30333,b:3,c:30000,d:300000,e:300000
 MUL_WRONG_AS_GIVEN = ["8992701197*5694889912", "5908699769*3416428966", "5369543339*8316224787",
                       "989170321*1688348343", "3490672381*2677625755"]
 
+# 10 x 10 products, past the 1-5 digits abacus-gpt2-mul-5-to-10 was trained on, that it answers wrong as
+# given and right as written the other way round, the surer of the two.
+MUL_PAST_TRAINING = ["4430707163*3948143406", "4203288337*2029490621", "8060605948*3059722255",
+                     "6301839576*7346302914"]
+
 
 def sorted_labels(values: list[int]) -> str:
     """The labels of `values` in ascending order, ties in label order: counted here, not by the task."""
@@ -106,6 +111,20 @@ def test_the_bundled_multiplier_answers_both_orders_and_the_surer_one_rights_the
     agreed = solve(model, tok, MUL_WRONG_AS_GIVEN, return_confidence=True)
     assert [a.answer for a in agreed] == right
     assert all(a.confidence <= 0.5 for a in agreed)  # the two views disagreed: never a sure answer
+
+
+def test_past_the_trained_range_the_views_vote_by_the_models_confidences_then_the_answer_is_capped():
+    """Every view of such a problem has its confidence capped at 0.5: capped before the vote, two views that
+    disagree would tie, and the problem as given would win whatever the model said."""
+    model, tok = hf_arith.load("abacus-gpt2-mul-5-to-10")
+    right = [str(int(a) * int(b)) for a, b in (p.split("*") for p in MUL_PAST_TRAINING)]
+    one = solve(model, tok, MUL_PAST_TRAINING, views=1)
+    assert all(a != r for a, r in zip(one, right))  # each is wrong as given: else this checks nothing
+    agreed = solve(model, tok, MUL_PAST_TRAINING, return_confidence=True)
+    assert [a.answer for a in agreed] == right
+    assert all(a.confidence <= 0.5 for a in agreed)
+    piped = pipeline("arithmetic", model=model, tokenizer=tok)(MUL_PAST_TRAINING)
+    assert [p["answer"] for p in piped] == right  # the pipeline, which knows no trained range, agrees
 
 
 @pytest.fixture(scope="module")

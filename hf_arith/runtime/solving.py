@@ -109,10 +109,15 @@ def solve(model, tokenizer, problems: list[str] | str, batch_size: int | None = 
     if views > 1:  # the views vote by their confidences, whether or not the caller asked for them
         task = limits.fmt.task_rules
         texts, orders, counts = problem_views(task, limits.fmt, problems, views)
+        # The views vote by the model's own confidences; capping them first (beyond the trained range every
+        # view sits at the cap) would settle two views that disagree by their order instead.
         written, confidences = _decode(model, tokenizer, texts, parse_problems(texts, limits.fmt), limits, batch_size,
-                                       decode, confidence=True, calibrate=not checked, progress=progress)
+                                       decode, confidence=True, calibrate=False, progress=progress)
         agreed = agreed_answers(task, written, confidences, orders, counts)
-        answers = [Answer(a[0], a[1]) if return_confidence else a[0] for a in agreed]
+        agreed_confidences = [a[1] for a in agreed]
+        if not checked:
+            agreed_confidences = limits.calibrated(agreed_confidences, parsed)
+        answers = [Answer(a[0], c) if return_confidence else a[0] for a, c in zip(agreed, agreed_confidences)]
     else:
         written, confidences = _decode(model, tokenizer, problems, parsed, limits, batch_size, decode,
                                        confidence=return_confidence, calibrate=not checked, progress=progress)
