@@ -161,6 +161,11 @@ MUTATIONS = [
     Mutation("window-layers-ignored", "with abacus_window_layers every block still reads through the window",
              "hf_arith/models/modeling_abacus_gpt2.py", "        windowed = self.config.abacus_window_layers or len(self.h)",
              "        windowed = len(self.h)", ("tests/test_abacus_model.py",)),
+    Mutation("views-vote-on-capped-confidences", "beyond the trained range the views vote by capped confidences, so "
+             "the problem as given wins every split", "hf_arith/runtime/solving.py",
+             "                                       decode, confidence=True, calibrate=False, progress=progress)",
+             "                                       decode, confidence=True, calibrate=not checked, progress=progress)",
+             ("tests/test_answer_views.py",)),
     Mutation("mining-ignores-its-corner", "a stage mines its whole range, not the corner data.mine_max_digits names",
              "hf_arith/training/run.py", "    return dataclasses.replace(spec, max_digits=d.mine_max_digits or spec.max_digits,",
              "    return dataclasses.replace(spec, max_digits=spec.max_digits,", ("tests/test_mining.py",)),
