@@ -63,6 +63,22 @@ def test_max_digits_is_the_longest_operand_solve_takes(bundled):
     assert "\n" not in message and quote(too_long) in message and limit_phrase(model, fmt, too_long) in message, message
 
 
+def test_an_operand_past_the_hard_limit_is_refused_beside_a_short_one(bundled):
+    # The stated hard limit holds for every operand: a lopsided problem past it is refused even where
+    # its tokens would fit the context and abacus range.
+    name, model, tok = bundled
+    fmt = tok.arith_format
+    digits = model_limits(model, tok).max_digits
+    longer = str(fmt.base**digits)  # digits + 1 digits in the model's base, written in decimal
+    lopsided = f"a:{longer},b:1" if fmt.task == "sort" else f"{longer}{OPERATORS[fmt.task]}1"
+    with pytest.raises(FormatError) as info:
+        solve(model, tok, [lopsided])
+    message = str(info.value)
+    assert "\n" not in message and quote(lopsided) in message, message
+    assert any(phrase in message for phrase in (f"hard limit of {digits:,}", "abacus range of", "context of",
+                                                f"more than {fmt.operand_width} base-")), message
+
+
 @pytest.mark.parametrize("task", ["add", "sub", "mul", "sort", "mul running_sums"])
 @pytest.mark.parametrize("context", [30, 33, 100])
 def test_max_digits_matches_the_worst_case_length_of_the_training_data(task, context):
@@ -86,16 +102,19 @@ def test_a_model_that_takes_nothing_says_so():
 
 
 def test_problems_that_fit_alone_but_not_decoded_together():
-    # A long first operand has the longest answer, two middling ones the longest prompt.
-    limits = ModelLimits(fmt=NumberFormat(), context=70, abacus_max_digits=None, abacus_answer_offset=0,
-                         loops=None, tokens_per_step=(1, 1))
-    long_answer, long_prompt = "9" * 30 + "+1", "9" * 20 + "+" + "9" * 20
+    # Sorting answers with a label per item: seven one-digit items have the longest answer, five
+    # three-digit ones the longest prompt; each alone fits the 37 positions, within the hard limit.
+    limits = ModelLimits(fmt=NumberFormat(task="sort", max_items=12), context=37, abacus_max_digits=None,
+                         abacus_answer_offset=0, loops=None, tokens_per_step=(1, 1))
+    assert limits.max_digits == 3
+    long_answer = ",".join(f"{label}:9" for label in SORT_LABELS[:7])
+    long_prompt = ",".join(f"{label}:999" for label in SORT_LABELS[:5])
     texts = [long_answer, long_prompt]
     limits.check_problems(texts, batch_size=1)
     with pytest.raises(FormatError) as info:
         limits.check_problems(texts)
     message = str(info.value)
-    assert quote(long_prompt) in message and quote(long_answer) in message and "context of 70" in message
+    assert quote(long_prompt) in message and quote(long_answer) in message and "context of 37" in message
 
 
 def test_training_range_read_from_a_bundled_checkpoint():

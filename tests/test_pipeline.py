@@ -139,6 +139,9 @@ def test_confidence_is_the_lowest_token_probability(pipe, name, kwargs):
     ("minimal-add10", lambda p: p("1+1", num_recurrences=2), ValueError, ["num_recurrences", "no recurrence"]),
     ("minimal-add10", lambda p: p("1+1", temperature=0.5), TypeError, ["'temperature'", "return_confidence"]),
     ("abacus-gpt2-add", lambda p: p("9" * 39 + "+1"), ValueError, ["too long", "41", "40", "max_new_tokens"]),
+    # Lopsided: 15 x 1 digits fits the context, but the card's hard limit is 14 digits for every operand.
+    ("abacus-gpt2-mul-10", lambda p: p("9" * 15 + "*1"), ValueError, ["too long", "15 digits", "at most 14",
+                                                                       "max_operand_digits"]),
     ("looped-add-window", lambda p: p("1+1", num_recurrences=0), ValueError, ["num_recurrences", "0"]),
 ])
 def test_bad_input_is_a_one_line_error(pipe, name, call, error, words):

@@ -201,6 +201,11 @@ class ArithTokenizer(TokenizersBackend):
         the `max_new_tokens` a decoder needs for them."""
         return self.arith_format.max_answer_tokens(parse_problems(problems, self.arith_format))
 
+    def operand_digits(self, problems: list[str]) -> list[int]:
+        """Per plain problem: the digits of its longest operand in the format's base (what a model's
+        `config.max_operand_digits` bounds)."""
+        return parse_problems(problems, self.arith_format).lengths.max(axis=1).tolist()
+
     def decode_answers(self, generated, problems=None) -> list[str | None]:
         """Generated answer ids ([n, T] tensor or lists) to plain decimal; None where malformed
         (in a format with an end token, also where no <eos> follows the answer). `problems`, the

@@ -344,9 +344,10 @@ class ModelLimits:
                        batch_size: int | None = None) -> Problems:
         """Refuse any problem the model cannot take; return them parsed.
 
-        Each problem must fit the context (prompt and answer budget) and the abacus range. The
-        decoder runs `batch_size` rows at once (None: all) with the longest prompt and the
-        largest budget among them, so each such batch must fit the context too.
+        Each problem must fit the context (prompt and answer budget) and the abacus range, and no operand
+        may be longer than `max_digits`, even where the problem would fit. The decoder runs
+        `batch_size` rows at once (None: all) with the longest prompt and the largest budget among
+        them, so each such batch must fit the context too.
         """
         if parsed is None:
             parsed = parse_problems(texts, self.fmt)
@@ -354,6 +355,15 @@ class ModelLimits:
         refused = self._first_refusal(parsed, (prompt, answer))
         if refused is not None:
             raise FormatError(f"{quote(texts[refused[0]])}: {refused[1]}")
+        # One number is the limit a card states: a lopsided problem (15 x 1 digits) that would fit is still
+        # refused past it, since nothing was measured there and the stated limit must stay true.
+        longest = parsed.lengths.max(axis=1)
+        if (longest > self.max_digits).any():
+            i = int(np.argmax(longest > self.max_digits))
+            unit = "digits" if self.fmt.base == 10 else f"base-{self.fmt.base} digits"
+            raise FormatError(f"{quote(texts[i])}: an operand of {longest[i]:,} {unit} is longer than this model's hard "
+                              f"limit of {self.max_digits:,} {unit} (the longest operands whose worst case fits its "
+                              "context and abacus range)")
         if self.context is None:
             return parsed
         size = batch_size or len(texts)

@@ -131,7 +131,7 @@ class ArithmeticPipeline(Pipeline):
 
     def _prepare(self, problems: list) -> dict:
         """Problems (strings) as one left-padded batch with each one's answer budget, every problem
-        checked against the model's answer length and context first (one-line errors)."""
+        checked against the model's answer length, context and hard limit first (one-line errors)."""
         for problem in problems:
             if not isinstance(problem, str):
                 raise TypeError(f"a problem is a string such as '123+456', got {type(problem).__name__}")
@@ -147,6 +147,12 @@ class ArithmeticPipeline(Pipeline):
             if context and prompt + budget > context:
                 raise ValueError(f"{problem!r} is too long for this model: {prompt} prompt + {budget} answer tokens "
                                  f"exceed its context of {context} positions (config.max_position_embeddings)")
+        hard_limit = getattr(self.model.config, "max_operand_digits", None)
+        if hard_limit:  # the limit the model's card states, for every operand, even where a lopsided problem fits
+            for problem, digits in zip(problems, self.tokenizer.operand_digits(problems)):
+                if digits > hard_limit:
+                    raise ValueError(f"{problem!r} is too long for this model: an operand of {digits} digits, and it "
+                                     f"takes at most {hard_limit} (config.max_operand_digits)")
         if context and enc["input_ids"].shape[1] + max(budgets) > context:
             raise ValueError(f"these {len(problems)} problems decoded together need {enc['input_ids'].shape[1]} prompt + "
                              f"{max(budgets)} answer tokens, more than the model's context of {context} positions; "
