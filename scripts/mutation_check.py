@@ -166,6 +166,12 @@ MUTATIONS = [
              "                                       decode, confidence=True, calibrate=False, progress=progress)",
              "                                       decode, confidence=True, calibrate=not checked, progress=progress)",
              ("tests/test_answer_views.py",)),
+    Mutation("hard-limit-skips-lopsided", "solve takes a lopsided problem (15 x 1 digits) past the hard limit because "
+             "it fits the context", "hf_arith/runtime/limits.py", "        if (longest > self.max_digits).any():",
+             "        if False:", ("tests/test_limits.py",)),
+    Mutation("pipeline-skips-hard-limit", "the pipeline takes an operand past config.max_operand_digits where it fits",
+             "hf_arith/runtime/pipeline_arithmetic.py", "                if digits > hard_limit:",
+             "                if False:", ("tests/test_pipeline.py",)),
     Mutation("mining-ignores-its-corner", "a stage mines its whole range, not the corner data.mine_max_digits names",
              "hf_arith/training/run.py", "    return dataclasses.replace(spec, max_digits=d.mine_max_digits or spec.max_digits,",
              "    return dataclasses.replace(spec, max_digits=spec.max_digits,", ("tests/test_mining.py",)),
