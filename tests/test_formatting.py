@@ -457,6 +457,9 @@ def test_the_task_of_a_typed_problem_is_the_one_whose_syntax_reads_it(text, task
     ("12x4", "'12x4' is not a problem: type A+B, A-B, A*B, a:31,b:7,c:120"),
     ("3*4x", "'3*4x': 'x' is not a decimal digit"),  # the task its sign names says what is wrong
     ("a:5,b", "a:5,b"), ("", "empty problem"), (None, "a problem must be a string"),
+    # The sign typed first names the task, though a later '-' is subtraction's sign too.
+    ("3*-2", "'3*-2': negative numbers are not supported"),
+    ("a:-5,b:3", "'a:-5,b:3': sort items look like 'a:31,b:7', got 'a:-5'"),
 ])
 def test_a_problem_no_task_reads_is_one_line_from_the_task_its_sign_names(text, message):
     from hf_arith.data.formatting import task_of

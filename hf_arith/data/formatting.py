@@ -416,7 +416,7 @@ def parse_problem(text: str, fmt: NumberFormat) -> list[str]:
 def task_of(text: str) -> tuple[str, list[str]]:
     """The registered task whose syntax reads a typed problem, and its decimal operands ('12*34' ->
     ('mul', ['12', '34']); a list task reads up to len(SORT_LABELS) items). A problem no task reads is
-    one FormatError: the error of the task whose sign it carries (its operator after the first
+    one FormatError: the error of the task whose sign it carries first (its operator after the first
     character, or a list's ':'), else the syntaxes there are."""
     errors = {}
     for name in task_names():
@@ -427,10 +427,16 @@ def task_of(text: str) -> tuple[str, list[str]]:
         except FormatError as err:
             errors[name] = err
     problem = text.strip().replace(" ", "") if isinstance(text, str) else ""
-    for name, err in errors.items():
-        task = get_task(name)
-        if (task.operator and task.operator in problem[1:]) or (task.item_list and ":" in problem):
-            raise err
+
+    def sign_at(task) -> int:  # where the problem first shows the task's sign (-1: nowhere)
+        if task.operator:
+            return problem.find(task.operator, 1)  # a '-' in front is a negative number, not subtraction
+        return problem.find(":") if task.item_list else -1
+
+    # The sign typed first names the task meant: '3*-2' is a product with a negative operand.
+    signed = [(sign_at(get_task(name)), name) for name in errors if sign_at(get_task(name)) >= 0]
+    if signed:
+        raise errors[min(signed)[1]]
     if not problem:
         raise next(iter(errors.values()))  # not a string, or empty: said the same by every task
     shapes = [f"A{get_task(n).operator}B" if get_task(n).operator else "a:31,b:7,c:120" for n in errors]
