@@ -460,6 +460,7 @@ def test_the_task_of_a_typed_problem_is_the_one_whose_syntax_reads_it(text, task
     # The sign typed first names the task, though a later '-' is subtraction's sign too.
     ("3*-2", "'3*-2': negative numbers are not supported"),
     ("a:-5,b:3", "'a:-5,b:3': sort items look like 'a:31,b:7', got 'a:-5'"),
+    ("12+3=", "'12+3=': type the problem without '='"),
 ])
 def test_a_problem_no_task_reads_is_one_line_from_the_task_its_sign_names(text, message):
     from hf_arith.data.formatting import task_of

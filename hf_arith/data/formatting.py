@@ -399,6 +399,8 @@ def check_number(token: str, problem: str) -> str:
         raise FormatError(f"{quote(problem)}: negative numbers are not supported")
     if not _NUMBER.fullmatch(token):
         bad = next(c for c in token if not c.isdigit() or not c.isascii())
+        if bad == PROMPT_END:  # '12+3=': the model writes the '=' itself
+            raise FormatError(f"{quote(problem)}: type the problem without {PROMPT_END!r}, as the operands and their sign")
         raise FormatError(f"{quote(problem)}: {bad!r} is not a decimal digit")
     return token.lstrip("0") or "0"
 
