@@ -261,6 +261,37 @@ def test_offset_items_move_prompt_segments_and_line_slots_by_draws_of_their_own(
                          abacus_num_segments=16, abacus_offset_items=True)
 
 
+def test_even_offsets_keep_every_index_and_slot_parity_in_training():
+    """With abacus_even_offsets, every training draw (the digits' and lines' indices, the prompt segments,
+    the line slots) is even, and over many draws more than one even k is drawn; below max offset 2 the
+    config is refused, since every even offset would be 0."""
+    fmt = NumberFormat(task="sort", scratchpad="transposition_rounds")
+    tok = ArithTokenizer(number_format=fmt)
+    eq = tok.convert_tokens_to_ids("=")
+    ids = torch.tensor([tok.convert_tokens_to_ids(list("a:13,b:7,c:021=abc=acb=cab=cab=cba=bca=bca=bac=bac"))])
+    model, _ = make(fmt=fmt, abacus_line_positions=True, answer_start_token_id=eq, abacus_num_segments=16,
+                    abacus_prompt_segments=True, abacus_offset_items=True, abacus_even_offsets=True,
+                    abacus_max_offset=9, abacus_offset_per_sequence=True)
+    seen = {"index": [], "segment": []}
+    hooks = [model.transformer.abacus.register_forward_hook(lambda m, args, out: seen["index"].append(args[0][0].clone())),
+             model.transformer.segment.register_forward_hook(lambda m, args, out: seen["segment"].append(args[0][0].clone()))]
+    model.eval()
+    model(input_ids=ids)
+    model.train()
+    for _ in range(40):
+        model(input_ids=ids)
+    for hook in hooks:
+        hook.remove()
+    for what, drawn in seen.items():
+        plain, shifts = drawn[0], [d - drawn[0] for d in drawn[1:]]
+        assert all((shift % 2 == 0).all() for shift in shifts), what
+        assert len({int(shift.max()) for shift in shifts}) > 1, what  # the draws vary
+        assert all(int(d.max()) <= (40 if what == "index" else 15) for d in drawn), what
+        assert plain.ne(0).any()
+    with pytest.raises(ValueError, match="abacus_even_offsets needs abacus_max_offset >= 2"):
+        AbacusGPT2Config(vocab_size=len(tok), abacus_even_offsets=True, abacus_max_offset=1)
+
+
 def test_packed_problems_restart_segments_and_draw_their_own_offsets():
     """Two problems in one row, each closed by <eos> (id 13): the second numbers its operands from 0
     again, and with `problem` each problem of a row draws its own training offset."""

@@ -210,7 +210,49 @@ def test_sort_radix_keys_write_each_lines_digits_before_the_next_order():
         assert decode_answer(tokens, fmt, lengths) is None, malformed
 
 
-@pytest.mark.parametrize("scratchpad", ["radix_passes", "radix_keys"])
+def test_sort_transposition_rounds_swap_neighbours_by_one_digit_place_per_round():
+    # 31, 7, 120, units 1 7 0: round 0 pairs (a, b), no swap; round 1 (b, c), 7 > 0: acb; round 2
+    # (a, c), 1 > 0: cab. Tens 3 0 2 in order c a b: cab, then (a, b) 3 > 0: cba, then (c, b): bca.
+    # Hundreds 0 1 0 in order b c a: bca, then (c, a): bac, then (b, a), a tie kept: bac.
+    assert rendered("sort", [[31, 7, 120], [5, 5], [10, 2]], scratchpad="transposition_rounds") == [
+        ("a:13,b:7,c:021=", "abc=acb=cab=cab=cba=bca=bca=bac=bac$"), ("a:5,b:5=", "ab=ab$"), ("a:01,b:2=", "ab=ab=ba=ba$")]
+    fmt = NumberFormat(task="sort", scratchpad="transposition_rounds")
+    assert decode_answer(list("abc=acb=cab=cab=cba=bca=bca=bac=bac") + [EOS_TOKEN], fmt, [2, 1, 3]) == "bac"
+    for malformed, lengths in (("abc=acb=cab=cab=cba=bca=bca=bac$", [2, 1, 3]),  # a round fewer
+                               ("abc=acb=cab=bac$", [2, 1, 3]),  # a line per place, as radix passes write
+                               ("abc=acb=cab=cab=cba=bca=bca=bac=ba$", None),  # an item left out
+                               ("ab=ab=ba=ba", None)):
+        tokens = [EOS_TOKEN if c == "$" else c for c in malformed]
+        assert decode_answer(tokens, fmt, lengths) is None, malformed
+
+
+def test_transposition_rounds_end_each_place_where_a_radix_pass_does_and_swap_only_neighbours():
+    # An independent route: each place's last round is that place's radix pass (a stable sort by its
+    # digit), and each round swaps only the neighbour pairs its parity names, on lists moved in their places.
+    from hf_arith.data.problems import with_items_moved
+    from hf_arith.data.tasks.sort import radix_passes, transposition_rounds
+
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=4, min_items=2, max_items=7)
+    drawn = sample(spec, 400, np.random.default_rng(3), split=None, kind="ties")  # equal digits are common
+    problems = with_items_moved(drawn, 9, np.random.default_rng(4))
+    rounds, passes = transposition_rounds(problems), radix_passes(problems)
+    items, longest = (problems.lengths > 0).sum(axis=1), problems.lengths.max(axis=1)
+    most = int(items.max())
+    assert len(rounds) == len(passes) * most
+    for i in range(len(problems)):
+        n = items[i]
+        lines = [order[i, :n].tolist() for order, has in rounds if has[i]]
+        assert len(lines) == longest[i] * n
+        for p in range(longest[i]):
+            assert lines[p * n + n - 1] == passes[p][0][i, :n].tolist()
+            before = lines[p * n - 1] if p else sorted(lines[0])
+            for r, line in enumerate(lines[p * n : (p + 1) * n]):
+                moved = [j for j in range(n) if line[j] != before[j]]
+                assert all(j % 2 == r % 2 and j + 1 in moved for j in moved[::2]), (i, p, r, before, line)
+                before = line
+
+
+@pytest.mark.parametrize("scratchpad", ["radix_passes", "radix_keys", "transposition_rounds"])
 def test_sort_scratchpad_budget_is_exact(scratchpad):
     fmt = NumberFormat(task="sort", scratchpad=scratchpad)
     spec = ProblemSpec(task="sort", min_digits=1, max_digits=7, min_items=2, max_items=8)
@@ -337,6 +379,7 @@ FORMATS = [
     dict(scratchpad="radix_passes", base=16, reverse_operands=False, end_token=False),
     dict(scratchpad="radix_keys"),
     dict(scratchpad="radix_keys", base=16, reverse_operands=False, end_token=False),
+    dict(scratchpad="transposition_rounds"),
 ]
 
 

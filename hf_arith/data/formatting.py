@@ -177,6 +177,11 @@ class NumberFormat:
       followed by its item's digit p, then the sorted labels ("a:31,b:7,c:120" is answered
       a1b7c0=c2a3b0=b0c1a0=bac). The order of each line is then a stable sort of the line before
       by the digits written in that line, and each written digit is one look-up in the prompt.
+      "transposition_rounds" sorts each digit place (lowest first) by an odd-even transposition
+      sort: as many rounds as items, round r swapping the neighbours at places (i, i + 1), i of r's
+      parity, whose digit p is out of order, one line of labels per round ("a:31,b:7,c:120" is
+      answered abc=acb=cab=cab=cba=bca=bca=bac=bac). Each label then needs two labels of the line before
+      (its place's and a neighbour's) and one comparison of two digits, never a count over the line.
     """
 
     task: str = "add"

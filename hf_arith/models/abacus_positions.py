@@ -108,7 +108,7 @@ def offset_answer_segments(input_ids: torch.Tensor, segment: torch.Tensor, offse
 
 
 def offset_item_segments(input_ids: torch.Tensor, segment: torch.Tensor, answer_start_token_id: int,
-                         num_segments: int, pad_token_id: int | None) -> torch.Tensor:
+                         num_segments: int, pad_token_id: int | None, even: bool = False) -> torch.Tensor:
     """Move a row's prompt segments (which item a token belongs to) by one random k and its answer
     slots (a token's place in its line) by another, each uniform over what fits below num_segments;
     segment 0 (no item, a line's `=`) and padding stay. Segments as `line_positions` with prompt
@@ -116,7 +116,8 @@ def offset_item_segments(input_ids: torch.Tensor, segment: torch.Tensor, answer_
 
     Why: a list of at most 5 items only ever fills the first 15 prompt segments and slots 1-5; moved,
     the segments and slots of a list of 20 items are trained while every relation within a list
-    (an item's label to its digits, a slot to the next) keeps its distance.
+    (an item's label to its digits, a slot to the next) keeps its distance. With `even`, each k is
+    rounded down to even, so every segment and slot keeps its parity.
     """
     in_prompt = (input_ids == answer_start_token_id).long().cumsum(-1) == 0
     real = segment > 0
@@ -127,6 +128,8 @@ def offset_item_segments(input_ids: torch.Tensor, segment: torch.Tensor, answer_
         top = torch.where(part & real, segment, torch.zeros_like(segment)).amax(dim=-1, keepdim=True)
         room = (num_segments - 1 - top).clamp(min=0)
         k = (torch.rand(room.shape, device=segment.device) * (room + 1)).floor().long().clamp(max=room)
+        if even:
+            k = k - k % 2
         moved = torch.where(part & real, k, moved)
     return segment + moved
 
@@ -240,7 +243,7 @@ def row_window_allowed(query: tuple, key: tuple) -> torch.Tensor:
 
 def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int, per_sequence: bool,
                    unshifted_fraction: float = 0.0, shift_all_tokens: bool = False,
-                   problem: torch.Tensor | None = None) -> torch.Tensor:
+                   problem: torch.Tensor | None = None, even: bool = False) -> torch.Tensor:
     """Shift every digit position by a random k in [0, max_offset] (one k per batch or per sequence).
 
     Without the shift, indices beyond the training length never receive gradient and length
@@ -251,6 +254,7 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     digit then sits one index below it for every k, as each answer digit sits below the next.
     With `problem` (`problem_ids` of a packed sequence), each problem draws its own k, so digits
     whose indices lie far apart meet in one sequence (one problem of short operands never gives that).
+    With `even`, k is rounded down to even, so every index keeps its parity.
     """
     if max_offset <= 0 or position_ids.numel() == 0:
         return position_ids
@@ -264,6 +268,8 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
             room = room[:, None].expand(-1, int(problem.max()) + 1)
         draw = torch.rand(room.shape, device=position_ids.device)
     k = (draw * (room + 1)).floor().long().clamp(max=room)
+    if even:
+        k = k - k % 2
     if unshifted_fraction > 0:
         keep = torch.rand(k.shape if per_sequence else (), device=k.device) < unshifted_fraction
         k = torch.where(keep, torch.zeros_like(k), k)

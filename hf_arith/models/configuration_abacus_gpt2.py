@@ -45,6 +45,11 @@ class AbacusGPT2Config(ArithConfig):
             a random k and its answer lines' slots by another (`abacus_positions.offset_item_segments`),
             so a model trained on short lists has trained segments and slots for longer ones. Pairs with
             the recipe key data.item_places, which moves the lists' labels the same way.
+        abacus_even_offsets: every training offset (digit indices and lines, and with abacus_offset_items
+            the prompt segments and line slots) is even, so each index and slot keeps its parity. Written
+            working whose rounds alternate (the sort scratchpad transposition_rounds: round r compares the
+            neighbours from place r mod 2) then reads which neighbour to compare from the parity of its
+            line and slot, which odd offsets would hide. Needs abacus_max_offset >= 2.
         abacus_offset_segments: the share of training rows (0 to 1) whose answer segments (every token
             from the `answer_start_token_id` on) move by the row's offset k too. Long multiplication's
             line j works on digit j of b: in a moved row a line's segment keeps its relation to that
@@ -125,6 +130,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_line_positions: bool = False,
         abacus_prompt_segments: bool = False,
         abacus_offset_items: bool = False,
+        abacus_even_offsets: bool = False,
         abacus_attention_window: int = 0,
         abacus_row_window: bool = False,
         abacus_window_layers: int = 0,
@@ -158,6 +164,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_line_positions = abacus_line_positions
         self.abacus_prompt_segments = abacus_prompt_segments
         self.abacus_offset_items = abacus_offset_items
+        self.abacus_even_offsets = abacus_even_offsets
         self.abacus_attention_window = abacus_attention_window
         self.abacus_row_window = abacus_row_window
         self.abacus_window_layers = abacus_window_layers
@@ -223,6 +230,9 @@ class AbacusGPT2Config(ArithConfig):
                                               and self.abacus_window_layers <= self.num_hidden_layers):
             raise ValueError(f"{name}.abacus_window_layers ({self.abacus_window_layers}) needs abacus_attention_window "
                              f"or abacus_row_window, and at most num_hidden_layers ({self.num_hidden_layers})")
+        if self.abacus_even_offsets and self.abacus_max_offset < 2:
+            raise ValueError(f"{name}.abacus_even_offsets needs abacus_max_offset >= 2 (even offsets below it are all 0), "
+                             f"got {self.abacus_max_offset}")
         if self.abacus_offset_per_problem and not self.abacus_offset_per_sequence:
             raise ValueError(f"{name}.abacus_offset_per_problem needs abacus_offset_per_sequence (a draw per problem "
                              "is a draw per sequence, made for each problem)")

@@ -256,13 +256,14 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             packed = c.abacus_offset_per_problem and c.eos_token_id is not None
             problem = problem_ids(input_ids, c.eos_token_id) if packed else None
             shifted = random_offsets(index, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence,
-                                     c.abacus_unshifted_fraction, c.abacus_offset_all_tokens, problem)
+                                     c.abacus_unshifted_fraction, c.abacus_offset_all_tokens, problem,
+                                     c.abacus_even_offsets)
             if c.abacus_offset_segments:
                 segment = offset_answer_segments(input_ids, segment, shifted - index, c.answer_start_token_id,
                                                  c.abacus_num_segments, c.abacus_offset_segments)
             if c.abacus_offset_items:
                 segment = offset_item_segments(input_ids, segment, c.answer_start_token_id, c.abacus_num_segments,
-                                               c.pad_token_id)
+                                               c.pad_token_id, c.abacus_even_offsets)
             index = shifted
             if row is not None:  # a draw of its own, so no row stays tied to a digit index, and uniform:
                 # with a share left at k = 0, rows from 1 up became a regime of their own, learnt only up to

@@ -1,7 +1,8 @@
 """Sorting: 'a:31,b:7,c:120', answered by the labels in ascending order of value ('bac').
 
-Ties keep label order. The written working may be radix passes (the labels once per digit place)
-or radix keys (each label with its digit, per place).
+Ties keep label order. The written working may be radix passes (the labels once per digit place), radix keys (each label
+with its digit, per place) or transposition rounds (per digit place, one line per round of an
+odd-even transposition sort).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ _SORT_ITEM = re.compile(r"([a-z]):([0-9]+)")
 
 class Sort(Task):
     name, title, hash_id = "sort", "sorting", 4
-    scratchpads = ("radix_passes", "radix_keys")
+    scratchpads = ("radix_passes", "radix_keys", "transposition_rounds")
     item_list = True
     digit_answers = False  # labels
     default_digits = (1, 5)
@@ -56,6 +57,8 @@ class Sort(Task):
             return places * items + (places - 1) + end  # one line of labels per digit place
         if fmt.scratchpad == "radix_keys":
             return places * (2 * items + 1) + items + end  # a line of label-digit pairs per place, then the labels
+        if fmt.scratchpad == "transposition_rounds":
+            return places * items * (items + 1) - 1 + end  # a line of labels per round, one round per item and place
         return items + end
 
     def answer_run_tokens(self, fmt, lengths):
@@ -220,11 +223,12 @@ class Sort(Task):
     def answer_segments(self, problems, fmt, vocab):
         label_ids = np.array([vocab[c] for c in SORT_LABELS[: problems.answer.shape[1]]])
         segments = []
-        if fmt.scratchpad == "radix_passes":
-            for p, (order, has_place) in enumerate(radix_passes(problems)):
-                if p:
-                    segments.append(const_segment(vocab[PROMPT_END], has_place))
-                segments.append((label_ids[order], np.where(has_place, problems.answer_lengths, 0)))
+        if fmt.scratchpad in ("radix_passes", "transposition_rounds"):
+            lines = radix_passes(problems) if fmt.scratchpad == "radix_passes" else transposition_rounds(problems)
+            for i, (order, has_line) in enumerate(lines):
+                if i:
+                    segments.append(const_segment(vocab[PROMPT_END], has_line))
+                segments.append((label_ids[order], np.where(has_line, problems.answer_lengths, 0)))
             return segments
         if fmt.scratchpad == "radix_keys":
             segments += _radix_key_lines(problems, label_ids, vocab)
@@ -238,7 +242,21 @@ class Sort(Task):
         if fmt.scratchpad == "radix_keys":
             return ("it sorts as a radix sort does: per digit place, lowest first, every label with its digit at "
                     "that place, then '='; the last line is the sorted order")
+        if fmt.scratchpad == "transposition_rounds":
+            return ("it sorts as a radix sort does, each digit place by an odd-even transposition sort: per place, "
+                    "lowest first, one line of labels per round (as many rounds as items), each round swapping "
+                    "neighbours whose digit is out of order, the lines separated by '='; the last line is the "
+                    "sorted order")
         return None
+
+    @staticmethod
+    def _written_lines(fmt, operand_lengths) -> int:
+        """The lines a list's written working takes: one per digit place of its longest item (and radix_keys'
+        answer line), or per place and item (transposition rounds)."""
+        places, items = int(np.max(operand_lengths)), int((np.asarray(operand_lengths) > 0).sum())
+        if fmt.scratchpad == "transposition_rounds":
+            return places * items
+        return places + (fmt.scratchpad == "radix_keys")
 
     def read_answer(self, text, fmt, operand_lengths=None):
         labels = SORT_LABELS[: fmt.max_items]
@@ -253,8 +271,8 @@ class Sort(Task):
         if operand_lengths is not None:
             items = int((np.asarray(operand_lengths) > 0).sum())
             labels = SORT_LABELS[:items]
-            if fmt.scratchpad != "none" and len(lines) != int(np.max(operand_lengths)) + (fmt.scratchpad == "radix_keys"):
-                return None  # one line per digit place of the longest item (and radix_keys' answer line)
+            if fmt.scratchpad != "none" and len(lines) != self._written_lines(fmt, operand_lengths):
+                return None
         # Every line orders the same labels, each once.
         if any(not line or set(line) != set(lines[0]) or len(set(line)) != len(line) or not set(line) <= set(labels)
                for line in lines):
@@ -262,6 +280,34 @@ class Sort(Task):
         if operand_lengths is not None and len(lines[0]) != len(labels):
             return None
         return lines[-1]
+
+
+def transposition_rounds(problems) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each digit place p up to the longest item, then each round r below the most items: the
+    item order after round r of an odd-even transposition sort by digit p ([n, k] item indices, the
+    row's items first, absent ones last) and which rows write that line (p below their longest item,
+    r below their item count). Round r compares the neighbours at places (i, i + 1) with i of r's
+    parity and swaps them only where the first digit is larger, so equal digits keep the order of
+    the line before and each place's last round leaves a stable sort by that digit (n rounds sort n
+    items). Why: each label then depends on two labels of the line before, at its own place and a
+    neighbour's, and one comparison of two digits; no line needs a count over the whole line."""
+    present = problems.lengths > 0
+    n, k = present.shape
+    items, longest = present.sum(axis=1), problems.lengths.max(axis=1)
+    order = np.argsort(~present, axis=1, kind="stable")  # a moved list's items first, in label order
+    rows = np.arange(n)[:, None]
+    lines = []
+    for p in range(int(longest.max()) if n else 0):
+        digit = np.where(p < problems.lengths, problems.operands[:, :, p], 0)
+        for r in range(int(items.max())):
+            key = digit[rows, order]
+            first = np.arange(r % 2, k - 1, 2)
+            swap = (key[:, first] > key[:, first + 1]) & (first[None, :] + 1 < items[:, None])
+            left, right = order[:, first].copy(), order[:, first + 1].copy()
+            order[:, first] = np.where(swap, right, left)
+            order[:, first + 1] = np.where(swap, left, right)
+            lines.append((order.copy(), (p < longest) & (r < items)))
+    return lines
 
 
 def radix_passes(problems) -> list[tuple[np.ndarray, np.ndarray]]:
