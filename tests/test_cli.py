@@ -213,6 +213,22 @@ def test_eval_items_sets_how_many_items_a_sorting_list_holds(tmp_path, capsys):
     assert json.loads(remade.read_text())["exact_match"] == data["exact_match"]
 
 
+def test_eval_grid_items_are_checked_at_the_grid_lengths_not_the_held_out_ones(tmp_path, capsys):
+    # A checkpoint that records no training range (a run's checkpoint-N) holds out up to its hard limit,
+    # where lists of 8 items do not fit its context; a grid of 8 one-digit items does, and runs.
+    import shutil
+
+    folder = tmp_path / "sort"
+    shutil.copytree(hf_arith.bundled.bundled_path("abacus-gpt2-sort"), folder)
+    (folder / "training_summary.json").unlink()
+    code, _, err = run(capsys, "eval", folder, "--items", "8:8", "--samples", 5)
+    assert code == 2 and "--items 8:8 with items of 21 digits" in err, err  # the held-out lists do not fit
+    code, out, err = run(capsys, "eval", folder, "--items", "8:8", "--lengths", 1, "--samples-per-cell", 2,
+                         "--output-dir", tmp_path / "grid")
+    assert code == 0, err
+    assert re.search(r"^\s+8 x 1\s+\d+\.\d\d% of 2$", out, flags=re.M), out
+
+
 def test_eval_views_sets_how_many_views_of_each_list_vote(tmp_path, capsys):
     reports = {}
     for views in (None, 1):

@@ -164,8 +164,8 @@ def cmd_eval(args) -> int:
         limits.check_loops(args.loops, what="--loops")
     if args.grid or args.lengths:  # a sorting model's grid rows are --items, when given (else every list size it writes)
         grid_axes(fmt, limits, args.grid, args.lengths, args.items if fmt.task_rules.item_list else None, args.diagonal)
-    if args.items:
-        limits.check_items(args.items, max_digits)
+    if args.items:  # the held-out lists at their longest; a grid's lists were checked at their own lengths above
+        limits.check_items(args.items, max_digits if heldout else 1)
     views = limits.check_views(args.views)
     # As with lengths, held-out lists default to the sizes the model was trained on, where known.
     items = args.items or (limits.training_items if fmt.task_rules.item_list else None)
