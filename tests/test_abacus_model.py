@@ -88,6 +88,22 @@ def test_base16_digits_get_positions_and_symbols_do_not():
     assert model.position_ids_from_input_ids(enc.input_ids).tolist() == [[1, 2, 0, 1, 2, 3, 4, 0]]
 
 
+def table_inputs(model, ids, tables: tuple[str, ...], draws: int) -> dict[str, list[torch.Tensor]]:
+    """The ids each named embedding table of the model gets for the first row of `ids`: once in eval mode,
+    then in `draws` training-mode passes (each draws its own offsets)."""
+    seen = {name: [] for name in tables}
+    hooks = [getattr(model.transformer, name).register_forward_hook(
+        lambda m, args, out, name=name: seen[name].append(args[0][0].clone())) for name in tables]
+    model.eval()
+    model(input_ids=ids)
+    model.train()
+    for _ in range(draws):
+        model(input_ids=ids)
+    for hook in hooks:
+        hook.remove()
+    return seen
+
+
 def test_random_offsets_shift_digits_only_and_stay_in_the_table():
     torch.manual_seed(0)
     base = abacus_position_ids(torch.randint(0, 12, (256, 30)), 10)
@@ -237,14 +253,7 @@ def test_offset_items_move_prompt_segments_and_line_slots_by_draws_of_their_own(
     model, _ = make(fmt=fmt, abacus_line_positions=True, answer_start_token_id=eq, abacus_num_segments=16,
                     abacus_prompt_segments=True, abacus_offset_items=True)
     plain = unpack_positions(model.position_ids_from_input_ids(ids), 40)[1][0]
-    seen = []
-    hook = model.transformer.segment.register_forward_hook(lambda m, args, out: seen.append(args[0][0].clone()))
-    model.eval()
-    model(input_ids=ids)
-    model.train()
-    for _ in range(40):
-        model(input_ids=ids)
-    hook.remove()
+    seen = table_inputs(model, ids, ("segment",), 40)["segment"]
     assert torch.equal(seen[0], plain)
     prompt, lines = torch.arange(len(plain)) < 14, (torch.arange(len(plain)) >= 14) & (torch.arange(len(plain)) < 26)
     moves = set()
@@ -272,21 +281,11 @@ def test_even_offsets_keep_every_index_and_slot_parity_in_training():
     model, _ = make(fmt=fmt, abacus_line_positions=True, answer_start_token_id=eq, abacus_num_segments=16,
                     abacus_prompt_segments=True, abacus_offset_items=True, abacus_even_offsets=True,
                     abacus_max_offset=9, abacus_offset_per_sequence=True)
-    seen = {"index": [], "segment": []}
-    hooks = [model.transformer.abacus.register_forward_hook(lambda m, args, out: seen["index"].append(args[0][0].clone())),
-             model.transformer.segment.register_forward_hook(lambda m, args, out: seen["segment"].append(args[0][0].clone()))]
-    model.eval()
-    model(input_ids=ids)
-    model.train()
-    for _ in range(40):
-        model(input_ids=ids)
-    for hook in hooks:
-        hook.remove()
-    for what, drawn in seen.items():
+    for what, drawn in table_inputs(model, ids, ("abacus", "segment"), 40).items():
         plain, shifts = drawn[0], [d - drawn[0] for d in drawn[1:]]
         assert all((shift % 2 == 0).all() for shift in shifts), what
         assert len({int(shift.max()) for shift in shifts}) > 1, what  # the draws vary
-        assert all(int(d.max()) <= (40 if what == "index" else 15) for d in drawn), what
+        assert all(int(d.max()) <= (40 if what == "abacus" else 15) for d in drawn), what
         assert plain.ne(0).any()
     with pytest.raises(ValueError, match="abacus_even_offsets needs abacus_max_offset >= 2"):
         AbacusGPT2Config(vocab_size=len(tok), abacus_even_offsets=True, abacus_max_offset=1)
@@ -394,15 +393,8 @@ def test_operand_rows_give_digit_j_of_b_and_line_j_one_row_with_an_offset_of_the
     row, segment = unpack_rows(packed, 3)
     assert segment.tolist() == segment_ids(enc, 10, tok.pad_token_id, 3).tolist()  # segments as before
     assert row[0].tolist() == rows
-    seen_rows, seen_index = [], []
-    hooks = [model.transformer.row.register_forward_hook(lambda m, args, out: seen_rows.append(args[0][0].clone())),
-             model.transformer.abacus.register_forward_hook(lambda m, args, out: seen_index.append(args[0][0].clone()))]
-    model(input_ids=enc)
-    model.train()
-    for _ in range(30):
-        model(input_ids=enc)
-    for hook in hooks:
-        hook.remove()
+    seen = table_inputs(model, enc, ("row", "abacus"), 30)
+    seen_rows, seen_index = seen["row"], seen["abacus"]
     plain = torch.tensor(rows)
     assert torch.equal(seen_rows[0], plain)  # eval: no shift
     row_k = [int((r - plain)[6]) for r in seen_rows[1:]]
