@@ -1,8 +1,8 @@
 """Sorting: 'a:31,b:7,c:120', answered by the labels in ascending order of value ('bac').
 
-Ties keep label order. The written working may be radix passes (the labels once per digit place), radix keys (each label
-with its digit, per place) or transposition rounds (per digit place, one line per round of an
-odd-even transposition sort).
+Ties keep label order. The written working may be radix passes (the labels once per digit place),
+radix keys (each label with its digit, per place) or transposition rounds (per digit place, one
+line per round of an odd-even transposition sort).
 """
 
 from __future__ import annotations
