@@ -14,8 +14,10 @@ from hf_arith import AbacusGPT2Config, AbacusGPT2ForCausalLM, ArithTokenizer, Nu
 from hf_arith.data.formatting import FormatError
 from hf_arith.models.abacus_positions import (
     abacus_position_ids,
+    answer_tokens,
     check_abacus_range,
     line_positions,
+    line_window_allowed,
     offset_answer_segments,
     operand_line_rows,
     problem_ids,
@@ -543,6 +545,11 @@ def test_more_tokens_per_step_than_heads_is_a_clear_error():
       "abacus_num_segments": 2}, "abacus_row_window"),  # a, b and the answer need three segments
     ({"abacus_row_window": True, "abacus_operand_rows": True, "abacus_align_answer": True, "answer_start_token_id": 11,
       "abacus_num_segments": 3, "abacus_attention_window": 2}, "abacus_row_window"),  # it is its own window
+    ({"abacus_line_window": True}, "abacus_line_window"),  # lines with prompt items needed
+    ({"abacus_line_window": True, "abacus_line_positions": True, "abacus_prompt_segments": True, "abacus_num_segments": 8,
+      "answer_start_token_id": 11, "abacus_offset_items": True}, "abacus_line_window"),  # it moves segments itself
+    ({"abacus_line_window": True, "abacus_line_positions": True, "abacus_prompt_segments": True, "abacus_num_segments": 8,
+      "answer_start_token_id": 11, "abacus_attention_window": 2}, "abacus_line_window"),  # it is its own window
     ({"abacus_window_layers": 1}, "abacus_window_layers"),  # no window to limit
     ({"abacus_window_layers": 5, "abacus_attention_window": 2}, "abacus_window_layers"),  # more than the blocks
     ({"abacus_window_layers": -1, "abacus_attention_window": 2}, "abacus_window_layers"),
@@ -606,6 +613,69 @@ def test_row_window_sees_what_a_shifted_sum_digit_needs_and_nothing_else():
             assert torch.allclose(model(ids).logits[0, 20:], model(far).logits[0, 20:], atol=1e-5)
             assert not torch.allclose(model(ids).logits[0, 14:20], model(far).logits[0, 14:20], atol=1e-3)
         assert not torch.allclose(deep(ids).logits[0, 20:], deep(far).logits[0, 20:], atol=1e-3)
+
+
+def line_window_model(num_hidden_layers=2, **overrides):
+    """A model under the line window, its tokenizer and 'a:3,b:1,c:2' written as transposition rounds."""
+    fmt = NumberFormat(task="sort", scratchpad="transposition_rounds", max_items=8)
+    tok = ArithTokenizer(number_format=fmt)
+    model, _ = make(fmt=fmt, num_hidden_layers=num_hidden_layers, abacus_line_positions=True,
+                    answer_start_token_id=tok.convert_tokens_to_ids("="), abacus_num_segments=16,
+                    abacus_prompt_segments=True, abacus_line_window=True, **overrides)
+    text = list("a:3,b:1,c:2=bac=bca=bca") + ["<eos>"]
+    return model, tok, text, torch.tensor([tok.convert_tokens_to_ids(text)])
+
+
+def test_line_window_sees_the_neighbouring_slots_of_the_line_before():
+    model, tok, text, ids = line_window_model()
+    index, _, segment = model.transformer.placement(model.position_ids_from_input_ids(ids))
+    assert segment[0, :11].tolist() == [1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3]  # a prompt token's item, not its separator
+    is_answer = answer_tokens(index, segment)
+    allowed = line_window_allowed((index, segment, is_answer), (index, segment, is_answer))[0]
+
+    def seen(query):
+        return "".join(t if allowed[query, k] else "." for k, t in enumerate(text[:query + 1]))
+
+    assert seen(6) == "....b:1"  # a prompt token: its own item
+    assert seen(11) == "a:3,b:1,...="  # line 1's `=` (slot 0): items 1 and 2 (the prompt is the line before)
+    assert seen(14) == "....b:1,c:2...c"  # line 1 slot 3: items 2-4 (4 is absent)
+    assert seen(16) == "...........=bac.b"  # line 2 slot 1: line 1's slots 0-3, not the prompt
+    assert seen(22) == ".................ca...a"  # line 3 slot 3: line 2's slots 2-5, not line 1
+    # The model runs under it: rewriting line 1 cannot move line 3's logits through one layer, but moves line 2's.
+    far = ids.clone()
+    far[0, 12:15] = torch.tensor(tok.convert_tokens_to_ids(list("cba")))
+    one_layer = line_window_model(num_hidden_layers=1)[0]
+    with torch.no_grad():
+        near_logits, far_logits = one_layer(ids).logits[0], one_layer(far).logits[0]
+    assert torch.allclose(near_logits[19:], far_logits[19:], atol=1e-5)
+    assert not torch.allclose(near_logits[15:19], far_logits[15:19], atol=1e-3)
+
+
+def test_line_window_moves_items_slots_and_lines_by_one_offset_in_training():
+    """In training every segment > 0 (prompt items, line slots) moves by the row's digit-index offset, so
+    the line number, the slot and the item the window relates keep their relations at every k."""
+    model, tok, text, ids = line_window_model(abacus_max_offset=9, abacus_offset_per_sequence=True)
+    drawn = table_inputs(model, ids, ("abacus", "segment"), 40)
+    plain_index, plain_segment = drawn["abacus"][0], drawn["segment"][0]
+    shifts = set()
+    for index, segment in zip(drawn["abacus"][1:], drawn["segment"][1:]):
+        k = int((index - plain_index).max())
+        assert torch.equal(index - plain_index, torch.where(plain_index > 0, k, 0))
+        assert torch.equal(segment - plain_segment, torch.where(plain_segment > 0, k, 0))  # the `=`s stay at 0
+        shifts.add(k)
+    assert len(shifts) > 2
+
+
+def test_line_window_cached_decoding_writes_what_uncached_decoding_writes():
+    model, tok, _, _ = line_window_model()
+    enc = tok(["a:3,b:1,c:2", "a:5,b:5", "a:9,b:0,c:7,d:1"], padding=True, return_tensors="pt")
+    cached = greedy_decode(model, enc.input_ids, enc.attention_mask, 14, pad_token_id=tok.pad_token_id)
+    uncached = greedy_decode(model, enc.input_ids, enc.attention_mask, 14, pad_token_id=tok.pad_token_id,
+                             use_cache=False)
+    generated = model.generate(**enc, max_new_tokens=14, do_sample=False, eos_token_id=None,
+                               pad_token_id=tok.pad_token_id)[:, enc.input_ids.shape[1]:]
+    assert len(set(cached.flatten().tolist())) > 2
+    assert torch.equal(cached, uncached) and torch.equal(cached, generated)
 
 
 def test_window_layers_bound_what_a_token_depends_on():

@@ -134,6 +134,49 @@ def offset_item_segments(input_ids: torch.Tensor, segment: torch.Tensor, answer_
     return segment + moved
 
 
+def offset_segments_with_index(segment: torch.Tensor, offset: torch.Tensor, num_segments: int) -> torch.Tensor:
+    """Move every segment > 0 by its row's training offset k of the digit indices (`offset`: the shift
+    `random_offsets` gave each token, one k per row), capped at num_segments - 1; segment 0 (a line's
+    `=`, padding before the prompt) stays.
+
+    Why: under the line window, prompt items, line slots and line numbers are compared with one
+    another (item j of the prompt is slot j of the line before line 1; a last round ends where its
+    line number equals its slot). One k for all of them keeps every such relation at every k, so a
+    list moved by k trains the ids of a list k items longer.
+    """
+    k = offset.amax(dim=-1, keepdim=True)
+    return torch.where(segment > 0, segment + k, segment).clamp(max=num_segments - 1)
+
+
+def answer_tokens(index: torch.Tensor, segment: torch.Tensor) -> torch.Tensor:
+    """Which tokens are answer tokens, from unshifted line-window ids: the `=` that ends the prompt is the
+    first token with slot 0 and an index (line 1), and every prompt token has an item (segment > 0)."""
+    return ((segment == 0) & (index > 0)).long().cummax(dim=-1).values.bool()
+
+
+def line_window_allowed(query: tuple, key: tuple) -> torch.Tensor:
+    """What each token may see in a sort written as lines of labels (transposition rounds) under the
+    line window: bool [batch, queries, keys]. Causality and padding are applied elsewhere.
+
+    `query` and `key` are (index, segment, is_answer) of the unshifted ids: an answer token's index
+    is its line L and its segment its slot q (0 for the `=` that opens the line); a prompt token's
+    segment is its item j. The token at slot q predicts slot q + 1, which a round fills from slot
+    q + 1 of the line before or its neighbour; the token's own label came from slot q or its
+    neighbour. So it sees slots q - 1 to q + 2 of the line before (for line 1, the prompt's items
+    q - 1 to q + 2, the list as given) and itself; a prompt token sees its own item. Each key set is
+    the same in a list of 20 items as in one of 5, so no lookup spreads over more keys, and a digit
+    travels with its label from line to line instead of being looked up in a longer prompt.
+    """
+    (q_index, q_segment, q_answer), (k_index, k_segment, k_answer) = query, key
+    q_line = torch.where(q_answer, q_index, 0)[:, :, None]
+    k_line = torch.where(k_answer, k_index, 0)[:, None, :]
+    slots_up = k_segment[:, None, :] - q_segment[:, :, None]
+    line_before = (k_line == q_line - 1) & (slots_up >= -1) & (slots_up <= 2)
+    itself = k_answer[:, None, :] & (k_line == q_line) & (slots_up == 0)
+    own_item = ~k_answer[:, None, :] & (slots_up == 0)
+    return torch.where(q_answer[:, :, None], line_before | itself, own_item)
+
+
 def operand_line_rows(input_ids: torch.Tensor, answer_start_token_id: int, num_digit_tokens: int,
                       pad_token_id: int | None) -> torch.Tensor:
     """Row of each token: digit j of the prompt's last number (j = 1 at its first written digit) and
@@ -279,6 +322,7 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     return torch.where(position_ids > 0, position_ids + k, position_ids)
 
 
-__all__ = ["abacus_position_ids", "b_digits", "check_abacus_range", "line_positions", "offset_answer_segments", "offset_item_segments",
+__all__ = ["abacus_position_ids", "answer_tokens", "b_digits", "check_abacus_range", "line_positions", "line_window_allowed",
+           "offset_answer_segments", "offset_item_segments", "offset_segments_with_index",
            "operand_line_rows", "pack_positions", "pack_rows", "problem_ids", "random_offsets", "row_window_allowed", "segment_ids",
            "unpack_positions", "unpack_rows", "window_allowed"]

@@ -82,7 +82,16 @@ class AbacusGPT2Config(ArithConfig):
             no index. Every key set is then the same in a long line as in a short one, so what is
             trained on short operands holds for long ones. Needs abacus_align_answer and
             abacus_num_segments >= 3 (a, b, answer), and replaces abacus_attention_window (0).
-        abacus_window_layers: with abacus_attention_window or abacus_row_window, > 0 lets only the
+        abacus_line_window: the attention of a sort written as lines of labels whose every label comes
+            from a neighbouring slot of the line before (the scratchpad transposition_rounds;
+            `abacus_positions.line_window_allowed`), with abacus_prompt_segments: the token at slot q of
+            line L sees slots q - 1 to q + 2 of line L - 1 and itself, line 1 the prompt's items q - 1
+            to q + 2, a prompt token its own item. Prompt tokens then carry their item's number as their
+            segment (not the separator count), and in training every segment moves by the digit
+            indices' offset (one k for items, slots and line numbers, so the relations between them
+            hold at every k) in place of abacus_offset_items. Every key set is then the same in a long
+            list as in a short one. Replaces abacus_attention_window and abacus_row_window.
+        abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
             its neighbours), so in a deep model a digit depends on digits a long line has and a
@@ -133,6 +142,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_even_offsets: bool = False,
         abacus_attention_window: int = 0,
         abacus_row_window: bool = False,
+        abacus_line_window: bool = False,
         abacus_window_layers: int = 0,
         abacus_period: int = 0,
         absolute_position_embedding: bool = False,
@@ -167,6 +177,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_even_offsets = abacus_even_offsets
         self.abacus_attention_window = abacus_attention_window
         self.abacus_row_window = abacus_row_window
+        self.abacus_line_window = abacus_line_window
         self.abacus_window_layers = abacus_window_layers
         self.abacus_period = abacus_period
         self.absolute_position_embedding = absolute_position_embedding
@@ -226,10 +237,17 @@ class AbacusGPT2Config(ArithConfig):
                              f"abacus_num_segments >= 3, and no abacus_attention_window; got "
                              f"{self.abacus_operand_rows!r}, {self.abacus_align_answer!r}, "
                              f"{self.abacus_num_segments!r}, {self.abacus_attention_window!r}")
-        if self.abacus_window_layers and not ((self.abacus_attention_window or self.abacus_row_window)
-                                              and self.abacus_window_layers <= self.num_hidden_layers):
-            raise ValueError(f"{name}.abacus_window_layers ({self.abacus_window_layers}) needs abacus_attention_window "
-                             f"or abacus_row_window, and at most num_hidden_layers ({self.num_hidden_layers})")
+        if self.abacus_line_window and not (self.abacus_prompt_segments and not self.abacus_offset_items
+                                            and not self.abacus_attention_window and not self.abacus_row_window):
+            raise ValueError(f"{name}.abacus_line_window needs abacus_prompt_segments, and no abacus_offset_items "
+                             f"(it moves segments itself), abacus_attention_window or abacus_row_window; got "
+                             f"{self.abacus_prompt_segments!r}, {self.abacus_offset_items!r}, "
+                             f"{self.abacus_attention_window!r}, {self.abacus_row_window!r}")
+        windowed = self.abacus_attention_window or self.abacus_row_window or self.abacus_line_window
+        if self.abacus_window_layers and not (windowed and self.abacus_window_layers <= self.num_hidden_layers):
+            raise ValueError(f"{name}.abacus_window_layers ({self.abacus_window_layers}) needs abacus_attention_window, "
+                             f"abacus_row_window or abacus_line_window, and at most num_hidden_layers "
+                             f"({self.num_hidden_layers})")
         if self.abacus_even_offsets and self.abacus_max_offset < 2:
             raise ValueError(f"{name}.abacus_even_offsets needs abacus_max_offset >= 2 (even offsets below it are all 0), "
                              f"got {self.abacus_max_offset}")

@@ -24,11 +24,14 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .abacus_positions import (
     abacus_position_ids,
+    answer_tokens,
     b_digits,
     check_abacus_range,
     line_positions,
+    line_window_allowed,
     offset_answer_segments,
     offset_item_segments,
+    offset_segments_with_index,
     operand_line_rows,
     pack_positions,
     pack_rows,
@@ -168,7 +171,11 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
             segment = slot.clamp(max=c.abacus_num_segments - 1)
             if c.abacus_prompt_segments:  # before the first `=`: which number, as without line positions
                 in_prompt = (input_ids == c.answer_start_token_id).long().cumsum(-1) == 0
-                separators = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments)
+                if c.abacus_line_window:  # an item's label, `:`, digits and `,` (three separators) share its number
+                    separators = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, 3 * c.abacus_num_segments)
+                    separators = ((separators + 2) // 3).clamp(max=c.abacus_num_segments - 1)
+                else:
+                    separators = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments)
                 segment = torch.where(in_prompt, separators, segment)
         else:
             segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments,
@@ -261,6 +268,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             if c.abacus_offset_segments:
                 segment = offset_answer_segments(input_ids, segment, shifted - index, c.answer_start_token_id,
                                                  c.abacus_num_segments, c.abacus_offset_segments)
+            if c.abacus_line_window:
+                segment = offset_segments_with_index(segment, shifted - index, c.abacus_num_segments)
             if c.abacus_offset_items:
                 segment = offset_item_segments(input_ids, segment, c.answer_start_token_id, c.abacus_num_segments,
                                                c.pad_token_id, c.abacus_even_offsets)
@@ -292,7 +301,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
     def attention_mask_for(self, hidden_states, position_ids, attention_mask, past_key_values, past_length: int,
                            key_position_ids=None, output_attentions: bool = False):
         """The blocks' (mask, key_index): the mask is causal (with padding), and with `abacus_attention_window`
-        also the window (`abacus_positions.window_allowed`, or `row_window_allowed` with abacus_row_window)
+        also the window (`abacus_positions.window_allowed`, or `row_window_allowed` with abacus_row_window,
+        `line_window_allowed` with abacus_line_window)
         between the new tokens' unshifted `position_ids` and every key's. With a KV cache the keys' come
         from `key_position_ids`, the whole sequence's position ids (`position_inputs` gives them), since
         the cache keeps no positions.
@@ -301,7 +311,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         dozen keys whatever the sequence's length, so attention reads only those (and the mask covers
         only them). Attention maps want every key, so `output_attentions` keeps them all."""
         c = self.config
-        if not (c.abacus_attention_window or c.abacus_row_window):
+        if not (c.abacus_attention_window or c.abacus_row_window or c.abacus_line_window):
             return causal_mask(c, hidden_states, attention_mask, past_key_values, past_length), None
         queries = keys = self.placement(position_ids)
         if past_length:
@@ -313,6 +323,10 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             keys = self.placement(key_position_ids)
         if c.abacus_row_window:
             allowed = row_window_allowed(queries, keys)
+        elif c.abacus_line_window:  # the answer starts in the keys' sequence; the queries are its last tokens
+            is_answer = answer_tokens(keys[0], keys[2])
+            queries = (queries[0], queries[2], is_answer[:, -position_ids.shape[1]:])
+            allowed = line_window_allowed(queries, (keys[0], keys[2], is_answer))
         else:
             allowed = window_allowed(queries[0], keys[0], c.abacus_attention_window)
         return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype,
@@ -400,7 +414,8 @@ class AbacusGPT2ForCausalLM(AbacusGPT2PreTrainedModel, GenerationMixin):
             generated_from = self.prompt_end(sequence)
         full = self.position_ids_from_input_ids(sequence, generated_from)
         inputs = {"position_ids": full[:, -new_tokens:]}
-        if self.config.abacus_attention_window or self.config.abacus_row_window:
+        c = self.config
+        if c.abacus_attention_window or c.abacus_row_window or c.abacus_line_window:
             inputs["key_position_ids"] = full
         return inputs
 
