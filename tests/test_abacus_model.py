@@ -547,8 +547,6 @@ def test_more_tokens_per_step_than_heads_is_a_clear_error():
       "abacus_num_segments": 3, "abacus_attention_window": 2}, "abacus_row_window"),  # it is its own window
     ({"abacus_line_window": True}, "abacus_line_window"),  # lines with prompt items needed
     ({"abacus_line_window": True, "abacus_line_positions": True, "abacus_prompt_segments": True, "abacus_num_segments": 8,
-      "answer_start_token_id": 11, "abacus_offset_items": True}, "abacus_line_window"),  # it moves segments itself
-    ({"abacus_line_window": True, "abacus_line_positions": True, "abacus_prompt_segments": True, "abacus_num_segments": 8,
       "answer_start_token_id": 11, "abacus_attention_window": 2}, "abacus_line_window"),  # it is its own window
     ({"abacus_window_layers": 1}, "abacus_window_layers"),  # no window to limit
     ({"abacus_window_layers": 5, "abacus_attention_window": 2}, "abacus_window_layers"),  # more than the blocks
@@ -651,19 +649,19 @@ def test_line_window_sees_the_neighbouring_slots_of_the_line_before():
     assert not torch.allclose(near_logits[15:19], far_logits[15:19], atol=1e-3)
 
 
-def test_line_window_moves_items_slots_and_lines_by_one_offset_in_training():
-    """In training every segment > 0 (prompt items, line slots) moves by the row's digit-index offset, so
-    the line number, the slot and the item the window relates keep their relations at every k."""
-    model, tok, text, ids = line_window_model(abacus_max_offset=9, abacus_offset_per_sequence=True)
+def test_line_window_moves_prompt_items_and_line_slots_by_one_offset_in_training():
+    """With abacus_offset_items under the line window, every segment > 0 (prompt items, line slots) moves by
+    one k a row, so item j and slot j stay one id; that k is drawn apart from the digits' and lines' indices."""
+    model, tok, text, ids = line_window_model(abacus_max_offset=9, abacus_offset_per_sequence=True,
+                                              abacus_offset_items=True)
     drawn = table_inputs(model, ids, ("abacus", "segment"), 40)
     plain_index, plain_segment = drawn["abacus"][0], drawn["segment"][0]
-    shifts = set()
+    pairs = set()
     for index, segment in zip(drawn["abacus"][1:], drawn["segment"][1:]):
-        k = int((index - plain_index).max())
-        assert torch.equal(index - plain_index, torch.where(plain_index > 0, k, 0))
+        k = int((segment - plain_segment).max())
         assert torch.equal(segment - plain_segment, torch.where(plain_segment > 0, k, 0))  # the `=`s stay at 0
-        shifts.add(k)
-    assert len(shifts) > 2
+        pairs.add((k, int((index - plain_index).max())))
+    assert len({k for k, _ in pairs}) > 2 and any(k != k_index for k, k_index in pairs)
 
 
 def test_line_window_cached_decoding_writes_what_uncached_decoding_writes():

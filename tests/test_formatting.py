@@ -226,6 +226,24 @@ def test_sort_transposition_rounds_swap_neighbours_by_one_digit_place_per_round(
         assert decode_answer(tokens, fmt, lengths) is None, malformed
 
 
+def test_transposition_marked_writes_the_rounds_with_a_marker_one_slot_further_each_round():
+    # The rounds above; round r of each place writes the label at slot r in upper case, so each place's
+    # last round marks its last slot. A marker missing, doubled or out of its slot is malformed.
+    assert rendered("sort", [[31, 7, 120], [5, 5], [10, 2]], scratchpad="transposition_marked") == [
+        ("a:13,b:7,c:021=", "Abc=aCb=caB=Cab=cBa=bcA=Bca=bAc=baC$"), ("a:5,b:5=", "Ab=aB$"), ("a:01,b:2=", "Ab=aB=Ba=bA$")]
+    fmt = NumberFormat(task="sort", scratchpad="transposition_marked")
+    assert decode_answer(list("Abc=aCb=caB=Cab=cBa=bcA=Bca=bAc=baC") + [EOS_TOKEN], fmt, [2, 1, 3]) == "bac"
+    assert decode_answer(list("Abc=aCb=caB=Cab=cBa=bcA=Bca=bAc=baC") + [EOS_TOKEN], fmt) == "bac"
+    for malformed, lengths in (("Abc=aCb=caB=Cab=cBa=bcA=Bca=bAc=bac$", [2, 1, 3]),  # the last marker missing
+                               ("Abc=aCb=caB=Cab=cBa=bcA=Bca=Bac=baC$", [2, 1, 3]),  # a marker out of its slot
+                               ("ABc=aCb=caB=Cab=cBa=bcA=Bca=bAc=baC$", None),  # two in a line
+                               ("Abc=aCb=caB=Cab=cBa=bcA=Bca=bAc$", [2, 1, 3])):  # a round fewer
+        tokens = [EOS_TOKEN if c == "$" else c for c in malformed]
+        assert decode_answer(tokens, fmt, lengths) is None, malformed
+    with pytest.raises(FormatError, match="upper case"):
+        NumberFormat(task="sort", scratchpad="transposition_marked", base=16)
+
+
 def test_transposition_rounds_end_each_place_where_a_radix_pass_does_and_swap_only_neighbours():
     # An independent route: each place's last round is that place's radix pass (a stable sort by its
     # digit), and each round swaps only the neighbour pairs its parity names, on lists moved in their places.
@@ -252,7 +270,7 @@ def test_transposition_rounds_end_each_place_where_a_radix_pass_does_and_swap_on
                 before = line
 
 
-@pytest.mark.parametrize("scratchpad", ["radix_passes", "radix_keys", "transposition_rounds"])
+@pytest.mark.parametrize("scratchpad", ["radix_passes", "radix_keys", "transposition_rounds", "transposition_marked"])
 def test_sort_scratchpad_budget_is_exact(scratchpad):
     fmt = NumberFormat(task="sort", scratchpad=scratchpad)
     spec = ProblemSpec(task="sort", min_digits=1, max_digits=7, min_items=2, max_items=8)
@@ -380,6 +398,7 @@ FORMATS = [
     dict(scratchpad="radix_keys"),
     dict(scratchpad="radix_keys", base=16, reverse_operands=False, end_token=False),
     dict(scratchpad="transposition_rounds"),
+    dict(scratchpad="transposition_marked"),
 ]
 
 

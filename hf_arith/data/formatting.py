@@ -182,6 +182,9 @@ class NumberFormat:
       parity, whose digit p is out of order, one line of labels per round ("a:31,b:7,c:120" is
       answered abc=acb=cab=cab=cba=bca=bca=bac=bac). Each label then needs two labels of the line before
       (its place's and a neighbour's) and one comparison of two digits, never a count over the line.
+      "transposition_marked" writes the same rounds with round r's label at slot r in upper case
+      (Abc=aCb=caB=Cab=cBa=bcA=Bca=bAc=baC): a place's last round is the one that marks its line's last
+      slot, which a token that sees only its neighbours can tell without counting lines (base <= 10).
     """
 
     task: str = "add"

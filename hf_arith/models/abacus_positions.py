@@ -108,7 +108,8 @@ def offset_answer_segments(input_ids: torch.Tensor, segment: torch.Tensor, offse
 
 
 def offset_item_segments(input_ids: torch.Tensor, segment: torch.Tensor, answer_start_token_id: int,
-                         num_segments: int, pad_token_id: int | None, even: bool = False) -> torch.Tensor:
+                         num_segments: int, pad_token_id: int | None, even: bool = False,
+                         together: bool = False) -> torch.Tensor:
     """Move a row's prompt segments (which item a token belongs to) by one random k and its answer
     slots (a token's place in its line) by another, each uniform over what fits below num_segments;
     segment 0 (no item, a line's `=`) and padding stay. Segments as `line_positions` with prompt
@@ -117,14 +118,15 @@ def offset_item_segments(input_ids: torch.Tensor, segment: torch.Tensor, answer_
     Why: a list of at most 5 items only ever fills the first 15 prompt segments and slots 1-5; moved,
     the segments and slots of a list of 20 items are trained while every relation within a list
     (an item's label to its digits, a slot to the next) keeps its distance. With `even`, each k is
-    rounded down to even, so every segment and slot keeps its parity.
+    rounded down to even, so every segment and slot keeps its parity. With `together`, the prompt and the
+    answer share one k, so prompt item j and slot j stay one id (the line window's items and slots).
     """
     in_prompt = (input_ids == answer_start_token_id).long().cumsum(-1) == 0
     real = segment > 0
     if pad_token_id is not None:
         real &= input_ids != pad_token_id
     moved = torch.zeros_like(segment)
-    for part in (in_prompt, ~in_prompt):
+    for part in ((in_prompt | ~in_prompt,) if together else (in_prompt, ~in_prompt)):
         top = torch.where(part & real, segment, torch.zeros_like(segment)).amax(dim=-1, keepdim=True)
         room = (num_segments - 1 - top).clamp(min=0)
         k = (torch.rand(room.shape, device=segment.device) * (room + 1)).floor().long().clamp(max=room)
@@ -132,20 +134,6 @@ def offset_item_segments(input_ids: torch.Tensor, segment: torch.Tensor, answer_
             k = k - k % 2
         moved = torch.where(part & real, k, moved)
     return segment + moved
-
-
-def offset_segments_with_index(segment: torch.Tensor, offset: torch.Tensor, num_segments: int) -> torch.Tensor:
-    """Move every segment > 0 by its row's training offset k of the digit indices (`offset`: the shift
-    `random_offsets` gave each token, one k per row), capped at num_segments - 1; segment 0 (a line's
-    `=`, padding before the prompt) stays.
-
-    Why: under the line window, prompt items, line slots and line numbers are compared with one
-    another (item j of the prompt is slot j of the line before line 1; a last round ends where its
-    line number equals its slot). One k for all of them keeps every such relation at every k, so a
-    list moved by k trains the ids of a list k items longer.
-    """
-    k = offset.amax(dim=-1, keepdim=True)
-    return torch.where(segment > 0, segment + k, segment).clamp(max=num_segments - 1)
 
 
 def answer_tokens(index: torch.Tensor, segment: torch.Tensor) -> torch.Tensor:
@@ -323,6 +311,6 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
 
 
 __all__ = ["abacus_position_ids", "answer_tokens", "b_digits", "check_abacus_range", "line_positions", "line_window_allowed",
-           "offset_answer_segments", "offset_item_segments", "offset_segments_with_index",
+           "offset_answer_segments", "offset_item_segments",
            "operand_line_rows", "pack_positions", "pack_rows", "problem_ids", "random_offsets", "row_window_allowed", "segment_ids",
            "unpack_positions", "unpack_rows", "window_allowed"]

@@ -87,10 +87,11 @@ class AbacusGPT2Config(ArithConfig):
             `abacus_positions.line_window_allowed`), with abacus_prompt_segments: the token at slot q of
             line L sees slots q - 1 to q + 2 of line L - 1 and itself, line 1 the prompt's items q - 1
             to q + 2, a prompt token its own item. Prompt tokens then carry their item's number as their
-            segment (not the separator count), and in training every segment moves by the digit
-            indices' offset (one k for items, slots and line numbers, so the relations between them
-            hold at every k) in place of abacus_offset_items. Every key set is then the same in a long
-            list as in a short one. Replaces abacus_attention_window and abacus_row_window.
+            segment (not the separator count), so item j is slot j of the line before line 1, and with
+            abacus_offset_items the prompt and the lines move by one k (item j and slot j stay one id).
+            Every key set is then the same in a long list as in a short one. A round cannot count its
+            line, so the written form must say where a place ends (transposition_marked). Replaces
+            abacus_attention_window and abacus_row_window.
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
@@ -237,11 +238,10 @@ class AbacusGPT2Config(ArithConfig):
                              f"abacus_num_segments >= 3, and no abacus_attention_window; got "
                              f"{self.abacus_operand_rows!r}, {self.abacus_align_answer!r}, "
                              f"{self.abacus_num_segments!r}, {self.abacus_attention_window!r}")
-        if self.abacus_line_window and not (self.abacus_prompt_segments and not self.abacus_offset_items
-                                            and not self.abacus_attention_window and not self.abacus_row_window):
-            raise ValueError(f"{name}.abacus_line_window needs abacus_prompt_segments, and no abacus_offset_items "
-                             f"(it moves segments itself), abacus_attention_window or abacus_row_window; got "
-                             f"{self.abacus_prompt_segments!r}, {self.abacus_offset_items!r}, "
+        if self.abacus_line_window and not (self.abacus_prompt_segments and not self.abacus_attention_window
+                                            and not self.abacus_row_window):
+            raise ValueError(f"{name}.abacus_line_window needs abacus_prompt_segments, and no abacus_attention_window "
+                             f"or abacus_row_window; got {self.abacus_prompt_segments!r}, "
                              f"{self.abacus_attention_window!r}, {self.abacus_row_window!r}")
         windowed = self.abacus_attention_window or self.abacus_row_window or self.abacus_line_window
         if self.abacus_window_layers and not (windowed and self.abacus_window_layers <= self.num_hidden_layers):

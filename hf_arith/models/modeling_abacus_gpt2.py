@@ -31,7 +31,6 @@ from .abacus_positions import (
     line_window_allowed,
     offset_answer_segments,
     offset_item_segments,
-    offset_segments_with_index,
     operand_line_rows,
     pack_positions,
     pack_rows,
@@ -268,11 +267,9 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             if c.abacus_offset_segments:
                 segment = offset_answer_segments(input_ids, segment, shifted - index, c.answer_start_token_id,
                                                  c.abacus_num_segments, c.abacus_offset_segments)
-            if c.abacus_line_window:
-                segment = offset_segments_with_index(segment, shifted - index, c.abacus_num_segments)
-            if c.abacus_offset_items:
+            if c.abacus_offset_items:  # under the line window, items and slots move together
                 segment = offset_item_segments(input_ids, segment, c.answer_start_token_id, c.abacus_num_segments,
-                                               c.pad_token_id, c.abacus_even_offsets)
+                                               c.pad_token_id, c.abacus_even_offsets, c.abacus_line_window)
             index = shifted
             if row is not None:  # a draw of its own, so no row stays tied to a digit index, and uniform:
                 # with a share left at k = 0, rows from 1 up became a regime of their own, learnt only up to

@@ -2,7 +2,7 @@
 
 Ties keep label order. The written working may be radix passes (the labels once per digit place),
 radix keys (each label with its digit, per place) or transposition rounds (per digit place, one
-line per round of an odd-even transposition sort).
+line per round of an odd-even transposition sort), with or without a marker that moves one slot a round.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ _SORT_ITEM = re.compile(r"([a-z]):([0-9]+)")
 
 class Sort(Task):
     name, title, hash_id = "sort", "sorting", 4
-    scratchpads = ("radix_passes", "radix_keys", "transposition_rounds")
+    scratchpads = ("radix_passes", "radix_keys", "transposition_rounds", "transposition_marked")
     item_list = True
     digit_answers = False  # labels
     default_digits = (1, 5)
@@ -43,9 +43,13 @@ class Sort(Task):
     def check_format(self, fmt):
         if fmt.answer_width:
             raise FormatError("answer_width does not apply to sorting (the answer is a list of labels)")
+        if fmt.scratchpad == "transposition_marked" and fmt.base > 10:
+            raise FormatError("transposition_marked writes marked labels in upper case, which base "
+                              f"{fmt.base} uses for digits: it needs base 10 or less")
 
     def symbols(self, fmt):
-        return [":", ","] + list(SORT_LABELS[: fmt.max_items])
+        marked = list(SORT_LABELS[: fmt.max_items].upper()) if fmt.scratchpad == "transposition_marked" else []
+        return [":", ","] + list(SORT_LABELS[: fmt.max_items]) + marked
 
     def answer_digits(self, lengths):
         return (lengths > 0).sum(axis=1)
@@ -57,7 +61,7 @@ class Sort(Task):
             return places * items + (places - 1) + end  # one line of labels per digit place
         if fmt.scratchpad == "radix_keys":
             return places * (2 * items + 1) + items + end  # a line of label-digit pairs per place, then the labels
-        if fmt.scratchpad == "transposition_rounds":
+        if fmt.scratchpad in ("transposition_rounds", "transposition_marked"):
             return places * items * (items + 1) - 1 + end  # a line of labels per round, one round per item and place
         return items + end
 
@@ -223,12 +227,18 @@ class Sort(Task):
     def answer_segments(self, problems, fmt, vocab):
         label_ids = np.array([vocab[c] for c in SORT_LABELS[: problems.answer.shape[1]]])
         segments = []
-        if fmt.scratchpad in ("radix_passes", "transposition_rounds"):
+        if fmt.scratchpad in ("radix_passes", "transposition_rounds", "transposition_marked"):
             lines = radix_passes(problems) if fmt.scratchpad == "radix_passes" else transposition_rounds(problems)
+            rounds = max(int(problems.answer_lengths.max()), 1) if len(problems) else 1
+            marked_ids = np.array([vocab[c.upper()] for c in SORT_LABELS[: problems.answer.shape[1]]]) \
+                if fmt.scratchpad == "transposition_marked" else None
             for i, (order, has_line) in enumerate(lines):
                 if i:
                     segments.append(const_segment(vocab[PROMPT_END], has_line))
-                segments.append((label_ids[order], np.where(has_line, problems.answer_lengths, 0)))
+                ids = label_ids[order]
+                if marked_ids is not None:  # round r marks slot r (transposition_rounds: rounds up to the most items)
+                    ids[:, i % rounds] = marked_ids[order[:, i % rounds]]
+                segments.append((ids, np.where(has_line, problems.answer_lengths, 0)))
             return segments
         if fmt.scratchpad == "radix_keys":
             segments += _radix_key_lines(problems, label_ids, vocab)
@@ -247,6 +257,12 @@ class Sort(Task):
                     "lowest first, one line of labels per round (as many rounds as items), each round swapping "
                     "neighbours whose digit is out of order, the lines separated by '='; the last line is the "
                     "sorted order")
+        if fmt.scratchpad == "transposition_marked":
+            return ("it sorts as a radix sort does, each digit place by an odd-even transposition sort: per place, "
+                    "lowest first, one line of labels per round (as many rounds as items), each round swapping "
+                    "neighbours whose digit is out of order, round r writing the label at slot r in upper case, the "
+                    "lines separated by '='; a place ends with the round that marks its last slot, and the last "
+                    "line, read in lower case, is the sorted order")
         return None
 
     @staticmethod
@@ -254,7 +270,7 @@ class Sort(Task):
         """The lines a list's written working takes: one per digit place of its longest item (and radix_keys'
         answer line), or per place and item (transposition rounds)."""
         places, items = int(np.max(operand_lengths)), int((np.asarray(operand_lengths) > 0).sum())
-        if fmt.scratchpad == "transposition_rounds":
+        if fmt.scratchpad in ("transposition_rounds", "transposition_marked"):
             return places * items
         return places + (fmt.scratchpad == "radix_keys")
 
@@ -268,6 +284,16 @@ class Sort(Task):
             if not keyed or any(len(line) % 2 or not set(line[1::2]) <= digits for line in keyed):
                 return None
             lines = [line[0::2] for line in keyed] + lines
+        if fmt.scratchpad == "transposition_marked":
+            # One marked (upper-case) label a line, at its round's slot; then the lines are read as their labels.
+            marks = [[j for j, c in enumerate(line) if c.isupper()] for line in lines]
+            if any(len(m) != 1 for m in marks):
+                return None
+            if operand_lengths is not None:
+                items = int((np.asarray(operand_lengths) > 0).sum())
+                if any(m[0] != i % items for i, m in enumerate(marks)):
+                    return None
+            lines = [line.lower() for line in lines]
         if operand_lengths is not None:
             items = int((np.asarray(operand_lengths) > 0).sum())
             labels = SORT_LABELS[:items]
