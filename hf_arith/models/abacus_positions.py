@@ -150,19 +150,19 @@ def line_window_allowed(query: tuple, key: tuple) -> torch.Tensor:
     is its line L and its segment its slot q (0 for the `=` that opens the line); a prompt token's
     segment is its item j. The token at slot q predicts slot q + 1, which a round fills from slot
     q + 1 of the line before or its neighbour; the token's own label came from slot q or its
-    neighbour. So it sees slots q - 1 to q + 2 of the line before (for line 1, the prompt's items
-    q - 1 to q + 2, the list as given) and itself; a prompt token sees its own item. Each key set is
-    the same in a list of 20 items as in one of 5, so no lookup spreads over more keys, and a digit
-    travels with its label from line to line instead of being looked up in a longer prompt.
+    neighbour. So it sees slots q - 1 to q + 2 of the line before, itself, and the prompt, where it
+    finds its own label's digit (a model has too few blocks to carry digits from line to line). A
+    prompt token sees its own item. Of the lines, each key set is the same in a list of 20 items as
+    in one of 5; the prompt is the one look-up that grows with the list, matched by label.
     """
     (q_index, q_segment, q_answer), (k_index, k_segment, k_answer) = query, key
     q_line = torch.where(q_answer, q_index, 0)[:, :, None]
     k_line = torch.where(k_answer, k_index, 0)[:, None, :]
     slots_up = k_segment[:, None, :] - q_segment[:, :, None]
-    line_before = (k_line == q_line - 1) & (slots_up >= -1) & (slots_up <= 2)
+    line_before = k_answer[:, None, :] & (k_line == q_line - 1) & (slots_up >= -1) & (slots_up <= 2)
     itself = k_answer[:, None, :] & (k_line == q_line) & (slots_up == 0)
-    own_item = ~k_answer[:, None, :] & (slots_up == 0)
-    return torch.where(q_answer[:, :, None], line_before | itself, own_item)
+    prompt = ~k_answer[:, None, :]
+    return torch.where(q_answer[:, :, None], line_before | itself | prompt, prompt & (slots_up == 0))
 
 
 def operand_line_rows(input_ids: torch.Tensor, answer_start_token_id: int, num_digit_tokens: int,
