@@ -635,9 +635,9 @@ def test_line_window_sees_the_neighbouring_slots_of_the_line_before():
         return "".join(t if allowed[query, k] else "." for k, t in enumerate(text[:query + 1]))
 
     assert seen(6) == "....b:1"  # a prompt token: its own item
-    assert seen(11) == "a:3,b:1,c:2="  # line 1's `=` (slot 0): the prompt
-    assert seen(14) == "a:3,b:1,c:2...c"  # line 1 slot 3: the prompt and itself
-    assert seen(16) == "a:3,b:1,c:2=bac.b"  # line 2 slot 1: line 1's slots 0-3 and the prompt
+    assert seen(11) == "a:3,b:1,...="  # line 1's `=` (slot 0): items 1 and 2 (the prompt is the line before)
+    assert seen(14) == "....b:1,c:2...c"  # line 1 slot 3: items 2-4 (4 is absent) and itself
+    assert seen(16) == "a:3,b:1,c:2=bac.b"  # line 2 slot 1: line 1's slots 0-3 and the whole prompt
     assert seen(22) == "a:3,b:1,c:2......ca...a"  # line 3 slot 3: line 2's slots 2-5, not line 1
     # The model runs under it: rewriting line 1 cannot move line 3's logits through one layer, but moves line 2's.
     far = ids.clone()

@@ -150,19 +150,21 @@ def line_window_allowed(query: tuple, key: tuple) -> torch.Tensor:
     is its line L and its segment its slot q (0 for the `=` that opens the line); a prompt token's
     segment is its item j. The token at slot q predicts slot q + 1, which a round fills from slot
     q + 1 of the line before or its neighbour; the token's own label came from slot q or its
-    neighbour. So it sees slots q - 1 to q + 2 of the line before, itself, and the prompt, where it
-    finds its own label's digit (a model has too few blocks to carry digits from line to line). A
-    prompt token sees its own item. Of the lines, each key set is the same in a list of 20 items as
-    in one of 5; the prompt is the one look-up that grows with the list, matched by label.
+    neighbour. So it sees slots q - 1 to q + 2 of the line before and itself; line 1's line before
+    is the prompt's items q - 1 to q + 2 (the list as given), and later lines also see the whole
+    prompt, where each token finds its own label's digit (a model has too few blocks to carry digits
+    from line to line). A prompt token sees its own item. Of the lines, each key set is the same in
+    a list of 20 items as in one of 5; the prompt is the one look-up that grows with the list,
+    matched by label.
     """
     (q_index, q_segment, q_answer), (k_index, k_segment, k_answer) = query, key
     q_line = torch.where(q_answer, q_index, 0)[:, :, None]
     k_line = torch.where(k_answer, k_index, 0)[:, None, :]
     slots_up = k_segment[:, None, :] - q_segment[:, :, None]
-    line_before = k_answer[:, None, :] & (k_line == q_line - 1) & (slots_up >= -1) & (slots_up <= 2)
+    line_before = (k_line == q_line - 1) & (slots_up >= -1) & (slots_up <= 2)  # line 1: the prompt's items
     itself = k_answer[:, None, :] & (k_line == q_line) & (slots_up == 0)
     prompt = ~k_answer[:, None, :]
-    return torch.where(q_answer[:, :, None], line_before | itself | prompt, prompt & (slots_up == 0))
+    return torch.where(q_answer[:, :, None], line_before | itself | (prompt & (q_line > 1)), prompt & (slots_up == 0))
 
 
 def operand_line_rows(input_ids: torch.Tensor, answer_start_token_id: int, num_digit_tokens: int,

@@ -85,10 +85,10 @@ class AbacusGPT2Config(ArithConfig):
         abacus_line_window: the attention of a sort written as lines of labels whose every label comes
             from a neighbouring slot of the line before (the scratchpad transposition_rounds;
             `abacus_positions.line_window_allowed`), with abacus_prompt_segments: the token at slot q of
-            line L sees slots q - 1 to q + 2 of line L - 1, itself and the prompt, a prompt token its own
-            item. Prompt tokens then carry their item's number as their segment (not the separator
-            count), and with abacus_offset_items the prompt and the lines move by one k (item j and slot
-            j stay one id). Of the lines, every key set is then the same in a long list as in a short
+            line L sees slots q - 1 to q + 2 of line L - 1 (line 1: the prompt's items q - 1 to q + 2)
+            and itself, from line 2 on the whole prompt, a prompt token its own item. Prompt tokens then
+            carry their item's number as their segment (not the separator count), and with
+            abacus_offset_items the prompt and the lines move by one k (item j and slot j stay one id). Of the lines, every key set is then the same in a long list as in a short
             one. A round cannot count its
             line, so the written form must say where a place ends (transposition_marked). Replaces
             abacus_attention_window and abacus_row_window.
