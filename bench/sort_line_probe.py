@@ -39,7 +39,8 @@ def line_scores(model, fmt, spec: ProblemSpec, n: int) -> dict:
     with torch.no_grad():
         predicted = model(input_ids=ids).logits.argmax(-1)
     line_end = fmt.token_id(PROMPT_END)
-    label_ids = {fmt.token_id(c) for c in SORT_LABELS[: fmt.max_items]}
+    labels = SORT_LABELS[: fmt.max_items]
+    label_ids = {fmt.token_id(c) for c in labels + (labels.upper() if fmt.scratchpad == "transposition_marked" else "")}
     digits, labels, lines, whole = [], [], {}, []
     for row in range(n):
         start, end = int(prompt_lengths[row]), int(lengths[row])

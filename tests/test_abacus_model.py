@@ -16,6 +16,7 @@ from hf_arith.models.abacus_positions import (
     abacus_position_ids,
     answer_tokens,
     check_abacus_range,
+    label_items,
     line_positions,
     line_window_allowed,
     offset_answer_segments,
@@ -548,6 +549,7 @@ def test_more_tokens_per_step_than_heads_is_a_clear_error():
     ({"abacus_line_window": True}, "abacus_line_window"),  # lines with prompt items needed
     ({"abacus_line_window": True, "abacus_line_positions": True, "abacus_prompt_segments": True, "abacus_num_segments": 8,
       "answer_start_token_id": 11, "abacus_attention_window": 2}, "abacus_line_window"),  # it is its own window
+    ({"abacus_marked_labels": 8}, "abacus_marked_labels"),  # only the line window reads them
     ({"abacus_window_layers": 1}, "abacus_window_layers"),  # no window to limit
     ({"abacus_window_layers": 5, "abacus_attention_window": 2}, "abacus_window_layers"),  # more than the blocks
     ({"abacus_window_layers": -1, "abacus_attention_window": 2}, "abacus_window_layers"),
@@ -626,19 +628,20 @@ def line_window_model(num_hidden_layers=2, **overrides):
 
 def test_line_window_sees_the_neighbouring_slots_of_the_line_before():
     model, tok, text, ids = line_window_model()
-    index, _, segment = model.transformer.placement(model.position_ids_from_input_ids(ids))
+    index, item, segment = model.transformer.placement(model.position_ids_from_input_ids(ids))
     assert segment[0, :11].tolist() == [1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3]  # a prompt token's item, not its separator
+    assert item[0, 11:].tolist() == [0, 2, 1, 3, 0, 2, 3, 1, 0, 2, 3, 1, 0]  # the item each answer label names
     is_answer = answer_tokens(index, segment)
-    allowed = line_window_allowed((index, segment, is_answer), (index, segment, is_answer))[0]
+    allowed = line_window_allowed((index, item, segment, is_answer), (index, item, segment, is_answer))[0]
 
     def seen(query):
         return "".join(t if allowed[query, k] else "." for k, t in enumerate(text[:query + 1]))
 
     assert seen(6) == "....b:1"  # a prompt token: its own item
     assert seen(11) == "a:3,b:1,...="  # line 1's `=` (slot 0): items 1 and 2 (the prompt is the line before)
-    assert seen(14) == "....b:1,c:2...c"  # line 1 slot 3: items 2-4 (4 is absent) and itself
-    assert seen(16) == "a:3,b:1,c:2=bac.b"  # line 2 slot 1: line 1's slots 0-3 and the whole prompt
-    assert seen(22) == "a:3,b:1,c:2......ca...a"  # line 3 slot 3: line 2's slots 2-5, not line 1
+    assert seen(14) == "....b:1,c:2...c"  # line 1 slot 3: items 2-4 (4 is absent), its own item c and itself
+    assert seen(16) == "....b:1,...=bac.b"  # line 2 slot 1: line 1's slots 0-3 and item b, which it names
+    assert seen(22) == "a:3," + "." * 13 + "ca...a"  # line 3 slot 3: line 2's slots 2-5 and item a, not line 1
     # The model runs under it: rewriting line 1 cannot move line 3's logits through one layer, but moves line 2's.
     far = ids.clone()
     far[0, 12:15] = torch.tensor(tok.convert_tokens_to_ids(list("cba")))
@@ -647,6 +650,19 @@ def test_line_window_sees_the_neighbouring_slots_of_the_line_before():
         near_logits, far_logits = one_layer(ids).logits[0], one_layer(far).logits[0]
     assert torch.allclose(near_logits[19:], far_logits[19:], atol=1e-5)
     assert not torch.allclose(near_logits[15:19], far_logits[15:19], atol=1e-3)
+
+
+def test_marked_labels_name_their_items_and_unmarked_tokens_name_none():
+    fmt = NumberFormat(task="sort", scratchpad="transposition_marked", max_items=8)
+    tok = ArithTokenizer(number_format=fmt)
+    text = list("c:3,d:1,e:2=Dce=dEc=") + ["<eos>"]  # a list moved to labels c-e: item 1 is c
+    ids = torch.tensor([tok.convert_tokens_to_ids(text)])
+    shift = tok.convert_tokens_to_ids("A") - tok.convert_tokens_to_ids("a")
+    assert shift == fmt.max_items
+    in_prompt = torch.arange(len(text))[None] < 11
+    item = torch.tensor([[1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3] + [0] * 10])
+    assert label_items(ids, item, in_prompt, len(tok), shift)[0, 11:].tolist() == [0, 2, 1, 3, 0, 2, 3, 1, 0, 0]
+    assert label_items(ids, item, in_prompt, len(tok))[0, 11:].tolist() == [0, 0, 1, 3, 0, 2, 0, 1, 0, 0]
 
 
 def test_line_window_moves_prompt_items_and_line_slots_by_one_offset_in_training():

@@ -136,6 +136,25 @@ def offset_item_segments(input_ids: torch.Tensor, segment: torch.Tensor, answer_
     return segment + moved
 
 
+def label_items(input_ids: torch.Tensor, item: torch.Tensor, in_prompt: torch.Tensor, vocab_size: int,
+                marked_shift: int = 0) -> torch.Tensor:
+    """Which prompt item each token names: a prompt token its own `item`; an answer label the item whose
+    label (its item's first token) has the same id, or for a marked label (`marked_shift` > 0: ids that
+    many above the plain ones) its id less the shift; any other token 0.
+
+    Why: under the line window, an answer label finds its item's digits by this id, whatever the list's
+    length, where a learned match over the prompt spreads over more keys as the list grows.
+    """
+    before = torch.cat([torch.zeros_like(item[:, :1]), item[:, :-1]], dim=-1)
+    label = in_prompt & (item > 0) & (item != before)
+    table = torch.zeros(input_ids.shape[0], vocab_size, dtype=item.dtype, device=item.device)
+    table.scatter_reduce_(1, torch.where(label, input_ids, 0), torch.where(label, item, 0), reduce="amax")
+    named = table.gather(1, input_ids.clamp(0, vocab_size - 1))
+    if marked_shift:
+        named = torch.maximum(named, table.gather(1, (input_ids - marked_shift).clamp(0, vocab_size - 1)))
+    return torch.where(in_prompt, item, named)
+
+
 def answer_tokens(index: torch.Tensor, segment: torch.Tensor) -> torch.Tensor:
     """Which tokens are answer tokens, from unshifted line-window ids: the `=` that ends the prompt is the
     first token with slot 0 and an index (line 1), and every prompt token has an item (segment > 0)."""
@@ -146,25 +165,24 @@ def line_window_allowed(query: tuple, key: tuple) -> torch.Tensor:
     """What each token may see in a sort written as lines of labels (transposition rounds) under the
     line window: bool [batch, queries, keys]. Causality and padding are applied elsewhere.
 
-    `query` and `key` are (index, segment, is_answer) of the unshifted ids: an answer token's index
-    is its line L and its segment its slot q (0 for the `=` that opens the line); a prompt token's
-    segment is its item j. The token at slot q predicts slot q + 1, which a round fills from slot
-    q + 1 of the line before or its neighbour; the token's own label came from slot q or its
-    neighbour. So it sees slots q - 1 to q + 2 of the line before and itself; line 1's line before
-    is the prompt's items q - 1 to q + 2 (the list as given), and later lines also see the whole
-    prompt, where each token finds its own label's digit (a model has too few blocks to carry digits
-    from line to line). A prompt token sees its own item. Of the lines, each key set is the same in
-    a list of 20 items as in one of 5; the prompt is the one look-up that grows with the list,
-    matched by label.
+    `query` and `key` are (index, item, segment, is_answer) of the unshifted ids: an answer token's
+    index is its line L, its segment its slot q (0 for the `=` that opens the line) and its item the
+    prompt item its label names (`label_items`); a prompt token's segment and item are its item j.
+    The token at slot q predicts slot q + 1, which a round fills from slot q + 1 of the line before
+    or its neighbour; the token's own label came from slot q or its neighbour. So it sees slots
+    q - 1 to q + 2 of the line before (line 1: the prompt's items q - 1 to q + 2, the list as given),
+    itself, and the prompt item its label names, where it finds that item's digits. A prompt token
+    sees its own item. Each key set is the same in a list of 20 items as in one of 5.
     """
-    (q_index, q_segment, q_answer), (k_index, k_segment, k_answer) = query, key
+    (q_index, q_item, q_segment, q_answer), (k_index, k_item, k_segment, k_answer) = query, key
     q_line = torch.where(q_answer, q_index, 0)[:, :, None]
     k_line = torch.where(k_answer, k_index, 0)[:, None, :]
     slots_up = k_segment[:, None, :] - q_segment[:, :, None]
-    line_before = (k_line == q_line - 1) & (slots_up >= -1) & (slots_up <= 2)  # line 1: the prompt's items
-    itself = k_answer[:, None, :] & (k_line == q_line) & (slots_up == 0)
     prompt = ~k_answer[:, None, :]
-    return torch.where(q_answer[:, :, None], line_before | itself | (prompt & (q_line > 1)), prompt & (slots_up == 0))
+    line_before = (k_line == q_line - 1) & (slots_up >= -1) & (slots_up <= 2)  # line 1: the prompt's items
+    itself = ~prompt & (k_line == q_line) & (slots_up == 0)
+    named = prompt & (k_item[:, None, :] == q_item[:, :, None]) & (q_item[:, :, None] > 0)
+    return torch.where(q_answer[:, :, None], line_before | itself | named, prompt & (slots_up == 0))
 
 
 def operand_line_rows(input_ids: torch.Tensor, answer_start_token_id: int, num_digit_tokens: int,
@@ -312,7 +330,8 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     return torch.where(position_ids > 0, position_ids + k, position_ids)
 
 
-__all__ = ["abacus_position_ids", "answer_tokens", "b_digits", "check_abacus_range", "line_positions", "line_window_allowed",
+__all__ = ["abacus_position_ids", "answer_tokens", "b_digits", "check_abacus_range", "label_items", "line_positions",
+           "line_window_allowed",
            "offset_answer_segments", "offset_item_segments",
            "operand_line_rows", "pack_positions", "pack_rows", "problem_ids", "random_offsets", "row_window_allowed", "segment_ids",
            "unpack_positions", "unpack_rows", "window_allowed"]

@@ -85,13 +85,17 @@ class AbacusGPT2Config(ArithConfig):
         abacus_line_window: the attention of a sort written as lines of labels whose every label comes
             from a neighbouring slot of the line before (the scratchpad transposition_rounds;
             `abacus_positions.line_window_allowed`), with abacus_prompt_segments: the token at slot q of
-            line L sees slots q - 1 to q + 2 of line L - 1 (line 1: the prompt's items q - 1 to q + 2)
-            and itself, from line 2 on the whole prompt, a prompt token its own item. Prompt tokens then
+            line L sees slots q - 1 to q + 2 of line L - 1 (line 1: the prompt's items q - 1 to q + 2),
+            itself and the prompt item its label names (`abacus_positions.label_items`), a prompt token
+            its own item. Prompt tokens then
             carry their item's number as their segment (not the separator count), and with
             abacus_offset_items the prompt and the lines move by one k (item j and slot j stay one id). Of the lines, every key set is then the same in a long list as in a short
             one. A round cannot count its
             line, so the written form must say where a place ends (transposition_marked). Replaces
             abacus_attention_window and abacus_row_window.
+        abacus_marked_labels: with abacus_line_window and the scratchpad transposition_marked, the id
+            shift from a label to its marked (upper-case) form, which is the format's max_items, so a
+            marked label names its item too. 0: no marked labels.
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
@@ -144,6 +148,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_attention_window: int = 0,
         abacus_row_window: bool = False,
         abacus_line_window: bool = False,
+        abacus_marked_labels: int = 0,
         abacus_window_layers: int = 0,
         abacus_period: int = 0,
         absolute_position_embedding: bool = False,
@@ -179,6 +184,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_attention_window = abacus_attention_window
         self.abacus_row_window = abacus_row_window
         self.abacus_line_window = abacus_line_window
+        self.abacus_marked_labels = abacus_marked_labels
         self.abacus_window_layers = abacus_window_layers
         self.abacus_period = abacus_period
         self.absolute_position_embedding = absolute_position_embedding
@@ -194,7 +200,7 @@ class AbacusGPT2Config(ArithConfig):
                              "intermediate_size", "num_digit_tokens", "abacus_max_digits", "max_position_embeddings",
                              "num_future_tokens"))
         self.check_integers(("abacus_max_offset", "abacus_num_segments", "abacus_attention_window", "abacus_period",
-                             "abacus_window_layers"), minimum=0)
+                             "abacus_window_layers", "abacus_marked_labels"), minimum=0)
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"{name}.hidden_size ({self.hidden_size}) must be a multiple of "
                              f"num_attention_heads ({self.num_attention_heads})")
@@ -243,6 +249,9 @@ class AbacusGPT2Config(ArithConfig):
             raise ValueError(f"{name}.abacus_line_window needs abacus_prompt_segments, and no abacus_attention_window "
                              f"or abacus_row_window; got {self.abacus_prompt_segments!r}, "
                              f"{self.abacus_attention_window!r}, {self.abacus_row_window!r}")
+        if self.abacus_marked_labels and not (self.abacus_line_window and self.abacus_marked_labels < self.vocab_size):
+            raise ValueError(f"{name}.abacus_marked_labels ({self.abacus_marked_labels}) applies with abacus_line_window, "
+                             f"below vocab_size ({self.vocab_size})")
         windowed = self.abacus_attention_window or self.abacus_row_window or self.abacus_line_window
         if self.abacus_window_layers and not (windowed and self.abacus_window_layers <= self.num_hidden_layers):
             raise ValueError(f"{name}.abacus_window_layers ({self.abacus_window_layers}) needs abacus_attention_window, "

@@ -27,6 +27,7 @@ from .abacus_positions import (
     answer_tokens,
     b_digits,
     check_abacus_range,
+    label_items,
     line_positions,
     line_window_allowed,
     offset_answer_segments,
@@ -176,6 +177,9 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
                 else:
                     separators = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments)
                 segment = torch.where(in_prompt, separators, segment)
+                if c.abacus_line_window:  # the item each token names rides in the row slot, for the window
+                    items = label_items(input_ids, segment, in_prompt, c.vocab_size, c.abacus_marked_labels)
+                    segment = pack_rows(items, segment, c.abacus_num_segments)
         else:
             segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments,
                                   c.eos_token_id if c.abacus_offset_per_problem else None) if c.abacus_num_segments else None
@@ -249,6 +253,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         row = None
         if self.row is not None:  # rows share the segment slot (position_ids_from_input_ids)
             row, segment = unpack_rows(segment, c.abacus_num_segments)
+        elif c.abacus_line_window:  # so do the items the line window reads (not embedded)
+            segment = unpack_rows(segment, c.abacus_num_segments)[1]
         if not computed:  # ids from position_ids_from_input_ids were checked there
             check_abacus_range(index, c.abacus_max_digits)
             if segment is not None and segment.numel() and int(segment.max()) >= c.abacus_num_segments:
@@ -291,7 +297,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             return position_ids, None, None
         index, segment = unpack_positions(position_ids, c.abacus_max_digits)
         row = None
-        if self.row is not None:
+        if self.row is not None or c.abacus_line_window:
             row, segment = unpack_rows(segment, c.abacus_num_segments)
         return index, row, segment
 
@@ -322,8 +328,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             allowed = row_window_allowed(queries, keys)
         elif c.abacus_line_window:  # the answer starts in the keys' sequence; the queries are its last tokens
             is_answer = answer_tokens(keys[0], keys[2])
-            queries = (queries[0], queries[2], is_answer[:, -position_ids.shape[1]:])
-            allowed = line_window_allowed(queries, (keys[0], keys[2], is_answer))
+            allowed = line_window_allowed((*queries, is_answer[:, -position_ids.shape[1]:]), (*keys, is_answer))
         else:
             allowed = window_allowed(queries[0], keys[0], c.abacus_attention_window)
         return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype,
