@@ -680,16 +680,22 @@ def test_line_window_moves_prompt_items_and_line_slots_by_one_offset_in_training
     assert len({k for k, _ in pairs}) > 2 and any(k != k_index for k, k_index in pairs)
 
 
-def test_line_window_cached_decoding_writes_what_uncached_decoding_writes():
-    model, tok, _, _ = line_window_model()
-    enc = tok(["a:3,b:1,c:2", "a:5,b:5", "a:9,b:0,c:7,d:1"], padding=True, return_tensors="pt")
-    cached = greedy_decode(model, enc.input_ids, enc.attention_mask, 14, pad_token_id=tok.pad_token_id)
-    uncached = greedy_decode(model, enc.input_ids, enc.attention_mask, 14, pad_token_id=tok.pad_token_id,
+def assert_cached_decoding_matches(model, tok, problems: list[str], steps: int) -> None:
+    """Under a window, cached decoding (which gathers each query's keys) writes what uncached decoding and
+    generate() write, for a batch of left-padded problems."""
+    enc = tok(problems, padding=True, return_tensors="pt")
+    cached = greedy_decode(model, enc.input_ids, enc.attention_mask, steps, pad_token_id=tok.pad_token_id)
+    uncached = greedy_decode(model, enc.input_ids, enc.attention_mask, steps, pad_token_id=tok.pad_token_id,
                              use_cache=False)
-    generated = model.generate(**enc, max_new_tokens=14, do_sample=False, eos_token_id=None,
+    generated = model.generate(**enc, max_new_tokens=steps, do_sample=False, eos_token_id=None,
                                pad_token_id=tok.pad_token_id)[:, enc.input_ids.shape[1]:]
     assert len(set(cached.flatten().tolist())) > 2
     assert torch.equal(cached, uncached) and torch.equal(cached, generated)
+
+
+def test_line_window_cached_decoding_writes_what_uncached_decoding_writes():
+    model, tok, _, _ = line_window_model()
+    assert_cached_decoding_matches(model, tok, ["a:3,b:1,c:2", "a:5,b:5", "a:9,b:0,c:7,d:1"], 14)
 
 
 def test_window_layers_bound_what_a_token_depends_on():
@@ -712,14 +718,7 @@ def test_window_layers_bound_what_a_token_depends_on():
 @pytest.mark.parametrize("window_layers", [0, 1])
 def test_row_window_cached_decoding_writes_what_uncached_decoding_writes(window_layers):
     model, tok = make(seed=0, abacus_window_layers=window_layers, **ROW_WINDOW)
-    enc = tok(["4321+567", "5+12345", "99999999+1"], padding=True, return_tensors="pt")
-    cached = greedy_decode(model, enc.input_ids, enc.attention_mask, 20, pad_token_id=tok.pad_token_id)
-    uncached = greedy_decode(model, enc.input_ids, enc.attention_mask, 20, pad_token_id=tok.pad_token_id,
-                             use_cache=False)
-    generated = model.generate(**enc, max_new_tokens=20, do_sample=False, eos_token_id=None,
-                               pad_token_id=tok.pad_token_id)[:, enc.input_ids.shape[1]:]
-    assert len(set(cached.flatten().tolist())) > 2
-    assert torch.equal(cached, uncached) and torch.equal(cached, generated)
+    assert_cached_decoding_matches(model, tok, ["4321+567", "5+12345", "99999999+1"], 20)
 
 
 def test_windowed_outputs_do_not_depend_on_far_digits():
