@@ -14,7 +14,7 @@ from hf_arith import AbacusGPT2Config, AbacusGPT2ForCausalLM, ArithTokenizer, Nu
 from hf_arith.data.formatting import FormatError
 from hf_arith.models.abacus_positions import (
     abacus_position_ids,
-    answer_tokens,
+    after_prompt,
     check_abacus_range,
     label_items,
     line_positions,
@@ -631,7 +631,7 @@ def test_line_window_sees_the_neighbouring_slots_of_the_line_before():
     index, item, segment = model.transformer.placement(model.position_ids_from_input_ids(ids))
     assert segment[0, :11].tolist() == [1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3]  # a prompt token's item, not its separator
     assert item[0, 11:].tolist() == [0, 2, 1, 3, 0, 2, 3, 1, 0, 2, 3, 1, 0]  # the item each answer label names
-    is_answer = answer_tokens(index, segment)
+    is_answer = after_prompt(index, segment)
     allowed = line_window_allowed((index, item, segment, is_answer), (index, item, segment, is_answer))[0]
 
     def seen(query):

@@ -155,7 +155,7 @@ def label_items(input_ids: torch.Tensor, item: torch.Tensor, in_prompt: torch.Te
     return torch.where(in_prompt, item, named)
 
 
-def answer_tokens(index: torch.Tensor, segment: torch.Tensor) -> torch.Tensor:
+def after_prompt(index: torch.Tensor, segment: torch.Tensor) -> torch.Tensor:
     """Which tokens are answer tokens, from unshifted line-window ids: the `=` that ends the prompt is the
     first token with slot 0 and an index (line 1), and every prompt token has an item (segment > 0)."""
     return ((segment == 0) & (index > 0)).long().cummax(dim=-1).values.bool()
@@ -330,7 +330,7 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     return torch.where(position_ids > 0, position_ids + k, position_ids)
 
 
-__all__ = ["abacus_position_ids", "answer_tokens", "b_digits", "check_abacus_range", "label_items", "line_positions",
+__all__ = ["abacus_position_ids", "after_prompt", "b_digits", "check_abacus_range", "label_items", "line_positions",
            "line_window_allowed",
            "offset_answer_segments", "offset_item_segments",
            "operand_line_rows", "pack_positions", "pack_rows", "problem_ids", "random_offsets", "row_window_allowed", "segment_ids",

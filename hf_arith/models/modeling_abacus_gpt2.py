@@ -24,7 +24,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .abacus_positions import (
     abacus_position_ids,
-    answer_tokens,
+    after_prompt,
     b_digits,
     check_abacus_range,
     label_items,
@@ -327,7 +327,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         if c.abacus_row_window:
             allowed = row_window_allowed(queries, keys)
         elif c.abacus_line_window:  # the answer starts in the keys' sequence; the queries are its last tokens
-            is_answer = answer_tokens(keys[0], keys[2])
+            is_answer = after_prompt(keys[0], keys[2])
             allowed = line_window_allowed((*queries, is_answer[:, -position_ids.shape[1]:]), (*keys, is_answer))
         else:
             allowed = window_allowed(queries[0], keys[0], c.abacus_attention_window)
