@@ -126,7 +126,7 @@ def offset_item_segments(input_ids: torch.Tensor, segment: torch.Tensor, answer_
     if pad_token_id is not None:
         real &= input_ids != pad_token_id
     moved = torch.zeros_like(segment)
-    for part in ((in_prompt | ~in_prompt,) if together else (in_prompt, ~in_prompt)):
+    for part in ((torch.ones_like(in_prompt),) if together else (in_prompt, ~in_prompt)):
         top = torch.where(part & real, segment, torch.zeros_like(segment)).amax(dim=-1, keepdim=True)
         room = (num_segments - 1 - top).clamp(min=0)
         k = (torch.rand(room.shape, device=segment.device) * (room + 1)).floor().long().clamp(max=room)
@@ -331,7 +331,6 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
 
 
 __all__ = ["abacus_position_ids", "after_prompt", "b_digits", "check_abacus_range", "label_items", "line_positions",
-           "line_window_allowed",
-           "offset_answer_segments", "offset_item_segments",
-           "operand_line_rows", "pack_positions", "pack_rows", "problem_ids", "random_offsets", "row_window_allowed", "segment_ids",
-           "unpack_positions", "unpack_rows", "window_allowed"]
+           "line_window_allowed", "offset_answer_segments", "offset_item_segments", "operand_line_rows", "pack_positions",
+           "pack_rows", "problem_ids", "random_offsets", "row_window_allowed", "segment_ids", "unpack_positions",
+           "unpack_rows", "window_allowed"]
