@@ -19,7 +19,7 @@ import torch
 from common import script_parser
 from machine import command_line, machine_info
 
-from hf_arith.data.formatting import PROMPT_END, SORT_LABELS, render
+from hf_arith.data.formatting import PROMPT_END, SORT_LABELS, get_task, render
 from hf_arith.data.problems import ProblemSpec, sample
 from hf_arith.runtime.loading import load_checkpoint
 
@@ -39,8 +39,8 @@ def line_scores(model, fmt, spec: ProblemSpec, n: int) -> dict:
     with torch.no_grad():
         predicted = model(input_ids=ids).logits.argmax(-1)
     line_end = fmt.token_id(PROMPT_END)
-    labels = SORT_LABELS[: fmt.max_items]
-    label_ids = {fmt.token_id(c) for c in labels + (labels.upper() if fmt.scratchpad == "transposition_marked" else "")}
+    # the task's symbols: the labels, marked (upper-case) ones too where the scratchpad writes them
+    label_ids = {fmt.token_id(c) for c in get_task("sort").symbols(fmt) if c.lower() in SORT_LABELS}
     digits, labels, lines, whole = [], [], {}, []
     for row in range(n):
         start, end = int(prompt_lengths[row]), int(lengths[row])

@@ -661,8 +661,32 @@ def test_marked_labels_name_their_items_and_unmarked_tokens_name_none():
     assert shift == fmt.max_items
     in_prompt = torch.arange(len(text))[None] < 11
     item = torch.tensor([[1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3] + [0] * 10])
-    assert label_items(ids, item, in_prompt, len(tok), shift)[0, 11:].tolist() == [0, 2, 1, 3, 0, 2, 3, 1, 0, 0]
-    assert label_items(ids, item, in_prompt, len(tok))[0, 11:].tolist() == [0, 0, 1, 3, 0, 2, 0, 1, 0, 0]
+    assert label_items(ids, item, in_prompt, len(tok), 10, shift)[0, 11:].tolist() == [0, 2, 1, 3, 0, 2, 3, 1, 0, 0]
+    assert label_items(ids, item, in_prompt, len(tok), 10)[0, 11:].tolist() == [0, 0, 1, 3, 0, 2, 0, 1, 0, 0]
+
+
+def test_line_window_gives_a_label_and_its_digit_one_slot_and_their_line():
+    # transposition_keys: each label followed by its digit. The pair shares a slot, both carry the line's
+    # number and name the label's item, so a digit sees its own label, the pairs of the line before and its item.
+    fmt = NumberFormat(task="sort", scratchpad="transposition_keys", max_items=8)
+    tok = ArithTokenizer(number_format=fmt)
+    model, _ = make(fmt=fmt, num_hidden_layers=1, abacus_line_positions=True, abacus_marked_labels=8,
+                    answer_start_token_id=tok.convert_tokens_to_ids("="), abacus_num_segments=16,
+                    abacus_prompt_segments=True, abacus_line_window=True)
+    text = list("a:3,b:1,c:2=B1a3c2=b1C2a3=b1c2A3") + ["<eos>"]
+    ids = torch.tensor([tok.convert_tokens_to_ids(text)])
+    index, item, segment = model.transformer.placement(model.position_ids_from_input_ids(ids))
+    assert segment[0, 11:19].tolist() == [0, 1, 1, 2, 2, 3, 3, 0] and index[0, 11:26].tolist() == [1] * 7 + [2] * 7 + [3]
+    assert item[0, 11:19].tolist() == [0, 2, 2, 1, 1, 3, 3, 0]
+    is_answer = after_prompt(index, segment)
+    allowed = line_window_allowed((index, item, segment, is_answer), (index, item, segment, is_answer))[0]
+
+    def seen(query):
+        return "".join(t if allowed[query, k] else "." for k, t in enumerate(text[:query + 1]))
+
+    assert seen(24) == "a:3," + "." * 10 + "a3c2" + "." * 5 + "a3"  # line 2's last digit
+    assert seen(20) == "....b:1," + "..." + "=B1a3c2" + "." + "b1"  # line 2's first digit: line 1's slots 0-3
+    assert_cached_decoding_matches(model, tok, ["a:3,b:1,c:2", "a:5,b:5", "a:9,b:0,c:7,d:1"], 14)
 
 
 def test_line_window_moves_prompt_items_and_line_slots_by_one_offset_in_training():

@@ -244,6 +244,20 @@ def test_transposition_marked_writes_the_rounds_with_a_marker_one_slot_further_e
         NumberFormat(task="sort", scratchpad="transposition_marked", base=16)
 
 
+def test_transposition_keys_write_each_marked_round_with_every_label_s_digit_at_its_place():
+    # The marked rounds above, each label followed by its item's digit at the line's place (0 past its
+    # length): 31, 7, 120 by place 0 are 1, 7, 0, by place 1 are 3, 0, 2, by place 2 are 0, 0, 1.
+    assert rendered("sort", [[31, 7, 120], [5, 5]], scratchpad="transposition_keys") == [
+        ("a:13,b:7,c:021=", "A1b7c0=a1C0b7=c0a1B7=C2a3b0=c2B0a3=b0c2A3=B0c1a0=b0A0c1=b0a0C1$"), ("a:5,b:5=", "A5b5=a5B5$")]
+    fmt = NumberFormat(task="sort", scratchpad="transposition_keys")
+    answer = "A1b7c0=a1C0b7=c0a1B7=C2a3b0=c2B0a3=b0c2A3=B0c1a0=b0A0c1=b0a0C1"
+    assert decode_answer(list(answer) + [EOS_TOKEN], fmt, [2, 1, 3]) == "bac"
+    for malformed in (answer[:-1], answer.replace("A3", "Ax"), answer.replace("b0c2A3", "b0c2a3"), answer[:-10]):
+        assert decode_answer(list(malformed) + [EOS_TOKEN], fmt, [2, 1, 3]) is None, malformed
+    with pytest.raises(FormatError, match="upper case"):
+        NumberFormat(task="sort", scratchpad="transposition_keys", base=16)
+
+
 def test_transposition_rounds_end_each_place_where_a_radix_pass_does_and_swap_only_neighbours():
     # An independent route: each place's last round is that place's radix pass (a stable sort by its
     # digit), and each round swaps only the neighbour pairs its parity names, on lists moved in their places.
@@ -270,7 +284,8 @@ def test_transposition_rounds_end_each_place_where_a_radix_pass_does_and_swap_on
                 before = line
 
 
-@pytest.mark.parametrize("scratchpad", ["radix_passes", "radix_keys", "transposition_rounds", "transposition_marked"])
+@pytest.mark.parametrize("scratchpad", ["radix_passes", "radix_keys", "transposition_rounds", "transposition_marked",
+                                        "transposition_keys"])
 def test_sort_scratchpad_budget_is_exact(scratchpad):
     fmt = NumberFormat(task="sort", scratchpad=scratchpad)
     spec = ProblemSpec(task="sort", min_digits=1, max_digits=7, min_items=2, max_items=8)
@@ -399,6 +414,7 @@ FORMATS = [
     dict(scratchpad="radix_keys", base=16, reverse_operands=False, end_token=False),
     dict(scratchpad="transposition_rounds"),
     dict(scratchpad="transposition_marked"),
+    dict(scratchpad="transposition_keys"),
 ]
 
 

@@ -185,6 +185,9 @@ class NumberFormat:
       "transposition_marked" writes the same rounds with round r's label at slot r in upper case
       (Abc=aCb=caB=Cab=cBa=bcA=Bca=bAc=baC): a place's last round is the one that marks its line's last
       slot, which a token that sees only its neighbours can tell without counting lines (base <= 10).
+      "transposition_keys" writes the marked rounds with each label followed by its item's digit at
+      the line's place (A1b7c0=a1C0b7=c0a1B7=C2a3b0=...): a round's comparisons then read two digits
+      written in the line before instead of looking each label's item up in the prompt.
     """
 
     task: str = "add"

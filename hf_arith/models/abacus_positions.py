@@ -37,7 +37,7 @@ def abacus_position_ids(input_ids: torch.Tensor, num_digit_tokens: int,
 
 
 def line_positions(input_ids: torch.Tensor, line_token_id: int, num_digit_tokens: int,
-                   index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                   index: torch.Tensor, pairs: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(index, slot) for answers written as lines joined by `line_token_id` (the `=` that also ends the prompt).
 
     After the prompt's `=`, every token gets its slot in its line: 0 for the `=` that opens the
@@ -47,12 +47,19 @@ def line_positions(input_ids: torch.Tensor, line_token_id: int, num_digit_tokens
     ties in the order of line p - 1. Without these ids a label's line and its place in that line
     can only be inferred by counting over the whole sequence, which grows less exact with it; with
     them, the digit to look up is an equality of indices, and the order of the line before is a slot.
+
+    With `pairs` (lines of label-digit pairs, the line window's transposition_keys), a digit shares its
+    label's slot and every answer token, digits included, takes its line's number as its index.
     """
     is_line = input_ids == line_token_id
     line = is_line.long().cumsum(-1)  # the `=`s at or before each token: the prompt's `=` opens line 1
     pos = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
     opened = torch.where(is_line, pos, torch.full_like(pos, -1)).cummax(dim=-1).values
     in_answer = line > 0
+    if pairs:  # the non-digit tokens since the line's `=`: a label and the digit after it count once
+        counted = (input_ids >= num_digit_tokens).long().cumsum(-1)
+        slot = torch.where(in_answer, counted - counted.gather(-1, opened.clamp(min=0)), torch.zeros_like(pos))
+        return torch.where(in_answer, line, index), slot
     slot = torch.where(in_answer, pos - opened, torch.zeros_like(pos))
     index = torch.where(in_answer & (input_ids >= num_digit_tokens), line, index)
     return index, slot
@@ -137,10 +144,11 @@ def offset_item_segments(input_ids: torch.Tensor, segment: torch.Tensor, answer_
 
 
 def label_items(input_ids: torch.Tensor, item: torch.Tensor, in_prompt: torch.Tensor, vocab_size: int,
-                marked_shift: int = 0) -> torch.Tensor:
+                num_digit_tokens: int, marked_shift: int = 0) -> torch.Tensor:
     """Which prompt item each token names: a prompt token its own `item`; an answer label the item whose
     label (its item's first token) has the same id, or for a marked label (`marked_shift` > 0: ids that
-    many above the plain ones) its id less the shift; any other token 0.
+    many above the plain ones) its id less the shift; an answer digit the item of the label before it
+    (a label-digit pair); any other token 0.
 
     Why: under the line window, an answer label finds its item's digits by this id, whatever the list's
     length, where a learned match over the prompt spreads over more keys as the list grows.
@@ -152,6 +160,8 @@ def label_items(input_ids: torch.Tensor, item: torch.Tensor, in_prompt: torch.Te
     named = table.gather(1, input_ids.clamp(0, vocab_size - 1))
     if marked_shift:
         named = torch.maximum(named, table.gather(1, (input_ids - marked_shift).clamp(0, vocab_size - 1)))
+    before_named = torch.cat([torch.zeros_like(named[:, :1]), named[:, :-1]], dim=-1)
+    named = torch.where(input_ids < num_digit_tokens, before_named, named)
     return torch.where(in_prompt, item, named)
 
 

@@ -162,7 +162,8 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
         c = self.config
         index = abacus_position_ids(input_ids, c.num_digit_tokens, c.answer_start_token_id if c.abacus_align_answer else None)
         if c.abacus_line_positions:
-            index, slot = line_positions(input_ids, c.answer_start_token_id, c.num_digit_tokens, index)
+            index, slot = line_positions(input_ids, c.answer_start_token_id, c.num_digit_tokens, index,
+                                         pairs=c.abacus_line_window)
         if generated_from is not None:
             check_abacus_range(index[:, :generated_from], c.abacus_max_digits)
             index = index.clamp(max=c.abacus_max_digits)
@@ -178,7 +179,8 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
                     separators = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments)
                 segment = torch.where(in_prompt, separators, segment)
                 if c.abacus_line_window:  # the item each token names rides in the row slot, for the window
-                    items = label_items(input_ids, segment, in_prompt, c.vocab_size, c.abacus_marked_labels)
+                    items = label_items(input_ids, segment, in_prompt, c.vocab_size, c.num_digit_tokens,
+                                        c.abacus_marked_labels)
                     segment = pack_rows(items, segment, c.abacus_num_segments)
         else:
             segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments,

@@ -2,7 +2,8 @@
 
 Ties keep label order. The written working may be radix passes (the labels once per digit place),
 radix keys (each label with its digit, per place) or transposition rounds (per digit place, one
-line per round of an odd-even transposition sort), with or without a marker that moves one slot a round.
+line per round of an odd-even transposition sort), with or without a marker that moves one slot a round,
+and with or without each label's digit.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ _SORT_ITEM = re.compile(r"([a-z]):([0-9]+)")
 
 class Sort(Task):
     name, title, hash_id = "sort", "sorting", 4
-    scratchpads = ("radix_passes", "radix_keys", "transposition_rounds", "transposition_marked")
+    scratchpads = ("radix_passes", "radix_keys", "transposition_rounds", "transposition_marked", "transposition_keys")
+    _marked = ("transposition_marked", "transposition_keys")  # round r's label at slot r in upper case
+    _rounds = ("transposition_rounds",) + _marked  # a line per round of an odd-even transposition sort
     item_list = True
     digit_answers = False  # labels
     default_digits = (1, 5)
@@ -43,12 +46,12 @@ class Sort(Task):
     def check_format(self, fmt):
         if fmt.answer_width:
             raise FormatError("answer_width does not apply to sorting (the answer is a list of labels)")
-        if fmt.scratchpad == "transposition_marked" and fmt.base > 10:
-            raise FormatError("transposition_marked writes marked labels in upper case, which base "
+        if fmt.scratchpad in self._marked and fmt.base > 10:
+            raise FormatError(f"{fmt.scratchpad} writes marked labels in upper case, which base "
                               f"{fmt.base} uses for digits: it needs base 10 or less")
 
     def symbols(self, fmt):
-        marked = list(SORT_LABELS[: fmt.max_items].upper()) if fmt.scratchpad == "transposition_marked" else []
+        marked = list(SORT_LABELS[: fmt.max_items].upper()) if fmt.scratchpad in self._marked else []
         return [":", ","] + list(SORT_LABELS[: fmt.max_items]) + marked
 
     def answer_digits(self, lengths):
@@ -61,7 +64,9 @@ class Sort(Task):
             return places * items + (places - 1) + end  # one line of labels per digit place
         if fmt.scratchpad == "radix_keys":
             return places * (2 * items + 1) + items + end  # a line of label-digit pairs per place, then the labels
-        if fmt.scratchpad in ("transposition_rounds", "transposition_marked"):
+        if fmt.scratchpad == "transposition_keys":
+            return places * items * (2 * items + 1) - 1 + end  # a line of label-digit pairs per round
+        if fmt.scratchpad in self._rounds:
             return places * items * (items + 1) - 1 + end  # a line of labels per round, one round per item and place
         return items + end
 
@@ -227,18 +232,23 @@ class Sort(Task):
     def answer_segments(self, problems, fmt, vocab):
         label_ids = np.array([vocab[c] for c in SORT_LABELS[: problems.answer.shape[1]]])
         segments = []
-        if fmt.scratchpad in ("radix_passes", "transposition_rounds", "transposition_marked"):
+        if fmt.scratchpad == "radix_passes" or fmt.scratchpad in self._rounds:
             lines = radix_passes(problems) if fmt.scratchpad == "radix_passes" else transposition_rounds(problems)
             rounds = max(int(problems.answer_lengths.max()), 1) if len(problems) else 1
             marked_ids = np.array([vocab[c.upper()] for c in SORT_LABELS[: problems.answer.shape[1]]]) \
-                if fmt.scratchpad == "transposition_marked" else None
+                if fmt.scratchpad in self._marked else None
+            digit_ids = np.array([vocab[c] for c in DIGIT_CHARS[: problems.base]])
+            rows = np.arange(len(problems))[:, None]
             for i, (order, has_line) in enumerate(lines):
                 if i:
                     segments.append(const_segment(vocab[PROMPT_END], has_line))
-                ids = label_ids[order]
+                ids, width = label_ids[order], problems.answer_lengths
                 if marked_ids is not None:  # round r marks slot r (transposition_rounds: rounds up to the most items)
                     ids[:, i % rounds] = marked_ids[order[:, i % rounds]]
-                segments.append((ids, np.where(has_line, problems.answer_lengths, 0)))
+                if fmt.scratchpad == "transposition_keys":  # each label followed by its digit at this line's place
+                    digits = digit_ids[problems.operands[:, :, i // rounds][rows, order]]  # 0 past an item's length
+                    ids, width = np.stack([ids, digits], axis=-1).reshape(len(problems), -1), 2 * width
+                segments.append((ids, np.where(has_line, width, 0)))
             return segments
         if fmt.scratchpad == "radix_keys":
             segments += _radix_key_lines(problems, label_ids, vocab)
@@ -263,6 +273,12 @@ class Sort(Task):
                     "neighbours whose digit is out of order, round r writing the label at slot r in upper case, the "
                     "lines separated by '='; a place ends with the round that marks its last slot, and the last "
                     "line, read in lower case, is the sorted order")
+        if fmt.scratchpad == "transposition_keys":
+            return ("it sorts as a radix sort does, each digit place by an odd-even transposition sort: per place, "
+                    "lowest first, one line per round (as many rounds as items) of the labels, each followed by its "
+                    "item's digit at that place, each round swapping neighbours whose digit is out of order, round "
+                    "r writing the label at slot r in upper case, the lines separated by '='; a place ends with the "
+                    "round that marks its last slot, and the last line's labels, read in lower case, are the sorted order")
         return None
 
     @staticmethod
@@ -270,21 +286,21 @@ class Sort(Task):
         """The lines a list's written working takes: one per digit place of its longest item (and radix_keys'
         answer line), or per place and item (transposition rounds)."""
         places, items = int(np.max(operand_lengths)), int((np.asarray(operand_lengths) > 0).sum())
-        if fmt.scratchpad in ("transposition_rounds", "transposition_marked"):
+        if fmt.scratchpad in Sort._rounds:
             return places * items
         return places + (fmt.scratchpad == "radix_keys")
 
     def read_answer(self, text, fmt, operand_lengths=None):
         labels = SORT_LABELS[: fmt.max_items]
         lines = text.split(PROMPT_END) if fmt.scratchpad != "none" else [text]
-        if fmt.scratchpad == "radix_keys":
-            # Every line but the last: label-digit pairs; they are checked as the labels they order.
+        if fmt.scratchpad in ("radix_keys", "transposition_keys"):
+            # Label-digit pairs (radix_keys: every line but the last); they are checked as the labels they order.
             digits = set(DIGIT_CHARS[: fmt.base])
-            keyed, lines = lines[:-1], lines[-1:]
+            keyed, lines = (lines[:-1], lines[-1:]) if fmt.scratchpad == "radix_keys" else (lines, [])
             if not keyed or any(len(line) % 2 or not set(line[1::2]) <= digits for line in keyed):
                 return None
             lines = [line[0::2] for line in keyed] + lines
-        if fmt.scratchpad == "transposition_marked":
+        if fmt.scratchpad in self._marked:
             # One marked (upper-case) label a line, at its round's slot; then the lines are read as their labels.
             marks = [[j for j, c in enumerate(line) if c.isupper()] for line in lines]
             if any(len(m) != 1 for m in marks):
