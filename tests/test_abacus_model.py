@@ -687,6 +687,22 @@ def test_line_window_gives_a_label_and_its_digit_one_slot_and_their_line():
     assert seen(24) == "a:3," + "." * 10 + "a3c2" + "." * 5 + "a3"  # line 2's last digit
     assert seen(20) == "....b:1," + "..." + "=B1a3c2" + "." + "b1"  # line 2's first digit: line 1's slots 0-3
     assert_cached_decoding_matches(model, tok, ["a:3,b:1,c:2", "a:5,b:5", "a:9,b:0,c:7,d:1"], 14)
+    # abacus_line_end: the token whose next slot is one past the line before's last label (slot 3 of 3)
+    # also sees the `=` that ended that line, its own line's first; the other slots do not.
+    ended, _ = make(fmt=fmt, num_hidden_layers=1, abacus_line_positions=True, abacus_marked_labels=8,
+                    answer_start_token_id=tok.convert_tokens_to_ids("="), abacus_num_segments=16,
+                    abacus_prompt_segments=True, abacus_line_window=True, abacus_line_end=True)
+    index, item, segment = ended.transformer.placement(ended.position_ids_from_input_ids(ids))
+    assert item[0, [11, 18, 25]].tolist() == [4, 4, 4]  # each `=` closes slot 3: the prompt's items, then lines
+    allowed = line_window_allowed((index, item, segment, is_answer), (index, item, segment, is_answer), True)[0]
+    assert seen(24) == "a:3," + "." * 10 + "a3c2" + "=" + "...." + "a3"  # line 2's last digit: line 2's `=`
+    assert seen(17) == "....b:1,c:2=....c2"  # line 1's last digit: items 2-3 and the prompt's `=`
+    assert seen(23) == "a:3," + "." * 10 + "a3c2=....a"  # its label (the pair shares the slot)
+    assert seen(21) == "........c:2.B1a3c2...C"  # slot 2 of 3: no `=`
+    assert seen(20) == "....b:1," + "..." + "=B1a3c2" + "." + "b1"
+    assert_cached_decoding_matches(ended, tok, ["a:3,b:1,c:2", "a:5,b:5", "a:9,b:0,c:7,d:1"], 14)
+    with pytest.raises(ValueError, match="abacus_line_end applies with abacus_line_window"):
+        make(abacus_line_end=True)
 
 
 def test_line_window_moves_prompt_items_and_line_slots_by_one_offset_in_training():

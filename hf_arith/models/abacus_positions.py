@@ -165,24 +165,42 @@ def label_items(input_ids: torch.Tensor, item: torch.Tensor, in_prompt: torch.Te
     return torch.where(in_prompt, item, named)
 
 
+def closed_slots(input_ids: torch.Tensor, line_token_id: int, num_digit_tokens: int, prompt_items: torch.Tensor) -> torch.Tensor:
+    """For each `line_token_id` (the `=` that ends a line and opens the next): the slot after the line it
+    ends, one past its last label (the prompt's `=`: `prompt_items` [batch] + 1); any other token 0.
+
+    Why: under the line window this `=` is the line before's end, seen by the token whose next slot it
+    takes, so a round ends where the round before ended by a key that is there, not by one that is missing.
+    """
+    is_line = input_ids == line_token_id
+    counted = (input_ids >= num_digit_tokens).long().cumsum(-1)  # labels (a digit shares its label's slot)
+    pos = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
+    opened = torch.where(is_line, pos, torch.full_like(pos, -1)).cummax(dim=-1).values
+    before = torch.cat([torch.full_like(opened[:, :1], -1), opened[:, :-1]], dim=-1)  # the `=` before this one
+    closed = torch.where(before >= 0, counted - counted.gather(-1, before.clamp(min=0)), prompt_items[:, None] + 1)
+    return torch.where(is_line, closed, torch.zeros_like(closed))
+
+
 def after_prompt(index: torch.Tensor, segment: torch.Tensor) -> torch.Tensor:
     """Which tokens are answer tokens, from unshifted line-window ids: the `=` that ends the prompt is the
     first token with slot 0 and an index (line 1), and every prompt token has an item (segment > 0)."""
     return ((segment == 0) & (index > 0)).long().cummax(dim=-1).values.bool()
 
 
-def line_window_allowed(query: tuple, key: tuple) -> torch.Tensor:
+def line_window_allowed(query: tuple, key: tuple, line_end: bool = False) -> torch.Tensor:
     """What each token may see in a sort written as lines of labels (transposition rounds) under the
     line window: bool [batch, queries, keys]. Causality and padding are applied elsewhere.
 
     `query` and `key` are (index, item, segment, is_answer) of the unshifted ids: an answer token's
     index is its line L, its segment its slot q (0 for the `=` that opens the line) and its item the
-    prompt item its label names (`label_items`); a prompt token's segment and item are its item j.
-    The token at slot q predicts slot q + 1, which a round fills from slot q + 1 of the line before
-    or its neighbour; the token's own label came from slot q or its neighbour. So it sees slots
-    q - 1 to q + 2 of the line before (line 1: the prompt's items q - 1 to q + 2, the list as given),
-    itself, and the prompt item its label names, where it finds that item's digits. A prompt token
-    sees its own item. Each key set is the same in a list of 20 items as in one of 5.
+    prompt item its label names (`label_items`; with `line_end`, an `=`: the slot it closes); a prompt
+    token's segment and item are its item j. The token at slot q predicts slot q + 1, which a round
+    fills from slot q + 1 of the line before or its neighbour; the token's own label came from slot q
+    or its neighbour. So it sees slots q - 1 to q + 2 of the line before (line 1: the prompt's items
+    q - 1 to q + 2, the list as given), itself, the prompt item its label names, where it finds that
+    item's digits, and with `line_end`, where the line before ends at slot q + 1, the `=` that ends it
+    (its own line's first token). A prompt token sees its own item. Each key set is the same in a list of 20 items as
+    in one of 5.
     """
     (q_index, q_item, q_segment, q_answer), (k_index, k_item, k_segment, k_answer) = query, key
     q_line = torch.where(q_answer, q_index, 0)[:, :, None]
@@ -191,8 +209,11 @@ def line_window_allowed(query: tuple, key: tuple) -> torch.Tensor:
     prompt = ~k_answer[:, None, :]
     line_before = (k_line == q_line - 1) & (slots_up >= -1) & (slots_up <= 2)  # line 1: the prompt's items
     itself = ~prompt & (k_line == q_line) & (slots_up == 0)
-    named = prompt & (k_item[:, None, :] == q_item[:, :, None]) & (q_item[:, :, None] > 0)
-    return torch.where(q_answer[:, :, None], line_before | itself | named, prompt & (slots_up == 0))
+    named = prompt & (k_item[:, None, :] == q_item[:, :, None]) & (q_segment > 0)[:, :, None]
+    seen = line_before | itself | named
+    if line_end:
+        seen |= ~prompt & (k_line == q_line) & (k_segment == 0)[:, None, :] & (k_item[:, None, :] == q_segment[:, :, None] + 1)
+    return torch.where(q_answer[:, :, None], seen, prompt & (slots_up == 0))
 
 
 def operand_line_rows(input_ids: torch.Tensor, answer_start_token_id: int, num_digit_tokens: int,
@@ -340,7 +361,7 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     return torch.where(position_ids > 0, position_ids + k, position_ids)
 
 
-__all__ = ["abacus_position_ids", "after_prompt", "b_digits", "check_abacus_range", "label_items", "line_positions",
-           "line_window_allowed", "offset_answer_segments", "offset_item_segments", "operand_line_rows", "pack_positions",
-           "pack_rows", "problem_ids", "random_offsets", "row_window_allowed", "segment_ids", "unpack_positions",
-           "unpack_rows", "window_allowed"]
+__all__ = ["abacus_position_ids", "after_prompt", "b_digits", "check_abacus_range", "closed_slots", "label_items",
+           "line_positions", "line_window_allowed", "offset_answer_segments", "offset_item_segments",
+           "operand_line_rows", "pack_positions", "pack_rows", "problem_ids", "random_offsets", "row_window_allowed",
+           "segment_ids", "unpack_positions", "unpack_rows", "window_allowed"]

@@ -97,6 +97,9 @@ class AbacusGPT2Config(ArithConfig):
         abacus_marked_labels: with abacus_line_window and a marked scratchpad (transposition_marked or _keys), the id
             shift from a label to its marked (upper-case) form, which is the format's max_items, so a
             marked label names its item too. 0: no marked labels.
+        abacus_line_end: with abacus_line_window, the token whose next slot is one past the line before's
+            last label also sees the `=` that ends that line (`abacus_positions.closed_slots`), so a round
+            ends by a key that is there rather than by one that is missing.
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
@@ -150,6 +153,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_row_window: bool = False,
         abacus_line_window: bool = False,
         abacus_marked_labels: int = 0,
+        abacus_line_end: bool = False,
         abacus_window_layers: int = 0,
         abacus_period: int = 0,
         absolute_position_embedding: bool = False,
@@ -186,6 +190,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_row_window = abacus_row_window
         self.abacus_line_window = abacus_line_window
         self.abacus_marked_labels = abacus_marked_labels
+        self.abacus_line_end = abacus_line_end
         self.abacus_window_layers = abacus_window_layers
         self.abacus_period = abacus_period
         self.absolute_position_embedding = absolute_position_embedding
@@ -253,6 +258,8 @@ class AbacusGPT2Config(ArithConfig):
         if self.abacus_marked_labels and not (self.abacus_line_window and self.abacus_marked_labels < self.vocab_size):
             raise ValueError(f"{name}.abacus_marked_labels ({self.abacus_marked_labels}) applies with abacus_line_window, "
                              f"below vocab_size ({self.vocab_size})")
+        if self.abacus_line_end and not self.abacus_line_window:
+            raise ValueError(f"{name}.abacus_line_end applies with abacus_line_window")
         windowed = self.abacus_attention_window or self.abacus_row_window or self.abacus_line_window
         if self.abacus_window_layers and not (windowed and self.abacus_window_layers <= self.num_hidden_layers):
             raise ValueError(f"{name}.abacus_window_layers ({self.abacus_window_layers}) needs abacus_attention_window, "

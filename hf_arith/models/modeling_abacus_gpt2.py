@@ -27,6 +27,7 @@ from .abacus_positions import (
     after_prompt,
     b_digits,
     check_abacus_range,
+    closed_slots,
     label_items,
     line_positions,
     line_window_allowed,
@@ -178,9 +179,12 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
                 else:
                     separators = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments)
                 segment = torch.where(in_prompt, separators, segment)
-                if c.abacus_line_window:  # the item each token names rides in the row slot, for the window
+                if c.abacus_line_window:  # the item each token names (an `=`: the slot it closes) rides in the row slot
                     items = label_items(input_ids, segment, in_prompt, c.vocab_size, c.num_digit_tokens,
                                         c.abacus_marked_labels)
+                    if c.abacus_line_end:
+                        prompt_items = torch.where(in_prompt, segment, 0).amax(dim=-1)
+                        items = items + closed_slots(input_ids, c.answer_start_token_id, c.num_digit_tokens, prompt_items)
                     segment = pack_rows(items, segment, c.abacus_num_segments)
         else:
             segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments,
@@ -330,7 +334,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             allowed = row_window_allowed(queries, keys)
         elif c.abacus_line_window:  # the answer starts in the keys' sequence; the queries are its last tokens
             is_answer = after_prompt(keys[0], keys[2])
-            allowed = line_window_allowed((*queries, is_answer[:, -position_ids.shape[1]:]), (*keys, is_answer))
+            allowed = line_window_allowed((*queries, is_answer[:, -position_ids.shape[1]:]), (*keys, is_answer),
+                                          c.abacus_line_end)
         else:
             allowed = window_allowed(queries[0], keys[0], c.abacus_attention_window)
         return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype,
