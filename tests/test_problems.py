@@ -234,6 +234,23 @@ def test_moved_lists_keep_their_items_and_answer_with_the_labels_of_their_new_pl
         with_items_moved(lists, 4, np.random.default_rng(1))
 
 
+def test_spread_lists_keep_their_items_in_order_at_places_drawn_apart():
+    """with_items_moved(spread=True): a list's items, in order, at random places among the slots, so items
+    once neighbours end up far apart; the answer names the same items under their new labels."""
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=3, min_items=2, max_items=5)
+    lists = sample(spec, 3000, np.random.default_rng(0), split=None, kind="ties")
+    moved = with_items_moved(lists, 12, np.random.default_rng(1), spread=True)
+    assert moved.operand_values() == lists.operand_values()
+    count = (lists.lengths > 0).sum(axis=1)
+    np.testing.assert_array_equal((moved.lengths > 0).sum(axis=1), count)
+    places = [np.flatnonzero(row) for row in moved.lengths > 0]
+    gaps = {int(g) for p in places for g in np.diff(p)}
+    assert gaps == set(range(1, 12))  # neighbours 1 to 11 places apart
+    assert {int(p[0]) for p in places} == set(range(11)) and {int(p[-1]) for p in places} == set(range(1, 12))
+    for p, row, n, answer in zip(places, lists.answer, count, moved.answer):
+        np.testing.assert_array_equal(answer[:n], p[row[:n]])
+
+
 @pytest.mark.parametrize("fraction", [0.1, 0.3])
 def test_test_fraction_is_roughly_respected(fraction):
     spec = ProblemSpec(task="add", min_digits=1, max_digits=10)

@@ -414,3 +414,11 @@ def test_item_places_move_every_training_list_to_later_labels_and_the_recipe_bou
     check_recipe(load_recipe("abacus-gpt2-sort", ["data.item_places=12", "format.max_items=12"]))
     with pytest.raises(RecipeError, match="for a list task"):
         check_recipe(load_recipe("abacus-gpt2-add", ["data.item_places=5"]))
+    with pytest.raises(RecipeError, match="data.item_spread needs data.item_places"):
+        check_recipe(load_recipe("abacus-gpt2-sort", ["data.item_spread=true"]))
+    spread = ProblemStream(spec, fmt, item_places=12, item_spread=True, chunk_size=512)
+    prompts = ["".join(vocab[i] for i in row["input_ids"][: int(row["attention_mask"].sum())]).split(PROMPT_END)[0]
+               for row in take(spread, 256)]
+    labels = ["".join(item[0] for item in prompt.split(",")) for prompt in prompts]
+    assert any(label not in "abcdefghijkl" for label in labels)  # not one run: 'c', 'h', 'k'
+    assert all(list(label) == sorted(label) and len(set(label)) == len(label) for label in labels)

@@ -265,21 +265,29 @@ def with_answers(problems: Problems) -> Problems:
     return problems.with_answers()
 
 
-def with_items_moved(problems: Problems, slots: int, rng: np.random.Generator) -> Problems:
+def with_items_moved(problems: Problems, slots: int, rng: np.random.Generator, spread: bool = False) -> Problems:
     """Each list's items moved together to a run of `slots` item places that starts at a place drawn
-    uniformly from those that fit (a list of c items: 0 to slots - c), answers recomputed.
+    uniformly from those that fit (a list of c items: 0 to slots - c), answers recomputed. With
+    `spread`, a list's c items go to c places drawn at random among the `slots` instead, in their order.
 
     Why: a list's i-th item is labelled and placed as item i, so a model trained on lists of at most
     5 items never sees the labels and places of a longer list. Moved, a short list reads
     'f:31,g:7,h:120' (answered 'gfh'), and every label and place up to `slots` gets trained while no
-    list grows. Training data only: the split is decided on the list before it moves."""
+    list grows. Spread, labels far apart in the alphabet ('c:31,k:7,r:120') stand side by side, as
+    they come to in the written rounds of a long list. Training data only: the split is decided on the
+    list before it moves."""
     keep = problems.lengths > 0
     count = keep.sum(axis=1)
     if count.max(initial=0) > slots:
         raise FormatError(f"lists of {int(count.max())} items cannot move within {slots} item places")
-    start = (rng.random(len(problems)) * (slots - count + 1)).astype(np.int64)
     n, k, width = problems.operands.shape
-    place = start[:, None] + keep.cumsum(axis=1) - 1  # a row's j-th item goes to place start + j
+    if spread:  # the c places of a row's smallest c random keys, in order: a uniform c-subset
+        drawn = np.argsort(rng.random((n, slots)), axis=1)
+        chosen = np.sort(np.where(np.arange(slots)[None, :] < count[:, None], drawn, slots), axis=1)
+        place = np.take_along_axis(chosen, np.maximum(keep.cumsum(axis=1) - 1, 0), axis=1)
+    else:
+        start = (rng.random(len(problems)) * (slots - count + 1)).astype(np.int64)
+        place = start[:, None] + keep.cumsum(axis=1) - 1  # a row's j-th item goes to place start + j
     rows = np.broadcast_to(np.arange(n)[:, None], (n, k))
     operands = np.zeros((n, slots, width), dtype=problems.operands.dtype)
     lengths = np.zeros((n, slots), dtype=problems.lengths.dtype)

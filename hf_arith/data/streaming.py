@@ -114,9 +114,10 @@ class ProblemStream(torch.utils.data.IterableDataset):
                  random_prefix: int = 0, hard_fraction: float = 0.0, context_problems: int = 0,
                  hard_fraction_fade: tuple[int, int] | None = None, hard_kind: str = "hard",
                  mined: Problems | None = None, mined_fraction: float = 0.0, length_buckets: int = 0,
-                 item_places: int = 0):
+                 item_places: int = 0, item_spread: bool = False):
         self.spec, self.fmt, self.seed, self.rank = spec, fmt, seed, rank
         self.item_places = item_places  # lists move within this many item places (with_items_moved); 0: they stay
+        self.item_spread = item_spread  # ... each item to its own random place, in order
         self.length_buckets = length_buckets
         # A pool of problems a starting model got wrong or was unsure of (hf_arith.training.mining), drawn
         # with replacement for `mined_fraction` of the examples; the rest as without it.
@@ -192,7 +193,7 @@ class ProblemStream(torch.utils.data.IterableDataset):
         return arrays
 
     def _placed(self, problems: Problems, rng: np.random.Generator) -> Problems:
-        return with_items_moved(problems, self.item_places, rng) if self.item_places else problems
+        return with_items_moved(problems, self.item_places, rng, self.item_spread) if self.item_places else problems
 
     def start_position(self) -> int:
         """The example iteration starts at: read when it starts, after the Trainer's on_train_begin has set

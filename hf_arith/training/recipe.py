@@ -107,6 +107,9 @@ class DataRecipe:
     # places (hf_arith.data.problems.with_items_moved), so a model trained on lists of 5 items learns the labels
     # and places of a list of up to this many (0 = off: item i stays item i).
     item_places: int = 0
+    # With item_places: each list's items go to random item places, in their order, instead of one run, so
+    # labels far apart in the alphabet stand side by side, as in the written rounds of a long list.
+    item_spread: bool = False
 
 
 @dataclass
@@ -473,6 +476,8 @@ def check_recipe(recipe: Recipe) -> NumberFormat:
     if d.item_places and not (task.item_list and d.max_items <= d.item_places <= fmt.max_items):
         raise RecipeError(f"data.item_places must be 0 or, for a list task, from data.max_items to format.max_items "
                           f"({d.max_items} to {fmt.max_items}); {task.title} got {d.item_places!r}")
+    if d.item_spread and not d.item_places:
+        raise RecipeError("data.item_spread needs data.item_places (the places a list's items spread over)")
     if task.item_list and d.max_items > fmt.max_items:
         raise RecipeError(f"data.max_items {d.max_items} exceeds format.max_items {fmt.max_items} (the items a prompt holds)")
     if recipe.eval.verify and not is_tiny_adder_format(fmt):

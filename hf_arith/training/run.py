@@ -942,7 +942,7 @@ def _stage_trainer(run: TrainingRun, spec: ProblemSpec, tokenizer, model, args, 
                            hard_fraction=d.hard_fraction, context_problems=d.context_problems,
                            hard_fraction_fade=d.hard_fraction_fade, hard_kind=d.hard_kind,
                            mined=mined, mined_fraction=d.mined_fraction, length_buckets=d.length_buckets,
-                           item_places=d.item_places)
+                           item_places=d.item_places, item_spread=d.item_spread)
     # Only when the recipe turns on an evaluation strategy: otherwise training pays nothing for it.
     evaluation = {} if run.eval_problems is None else dict(
         eval_dataset=HeldoutExamples(run.eval_problems, stream), compute_metrics=compute_metrics(tokenizer),
