@@ -199,8 +199,8 @@ def line_window_allowed(query: tuple, key: tuple, line_end: bool = False) -> tor
     or its neighbour. So it sees slots q - 1 to q + 2 of the line before (line 1: the prompt's items
     q - 1 to q + 2, the list as given), itself, the prompt item its label names, where it finds that
     item's digits, and with `line_end`, where the line before ends at slot q + 1, the `=` that ends it
-    (its own line's first token). A prompt token sees its own item. Each key set is the same in a list of 20 items as
-    in one of 5.
+    (its own line's first token). A prompt token sees its own item. Each key set is the same in a list
+    of 20 items as in one of 5.
     """
     (q_index, q_item, q_segment, q_answer), (k_index, k_item, k_segment, k_answer) = query, key
     q_line = torch.where(q_answer, q_index, 0)[:, :, None]
