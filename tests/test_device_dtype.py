@@ -66,7 +66,9 @@ def test_loading_follows_the_record(name):
 
 def test_minimal_add10_record_is_true_for_bfloat16():
     """Re-run the recorded bfloat16 check of minimal-add10 (its held-out set, 10,000 problems, fast):
-    the same answers change, so the record (and the refusal built on it) matches the weights."""
+    as many answers change, so the record (and the refusal built on it) matches the weights. CPUs with
+    and without avx512_bf16 round bfloat16 matmuls differently (1,451 and 1,452 changed answers seen),
+    so the count may move by a borderline answer or two, never by more than 0.1 % of the problems."""
     data = record("minimal-add10")
     model32, tok = load_checkpoint("minimal-add10")
     problems = data["problems"]
@@ -78,7 +80,8 @@ def test_minimal_add10_record_is_true_for_bfloat16():
                                                    ignore_dtype_check=True)  # the refused dtype, re-checked
     ref, low = hf_arith.solve(model32, tok, texts), hf_arith.solve(model16, tok, texts)
     changed = sum(a != b for a, b in zip(ref, low))
-    assert changed == data["dtypes"]["bfloat16"]["changed_answers"] > 0
+    recorded = data["dtypes"]["bfloat16"]["changed_answers"]
+    assert recorded > 0 and abs(changed - recorded) <= problems["n"] // 1000, (changed, recorded)
     truth = [str(sum(int(x) for x in t.split("+"))) for t in texts]
     assert ref == truth and sum(a != b for a, b in zip(low, truth)) == changed  # each change is a wrong answer
 
