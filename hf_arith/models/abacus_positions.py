@@ -165,20 +165,16 @@ def label_items(input_ids: torch.Tensor, item: torch.Tensor, in_prompt: torch.Te
     return torch.where(in_prompt, item, named)
 
 
-def closed_slots(input_ids: torch.Tensor, line_token_id: int, num_digit_tokens: int, prompt_items: torch.Tensor) -> torch.Tensor:
+def closed_slots(input_ids: torch.Tensor, line_token_id: int, segment: torch.Tensor) -> torch.Tensor:
     """For each `line_token_id` (the `=` that ends a line and opens the next): the slot after the line it
-    ends, one past its last label (the prompt's `=`: `prompt_items` [batch] + 1); any other token 0.
+    ends, one past the slot of the token before it (the prompt's `=`: one past the last item), from
+    line-window segments (prompt tokens: their item; answer tokens: their slot); any other token 0.
 
     Why: under the line window this `=` is the line before's end, seen by the token whose next slot it
     takes, so a round ends where the round before ended by a key that is there, not by one that is missing.
     """
-    is_line = input_ids == line_token_id
-    counted = (input_ids >= num_digit_tokens).long().cumsum(-1)  # labels (a digit shares its label's slot)
-    pos = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
-    opened = torch.where(is_line, pos, torch.full_like(pos, -1)).cummax(dim=-1).values
-    before = torch.cat([torch.full_like(opened[:, :1], -1), opened[:, :-1]], dim=-1)  # the `=` before this one
-    closed = torch.where(before >= 0, counted - counted.gather(-1, before.clamp(min=0)), prompt_items[:, None] + 1)
-    return torch.where(is_line, closed, torch.zeros_like(closed))
+    before = torch.cat([torch.zeros_like(segment[:, :1]), segment[:, :-1]], dim=-1)
+    return torch.where(input_ids == line_token_id, before + 1, torch.zeros_like(segment))
 
 
 def after_prompt(index: torch.Tensor, segment: torch.Tensor) -> torch.Tensor:

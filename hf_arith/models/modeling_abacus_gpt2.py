@@ -183,8 +183,7 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
                     items = label_items(input_ids, segment, in_prompt, c.vocab_size, c.num_digit_tokens,
                                         c.abacus_marked_labels)
                     if c.abacus_line_end:
-                        prompt_items = torch.where(in_prompt, segment, 0).amax(dim=-1)
-                        items = items + closed_slots(input_ids, c.answer_start_token_id, c.num_digit_tokens, prompt_items)
+                        items = items + closed_slots(input_ids, c.answer_start_token_id, segment)
                     segment = pack_rows(items, segment, c.abacus_num_segments)
         else:
             segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments,
