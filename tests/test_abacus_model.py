@@ -21,11 +21,13 @@ from hf_arith.models.abacus_positions import (
     line_window_allowed,
     offset_answer_segments,
     operand_line_rows,
+    pair_roles,
     problem_ids,
     random_offsets,
     row_window_allowed,
     segment_ids,
     unpack_positions,
+    unpack_roles,
     unpack_rows,
     window_allowed,
 )
@@ -703,6 +705,41 @@ def test_line_window_gives_a_label_and_its_digit_one_slot_and_their_line():
     assert_cached_decoding_matches(ended, tok, ["a:3,b:1,c:2", "a:5,b:5", "a:9,b:0,c:7,d:1"], 14)
     with pytest.raises(ValueError, match="abacus_line_end applies with abacus_line_window"):
         make(abacus_line_end=True)
+
+
+def test_pair_roles_name_each_slots_neighbour_in_its_round_and_restart_at_each_place():
+    # abacus_pair_roles: round r (line r + 1, modulo the list's items) pairs 0-based slots of r's parity with
+    # their right neighbour; a token at 1-based slot s gets 1 + (s + r) % 2, a prompt token 0.
+    fmt = NumberFormat(task="sort", scratchpad="transposition_keys", max_items=8)
+    tok = ArithTokenizer(number_format=fmt)
+    settings = dict(fmt=fmt, num_hidden_layers=1, abacus_line_positions=True, abacus_marked_labels=8,
+                    answer_start_token_id=tok.convert_tokens_to_ids("="), abacus_num_segments=16,
+                    abacus_prompt_segments=True, abacus_line_window=True, abacus_line_end=True)
+    model, _ = make(**settings, abacus_pair_roles=True)
+    text = list("a:3,b:1,c:2=B1a3c2=b1C2a3=b1c2A3") + ["<eos>"]
+    ids = torch.tensor([tok.convert_tokens_to_ids(text)])
+    placed = model.position_ids_from_input_ids(ids)
+    index, item, segment = model.transformer.placement(placed)
+    plain, _ = make(**settings)
+    assert [t.tolist() for t in (index, item, segment)] == \
+        [t.tolist() for t in plain.transformer.placement(plain.position_ids_from_input_ids(ids))]  # the window's ids
+    role = unpack_roles(unpack_rows(unpack_positions(placed, model.config.abacus_max_digits)[1], 16)[0], 16)[0][0]
+    assert role[:11].tolist() == [0] * 11
+    assert role[11:].tolist() == [1, 2, 2, 1, 1, 2, 2] + [2, 1, 1, 2, 2, 1, 1] + [1, 2, 2, 1, 1, 2, 2] + [1]  # <eos>: slot 4
+    # Three items: line 4 is round 0 of the next digit place, so its roles are line 1's.
+    line = torch.tensor([[0, 0, 0, 1, 1, 2, 2, 3, 4, 4, 5]])
+    slot = torch.tensor([[1, 2, 3, 0, 1, 0, 1, 1, 0, 1, 1]])
+    in_prompt = torch.tensor([[True] * 3 + [False] * 8])
+    assert pair_roles(line, slot, in_prompt).tolist() == [[0, 0, 0, 1, 2, 2, 1, 2, 1, 2, 1]]
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model.transformer.role.weight.zero_()
+        without = model(ids).logits
+        model.transformer.role.weight.normal_()
+        assert not torch.allclose(model(ids).logits, without)  # the role is embedded
+    assert_cached_decoding_matches(model, tok, ["a:3,b:1,c:2", "a:5,b:5", "a:9,b:0,c:7,d:1"], 14)
+    with pytest.raises(ValueError, match="abacus_pair_roles applies with abacus_line_window"):
+        make(abacus_pair_roles=True)
 
 
 def test_line_window_moves_prompt_items_and_line_slots_by_one_offset_in_training():

@@ -177,6 +177,32 @@ def closed_slots(input_ids: torch.Tensor, line_token_id: int, segment: torch.Ten
     return torch.where(input_ids == line_token_id, before + 1, torch.zeros_like(segment))
 
 
+def pair_roles(line: torch.Tensor, slot: torch.Tensor, in_prompt: torch.Tensor) -> torch.Tensor:
+    """Each answer token's role in its round of an odd-even transposition sort: 1 + the parity of its slot
+    plus its round, where line L (1 for the first) is round (L - 1) mod the list's items (the rounds
+    restart at each digit place); a prompt token 0. `line` and `slot` as `line_positions` gives them
+    (unshifted) and prompt tokens' slots their items, so the list's items are the prompt's largest.
+
+    Why: round r pairs the slots of r's parity with their right neighbour, so this role says which
+    neighbour a slot is compared with, the same at every slot of every list, where the line's marker
+    (one slot further each round) is out of a far slot's window.
+    """
+    items = torch.where(in_prompt, slot, torch.zeros_like(slot)).amax(dim=-1, keepdim=True).clamp(min=1)
+    round_ = (line - 1).clamp(min=0) % items
+    return torch.where(in_prompt, torch.zeros_like(slot), 1 + (slot + round_) % 2)
+
+
+def pack_roles(role: torch.Tensor, items: torch.Tensor, num_segments: int) -> torch.Tensor:
+    """Roles (`pair_roles`) and line-window items as one id, which `pack_rows` packs as the row
+    (an item, or the slot an `=` closes, is at most num_segments)."""
+    return role * (num_segments + 1) + items
+
+
+def unpack_roles(packed: torch.Tensor, num_segments: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(role, items) of ids made by `pack_roles`."""
+    return packed // (num_segments + 1), packed % (num_segments + 1)
+
+
 def after_prompt(index: torch.Tensor, segment: torch.Tensor) -> torch.Tensor:
     """Which tokens are answer tokens, from unshifted line-window ids: the `=` that ends the prompt is the
     first token with slot 0 and an index (line 1), and every prompt token has an item (segment > 0)."""

@@ -100,6 +100,12 @@ class AbacusGPT2Config(ArithConfig):
         abacus_line_end: with abacus_line_window, the token whose next slot is one past the line before's
             last label also sees the `=` that ends that line (`abacus_positions.closed_slots`), so a round
             ends by a key that is there rather than by one that is missing.
+        abacus_pair_roles: with abacus_line_window, each answer token also gets an embedding of its slot's
+            role in its round of an odd-even transposition sort: the parity of its slot plus the round
+            (the line's number less one, modulo the list's items, since the rounds restart at each digit
+            place; `abacus_positions.pair_roles`). A round pairs the slots of one parity with their right
+            neighbour, so without it a slot far from the round's marker must tell the round's parity from
+            its line's id alone, which lists of at most 5 items barely train.
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
@@ -154,6 +160,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_line_window: bool = False,
         abacus_marked_labels: int = 0,
         abacus_line_end: bool = False,
+        abacus_pair_roles: bool = False,
         abacus_window_layers: int = 0,
         abacus_period: int = 0,
         absolute_position_embedding: bool = False,
@@ -191,6 +198,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_line_window = abacus_line_window
         self.abacus_marked_labels = abacus_marked_labels
         self.abacus_line_end = abacus_line_end
+        self.abacus_pair_roles = abacus_pair_roles
         self.abacus_window_layers = abacus_window_layers
         self.abacus_period = abacus_period
         self.absolute_position_embedding = absolute_position_embedding
@@ -258,8 +266,9 @@ class AbacusGPT2Config(ArithConfig):
         if self.abacus_marked_labels and not (self.abacus_line_window and self.abacus_marked_labels < self.vocab_size):
             raise ValueError(f"{name}.abacus_marked_labels ({self.abacus_marked_labels}) applies with abacus_line_window, "
                              f"below vocab_size ({self.vocab_size})")
-        if self.abacus_line_end and not self.abacus_line_window:
-            raise ValueError(f"{name}.abacus_line_end applies with abacus_line_window")
+        for flag in ("abacus_line_end", "abacus_pair_roles"):
+            if getattr(self, flag) and not self.abacus_line_window:
+                raise ValueError(f"{name}.{flag} applies with abacus_line_window")
         windowed = self.abacus_attention_window or self.abacus_row_window or self.abacus_line_window
         if self.abacus_window_layers and not (windowed and self.abacus_window_layers <= self.num_hidden_layers):
             raise ValueError(f"{name}.abacus_window_layers ({self.abacus_window_layers}) needs abacus_attention_window, "

@@ -35,13 +35,16 @@ from .abacus_positions import (
     offset_item_segments,
     operand_line_rows,
     pack_positions,
+    pack_roles,
     pack_rows,
+    pair_roles,
     problem_ids,
     random_offsets,
     row_window_allowed,
     segment_ids,
     table_rows,
     unpack_positions,
+    unpack_roles,
     unpack_rows,
     window_allowed,
 )
@@ -184,6 +187,8 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
                                         c.abacus_marked_labels)
                     if c.abacus_line_end:
                         items = items + closed_slots(input_ids, c.answer_start_token_id, segment)
+                    if c.abacus_pair_roles:  # computed here, where the whole list is in view, and carried
+                        items = pack_roles(pair_roles(index, segment, in_prompt), items, c.abacus_num_segments)
                     segment = pack_rows(items, segment, c.abacus_num_segments)
         else:
             segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments,
@@ -226,6 +231,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                         if config.abacus_num_segments else None)
         self.row = (nn.Embedding(config.abacus_max_digits + 1, config.hidden_size)
                     if config.abacus_operand_rows else None)
+        self.role = nn.Embedding(3, config.hidden_size) if config.abacus_pair_roles else None  # pair_roles
         self.wpe = (nn.Embedding(config.max_position_embeddings, config.hidden_size)
                     if config.absolute_position_embedding else None)
         self.drop = nn.Dropout(config.embd_pdrop)
@@ -255,11 +261,12 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             position_ids = self.position_ids_from_input_ids(input_ids)
         index, segment = unpack_positions(position_ids, c.abacus_max_digits) if self.segment is not None \
             else (position_ids, None)
-        row = None
+        row = role = None
         if self.row is not None:  # rows share the segment slot (position_ids_from_input_ids)
             row, segment = unpack_rows(segment, c.abacus_num_segments)
-        elif c.abacus_line_window:  # so do the items the line window reads (not embedded)
-            segment = unpack_rows(segment, c.abacus_num_segments)[1]
+        elif c.abacus_line_window:  # so do the items the line window reads (not embedded) and the roles
+            items, segment = unpack_rows(segment, c.abacus_num_segments)
+            role = unpack_roles(items, c.abacus_num_segments)[0] if self.role is not None else None
         if not computed:  # ids from position_ids_from_input_ids were checked there
             check_abacus_range(index, c.abacus_max_digits)
             if segment is not None and segment.numel() and int(segment.max()) >= c.abacus_num_segments:
@@ -291,6 +298,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             hidden = hidden + self.segment(segment)
         if row is not None:
             hidden = hidden + self.row(row)
+        if role is not None:
+            hidden = hidden + self.role(role)
         if self.wpe is not None:
             hidden = hidden + self.wpe(positions_from_mask(attention_mask, length, past_length, input_ids.device))
         return self.drop(hidden), placed
@@ -304,6 +313,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         row = None
         if self.row is not None or c.abacus_line_window:
             row, segment = unpack_rows(segment, c.abacus_num_segments)
+        if self.role is not None:  # the line window reads the items alone
+            row = unpack_roles(row, c.abacus_num_segments)[1]
         return index, row, segment
 
     def attention_mask_for(self, hidden_states, position_ids, attention_mask, past_key_values, past_length: int,
