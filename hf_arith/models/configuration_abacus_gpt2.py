@@ -105,7 +105,8 @@ class AbacusGPT2Config(ArithConfig):
             (the line's number less one, modulo the list's items, since the rounds restart at each digit
             place; `abacus_positions.pair_roles`). A round pairs the slots of one parity with their right
             neighbour, so without it a slot far from the round's marker must tell the round's parity from
-            its line's id alone, which lists of at most 5 items barely train.
+            its line's id alone, which lists of at most 5 items barely train. Measured on one-digit lists,
+            it does not help (docs/findings.md); kept so the recorded probe reruns.
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
