@@ -92,8 +92,12 @@ def _folder_reach(folder: Path) -> dict | None:
     if "task" not in fmt or not trained:
         return None
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    tokenizer = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
     return {"task": fmt["task"], "base": fmt.get("base", 10),
-            "digits": max(trained[1], config.get("measured_max_digits") or 0), "items": chain_items(summary)}
+            "digits": max(trained[1], config.get("measured_max_digits") or 0), "items": chain_items(summary),
+            # What it accepts at most (its hard limits): beyond its reach it still answers, flagged, up to these.
+            "max_digits": config.get("max_operand_digits") or 0,
+            "max_items": tokenizer.get("number_format", {}).get("max_items") or 0}
 
 
 def bundled_model_for(task: str, base: int, digits: int, items: int | None = None, exclude: str = "") -> str | None:
@@ -109,3 +113,25 @@ def bundled_model_for(task: str, base: int, digits: int, items: int | None = Non
             continue
         fits.append((name != DEFAULT_MODELS.get(task), reach["digits"], name))
     return min(fits)[2] if fits else None
+
+
+def nearest_bundled_model(task: str, base: int, digits: int, items: int | None = None) -> str | None:
+    """For a problem no bundled model holds (`bundled_model_for` is None): the bundled model of its task and
+    base that accepts it (its hard limits) and whose reach it passes by the fewest digits and items, where it
+    is answered with a note that it lies beyond that reach; where none accepts it, the one accepting most,
+    whose refusal then names the largest limits there are. None where no bundled model does the task."""
+    candidates = []
+    for name in bundled_models():
+        reach = bundled_reach(name)
+        if reach is None or (reach["task"], reach["base"]) != (task, base):
+            continue
+        over_items = 0 if items is None or reach["items"] is None else max(items - reach["items"][1], 0)
+        accepts = digits <= reach["max_digits"] and (items is None or items <= reach["max_items"])
+        candidates.append((not accepts, max(digits - reach["digits"], 0) + over_items,
+                           -reach["max_digits"] - reach["max_items"], name != DEFAULT_MODELS.get(task), name))
+    if not candidates:
+        return None
+    best = min(candidates)
+    if best[0]:  # none accepts it: rank by the limits alone, so the refusal names the largest
+        best = min(candidates, key=lambda c: (c[2], c[3], c[4]))
+    return best[4]

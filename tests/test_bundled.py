@@ -123,6 +123,7 @@ def test_each_bundled_models_reach_is_its_trained_or_measured_range(name):
     reach = bundled_reach(name)
     assert (reach["task"], reach["base"]) == (tokenizer.arith_format.task, tokenizer.arith_format.base)
     assert reach["digits"] == max(limits.training_range[1], limits.measured_max_digits or 0) <= limits.max_digits
+    assert reach["max_digits"] == limits.max_digits and reach["max_items"] == tokenizer.arith_format.max_items
     if tokenizer.arith_format.task_rules.item_list:
         assert reach["items"] == limits.training_items
 
@@ -141,13 +142,30 @@ def test_the_bundled_model_for_a_problem_is_the_default_else_the_closest_fit():
     assert bundled_model_for("add", 16, 3) is None  # no bundled model counts in base 16
 
 
+def test_a_problem_no_bundled_model_holds_goes_to_the_one_that_accepts_it_and_reaches_nearest():
+    from hf_arith.bundled import bundled_reach, nearest_bundled_model
+
+    # 11 digits: abacus-gpt2-sort-10 reaches 10, the default 6; both accept it.
+    assert nearest_bundled_model("sort", 10, 11, items=2) == "abacus-gpt2-sort-10"
+    assert nearest_bundled_model("sort", 10, 3, items=12) == "abacus-gpt2-sort-10"  # the only one that takes 12 items
+    # 13 items: none takes them, so the one that takes most, whose refusal names 12.
+    assert nearest_bundled_model("sort", 10, 3, items=13) == "abacus-gpt2-sort-10"
+    assert bundled_reach("abacus-gpt2-sort-10")["max_items"] == 12 < 13
+    # 150 digits: past every adder's measured 100; only the periodic table takes them.
+    assert nearest_bundled_model("add", 10, 150) == "abacus-gpt2-add-periodic"
+    assert nearest_bundled_model("mul", 10, 12) == "abacus-gpt2-mul-10"  # reaches 10, abacus-gpt2-mul-5-to-10 9
+    assert nearest_bundled_model("mul", 10, 10_000) == "abacus-gpt2-mul-10"  # none takes it: the largest limits
+    assert nearest_bundled_model("add", 16, 3) is None
+
+
 @pytest.mark.parametrize("problem, name", [
     ("12*34", "abacus-gpt2-mul-10"), ("9-4", "abacus-gpt2-sub"), ("1+2", "minimal-add10"),
     ("1" * 20 + "+1", "abacus-gpt2-add"),  # past the default's 10 digits, inside abacus-gpt2-add's measured 30
     ("a:5,b:3", "abacus-gpt2-sort"), ("a:5,b:3,c:9,d:1,e:7,f:2", "abacus-gpt2-sort-10"),
     ("a:1234567,b:3", "abacus-gpt2-sort-10"),  # a 7-digit item: past the default's 6
-    ("1" * 101 + "+1", "minimal-add10"),  # held by none: the task's default, whose limits then refuse it
-    ("a:1,b:2,c:3,d:4,e:5,f:6,g:7,h:8,i:9,j:1,k:2", "abacus-gpt2-sort"),  # 11 items: likewise
+    ("1" * 101 + "+1", "abacus-gpt2-add-periodic"),  # held by none: the one that takes it, reaching nearest
+    ("1" * 5000 + "+1", "abacus-gpt2-add-periodic"),  # taken by none: the largest limits, which then refuse it
+    ("a:1,b:2,c:3,d:4,e:5,f:6,g:7,h:8,i:9,j:1,k:2", "abacus-gpt2-sort-10"),  # 11 items: held by none
 ])
 def test_the_model_for_a_typed_problem_is_read_from_its_syntax_and_size(problem, name):
     from hf_arith.runtime.loading import bundled_model_for_problem
@@ -161,5 +179,6 @@ def test_a_problem_of_a_task_no_bundled_model_does_is_refused_naming_the_task(mo
 
     monkeypatch.setattr(loading, "DEFAULT_MODELS", {})
     monkeypatch.setattr(loading, "bundled_model_for", lambda *args, **kwargs: None)
+    monkeypatch.setattr(loading, "nearest_bundled_model", lambda *args, **kwargs: None)
     with pytest.raises(FormatError, match=r"^'12\*34' is multiplication, which no bundled model does: name a model$"):
         loading.bundled_model_for_problem("12*34")

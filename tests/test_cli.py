@@ -85,9 +85,9 @@ def test_a_refusal_for_size_names_a_bundled_model_that_holds_every_problem(capsy
     assert "; bundled abacus-gpt2-add holds it: --model abacus-gpt2-add;" in err  # measured to 30 digits
     code, _, err = run(capsys, "solve", "a:1,b:2,c:3,d:4,e:5,f:6,g:7,h:1,i:3,j:3", "--model", "abacus-gpt2-sort")
     assert code == 2 and "sorts 2 to 8 items, got 10; bundled abacus-gpt2-sort-10 holds it" in err
-    # Nothing bundled holds a 101-digit sum, and a problem in another syntax names no model.
-    code, _, err = run(capsys, "solve", "1" * 101 + "+1")
-    assert code == 2 and "holds it" not in err
+    # Nothing bundled takes a 5,000-digit sum, and a problem in another syntax names no model.
+    code, _, err = run(capsys, "solve", "1" * 5000 + "+1")
+    assert code == 2 and "abacus range of 4096 digits" in err and "holds it" not in err
     code, _, err = run(capsys, "solve", "12*34", "--model", "abacus-gpt2-sort")
     assert code == 2 and "look like 'a:31,b:7'" in err and "holds it" not in err
 
@@ -111,6 +111,21 @@ def test_solve_without_a_model_answers_each_problem_with_the_bundled_model_for_i
     code, out, err = run(capsys, "solve", "1" * 25 + "+1")
     assert code == 0 and out.startswith("1" * 25 + "+1 = " + "1" * 24 + "2 ?  (operands beyond the 10 digits")
     assert "holds it" not in out and "answered by abacus-gpt2-add" in err
+
+
+def test_solve_without_a_model_sends_a_problem_no_bundled_model_holds_to_the_nearest_and_says_so(capsys):
+    # An 11-digit item: past the default's 6 digits and abacus-gpt2-sort-10's 10; the nearer one answers it.
+    code, out, err = run(capsys, "solve", "a:12345678901,b:3", "a:5,b:3")
+    assert code == 0, err
+    assert err.strip() == ("hf-arith: answered by abacus-gpt2-sort-10, the bundled model they pass by least, though "
+                           "none holds them: 1 problem(s)")
+    lines = out.splitlines()
+    assert lines[0].startswith("a:12345678901,b:3 = ") and "beyond the 10 digits this model was trained on" in lines[0]
+    assert lines[1] == "a:5,b:3 = ba"
+    # 13 items: no bundled model takes them, and the refusal names the largest limit there is (12 items).
+    code, out, err = run(capsys, "solve", ",".join(f"{c}:{i}" for i, c in enumerate("abcdefghijklm")))
+    assert code == 2 and out == "" and "this format sorts 2 to 12 items, got 13" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("problem, message", [

@@ -33,7 +33,8 @@ def add_parsers(sub, parents) -> None:
     p.add_argument("--model", default=None, metavar="MODEL",
                    help=f"{MODEL_HELP} (default: for each problem, the bundled model for its task and size: the "
                         "task's default where it was trained or measured on such problems, else the bundled model "
-                        "that was, reaching least far; `hf-arith models` lists them)")
+                        "that was, reaching least far; for a problem no bundled model was, the one that accepts it "
+                        "and that it passes by least; `hf-arith models` lists them)")
     p.add_argument("--tokens-per-step", type=positive_int, default=None, metavar="K",
                    help="answer tokens one forward pass may write, up to the model's num_future_tokens (default: "
                         "all of them); the extra heads draft and the first head verifies, so the answers are those "
@@ -116,7 +117,7 @@ def cmd_solve(args) -> int:
     import argparse
 
     from ..bundled import DEFAULT_MODELS, bundled_models
-    from ..runtime.loading import bundled_model_for_problem
+    from ..runtime.loading import bundled_route
 
     set_threads(args, default=1)
     named = [p for p in args.problems if p.strip() in bundled_models()]
@@ -127,16 +128,20 @@ def cmd_solve(args) -> int:
         print("\n".join(answer_lines(args, list(args.problems))))
         return 0
     # No model named: each problem goes to the bundled model for its task and size, answers in input order.
-    routes = [bundled_model_for_problem(p) for p in args.problems]
+    routes = [bundled_route(p) for p in args.problems]
     lines: list[str | None] = [None] * len(routes)
-    for name in dict.fromkeys(routes):
-        chosen = [i for i, r in enumerate(routes) if r == name]
+    for name in dict.fromkeys(r[0] for r in routes):
+        chosen = [i for i, r in enumerate(routes) if r[0] == name]
         answered = answer_lines(argparse.Namespace(**{**vars(args), "model": name}), [args.problems[i] for i in chosen],
                                 routed=True)
         for i, line in zip(chosen, answered, strict=True):
             lines[i] = line
-        if name not in DEFAULT_MODELS.values():  # said where a problem left its task's default
-            print(f"{PROG}: answered by {name}, which holds them: {len(chosen)} problem(s)", file=sys.stderr)
+        beyond = sum(not routes[i][1] for i in chosen)
+        if beyond:  # no bundled model holds them: said, whichever model it is
+            print(f"{PROG}: answered by {name}, the bundled model they pass by least, though none holds them: "
+                  f"{beyond} problem(s)", file=sys.stderr)
+        if len(chosen) > beyond and name not in DEFAULT_MODELS.values():  # said where a problem left its task's default
+            print(f"{PROG}: answered by {name}, which holds them: {len(chosen) - beyond} problem(s)", file=sys.stderr)
     print("\n".join(lines))
     return 0
 

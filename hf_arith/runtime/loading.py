@@ -25,7 +25,14 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from ..bundled import BUNDLED_DIR, DEFAULT_MODELS, bundled_model_for, bundled_models, bundled_path
+from ..bundled import (
+    BUNDLED_DIR,
+    DEFAULT_MODELS,
+    bundled_model_for,
+    bundled_models,
+    bundled_path,
+    nearest_bundled_model,
+)
 from ..data.errors import HfArithError, one_line
 from ..data.formatting import FormatError, NumberFormat, get_task, task_of
 from ..families import FAMILIES
@@ -514,17 +521,26 @@ def checkpoint_folder(model) -> Path | None:
 
 def bundled_model_for_problem(problem: str) -> str:
     """The bundled model that answers a typed problem when none is named (`hf-arith solve` without
-    --model): the task its syntax reads (`formatting.task_of`), then `bundled.bundled_model_for` its
-    longest operand and item count, else the task's default (whose limits then flag or refuse it). A
-    problem no task reads, or of a task no bundled model does, is one FormatError."""
+    --model): `bundled_route(problem)`'s model."""
+    return bundled_route(problem)[0]
+
+
+def bundled_route(problem: str) -> tuple[str, bool]:
+    """(the bundled model for a typed problem, whether it holds it): the task its syntax reads
+    (`formatting.task_of`), then `bundled.bundled_model_for` its longest operand and item count (True),
+    else, for a problem beyond every bundled model's reach, `bundled.nearest_bundled_model` (False; it
+    answers the problem flagged, or refuses it naming the largest limits there are). A problem no task
+    reads, or of a task no bundled model does, is one FormatError."""
     task, operands = task_of(problem)
     items = len(operands) if get_task(task).item_list else None
-    name = bundled_model_for(task, 10, max(len(v) for v in operands), items) or DEFAULT_MODELS.get(task)
+    digits = max(len(v) for v in operands)
+    held = bundled_model_for(task, 10, digits, items)
+    name = held or nearest_bundled_model(task, 10, digits, items) or DEFAULT_MODELS.get(task)
     if name is None:
         raise FormatError(f"{problem.strip()!r} is {get_task(task).title}, which no bundled model does: name a model")
     if name not in bundled_models():
         raise FormatError(f"{problem.strip()!r}: its bundled model {name!r} is not installed: name a model")
-    return name
+    return name, held is not None
 
 
 def other_bundled_model(model, fmt: NumberFormat, digits: int, items: int | None) -> str | None:
@@ -538,6 +554,6 @@ def other_bundled_model(model, fmt: NumberFormat, digits: int, items: int | None
 
 __all__ = [
     "DTYPES", "DTYPE_CHECK_FILE", "CheckpointError", "DtypeWarning", "check_device", "check_dtype", "check_dtype_for",
-    "check_repo_id", "checkpoint_folder", "known_model_types", "load", "load_checkpoint", "other_bundled_model",
+    "bundled_route", "check_repo_id", "checkpoint_folder", "known_model_types", "load", "load_checkpoint", "other_bundled_model",
     "read_dtype_check", "resolve_checkpoint", "weights_fingerprint",
 ]
