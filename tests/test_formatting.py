@@ -258,6 +258,71 @@ def test_transposition_keys_write_each_marked_round_with_every_label_s_digit_at_
         NumberFormat(task="sort", scratchpad="transposition_keys", base=16)
 
 
+def test_transposition_flags_write_a_round_s_swaps_in_upper_case_and_end_a_place_after_two_quiet_rounds():
+    # 31, 7, 120, units 1 7 0: round 0 pairs (a, b), no swap; round 1 (b, c), 7 > 0, upper case from
+    # slot 1 on; round 2 (a, c), 1 > 0; rounds 3 and 4 swap nothing, which ends the place. The tens 3 0 2
+    # go on from c a b with round 5 (odd, as rounds count every line); the hundreds 0 0 1 keep the tie b, a.
+    assert rendered("sort", [[31, 7, 120], [5, 5], [10, 2]], scratchpad="transposition_flags") == [
+        ("a:13,b:7,c:021=", "a1b7c0=a1C0B7=C0A1B7=c0a1b7=c0a1b7=c2B0A3=B0C2A3=b0c2a3=b0c2a3=b0A0C1=b0a0c1=b0a0c1$"),
+        ("a:5,b:5=", "a5b5=a5b5$"), ("a:01,b:2=", "a0b2=a0b2=B0A1=b0a1=b0a1$")]
+    fmt = NumberFormat(task="sort", scratchpad="transposition_flags")
+    answer = "a1b7c0=a1C0B7=C0A1B7=c0a1b7=c0a1b7=c2B0A3=B0C2A3=b0c2a3=b0c2a3=b0A0C1=b0a0c1=b0a0c1"
+    assert decode_answer(list(answer) + [EOS_TOKEN], fmt, [2, 1, 3]) == "bac"
+    assert decode_answer(list(answer) + [EOS_TOKEN], fmt) == "bac"
+    for malformed, lengths in ((answer[: -len("=b0a0c1")], [2, 1, 3]),  # the last place not ended
+                               (answer + "=b0a0c1", [2, 1, 3]),  # a quiet round past the place's end
+                               (answer.replace("C0A1B7", "C0a1b7"), None),  # upper case stops after a swap
+                               (answer.replace("a1C0B7", "A1C0B7"), None),  # upper case before the first swap
+                               (answer.replace("c2B0A3", "c2B0A"), None),  # a digit left out
+                               ("a1b7c0=a1c0b7=c0a1b7", None),  # a swap in lower case
+                               ("a5b5=a5b5=a5b5", [1, 1]),  # two places, where the items have one digit
+                               ("a5b5", [1, 1])):  # one quiet round
+        tokens = [EOS_TOKEN if c == "$" else c for c in malformed]
+        assert decode_answer(tokens, fmt, lengths) is None, malformed
+    with pytest.raises(FormatError, match="upper case"):
+        NumberFormat(task="sort", scratchpad="transposition_flags", base=16)
+
+
+def test_flagged_rounds_end_each_place_where_a_radix_pass_does_within_items_plus_two_rounds():
+    # An independent route: each place's last round is that place's radix pass (a stable sort by its
+    # digit), reached in at most items + 2 rounds, each round swapping only neighbours of its line's
+    # parity; the upper-case slots are those from the first one that moved.
+    from hf_arith.data.problems import with_items_moved
+    from hf_arith.data.tasks.sort import flagged_rounds, radix_passes
+
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=4, min_items=2, max_items=7)
+    drawn = sample(spec, 400, np.random.default_rng(3), split=None, kind="ties")  # equal digits are common
+    problems = with_items_moved(drawn, 9, np.random.default_rng(4))
+    rounds, passes = flagged_rounds(problems), radix_passes(problems)
+    items, longest = (problems.lengths > 0).sum(axis=1), problems.lengths.max(axis=1)
+    for i in range(len(problems)):
+        n = items[i]
+        lines = [(r, order[i, :n].tolist(), int(place[i]), flags[i, :n].tolist())
+                 for r, (order, place, flags, has) in enumerate(rounds) if has[i]]
+        assert [r for r, *_ in lines] == list(range(len(lines)))  # a row's lines come first, none skipped
+        places = [p for _, _, p, _ in lines]
+        assert places == sorted(places) and set(places) == set(range(longest[i]))
+        before = sorted(lines[0][1])
+        for r, line, _, flags in lines:
+            moved = [j for j in range(n) if line[j] != before[j]]
+            assert all(j % 2 == r % 2 and j + 1 in moved for j in moved[::2]), (i, r, before, line)
+            assert flags == [bool(moved) and j >= moved[0] for j in range(n)]
+            before = line
+        for p in range(longest[i]):
+            in_place = [line for _, line, q, _ in lines if q == p]
+            assert 2 <= len(in_place) <= n + 2
+            assert in_place[-1] == in_place[-2] == passes[p][0][i, :n].tolist()
+
+
+def test_transposition_flags_budget_bounds_every_answer():
+    fmt = NumberFormat(task="sort", scratchpad="transposition_flags")
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=5, min_items=2, max_items=8)
+    problems = sample(spec, 300, np.random.default_rng(2), split=None)
+    _, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
+    budget = fmt.answer_tokens(problems.lengths)
+    assert (lengths - prompt_lengths <= budget).all() and (lengths - prompt_lengths < budget).any()
+
+
 def test_transposition_rounds_end_each_place_where_a_radix_pass_does_and_swap_only_neighbours():
     # An independent route: each place's last round is that place's radix pass (a stable sort by its
     # digit), and each round swaps only the neighbour pairs its parity names, on lists moved in their places.

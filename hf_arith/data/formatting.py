@@ -188,6 +188,11 @@ class NumberFormat:
       "transposition_keys" writes the marked rounds with each label followed by its item's digit at
       the line's place (A1b7c0=a1C0b7=c0a1B7=C2a3b0=...): a round's comparisons then read two digits
       written in the line before instead of looking each label's item up in the prompt.
+      "transposition_flags" writes the same rounds with each label's digit, but counts the rounds over
+      every line written (so a place may start with an odd round), writes a label in upper case from its
+      round's first swap on, and ends a place after two rounds in a row that swapped nothing
+      (a1b7c0=a1C0B7=C0A1B7=c0a1b7=c0a1b7=c2B0A3=...): no marker moves along the line, so every label
+      depends on its neighbours in the line before and the label before it alone (base <= 10).
     """
 
     task: str = "add"

@@ -84,18 +84,18 @@ class AbacusGPT2Config(ArithConfig):
             abacus_num_segments >= 3 (a, b, answer), and replaces abacus_attention_window (0).
         abacus_line_window: the attention of a sort written as lines of labels whose every label comes
             from a neighbouring slot of the line before (the scratchpads transposition_rounds,
-            transposition_marked and transposition_keys, where a label and its digit share a slot;
-            `abacus_positions.line_window_allowed`), with abacus_prompt_segments:
+            transposition_marked, transposition_keys and transposition_flags, where a label and its digit
+            share a slot; `abacus_positions.line_window_allowed`), with abacus_prompt_segments:
             the token at slot q of line L sees slots q - 1 to q + 2 of line L - 1 (line 1: the prompt's
             items q - 1 to q + 2), itself and the prompt item its label names
             (`abacus_positions.label_items`); a prompt token sees its own item. Prompt tokens then carry
             their item's number as their segment (not the separator count), and with abacus_offset_items
             the prompt and the lines move by one k (item j and slot j stay one id). Every key set is then
             the same in a long list as in a short one. A round cannot count its line, so the written form
-            must say where a place ends (transposition_marked or _keys). Replaces abacus_attention_window and
-            abacus_row_window.
-        abacus_marked_labels: with abacus_line_window and a marked scratchpad (transposition_marked or _keys), the id
-            shift from a label to its marked (upper-case) form, which is the format's max_items, so a
+            must say where a place ends (transposition_marked, _keys or _flags). Replaces
+            abacus_attention_window and abacus_row_window.
+        abacus_marked_labels: with abacus_line_window and upper-case labels (transposition_marked, _keys or
+            _flags), the id shift from a label to its marked (upper-case) form, which is the format's max_items, so a
             marked label names its item too. 0: no marked labels.
         abacus_line_end: with abacus_line_window, the token whose next slot is one past the line before's
             last label also sees the `=` that ends that line (`abacus_positions.closed_slots`), so a round

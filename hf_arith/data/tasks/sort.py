@@ -3,7 +3,8 @@
 Ties keep label order. The written working may be radix passes (the labels once per digit place),
 radix keys (each label with its digit, per place) or transposition rounds (per digit place, one
 line per round of an odd-even transposition sort), with or without a marker that moves one slot a round,
-and with or without each label's digit.
+and with or without each label's digit; or flagged rounds, where a label's case says whether its round has
+swapped anything up to it, and a place ends after two rounds that swapped nothing.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ _SORT_ITEM = re.compile(r"([a-z]):([0-9]+)")
 
 class Sort(Task):
     name, title, hash_id = "sort", "sorting", 4
-    scratchpads = ("radix_passes", "radix_keys", "transposition_rounds", "transposition_marked", "transposition_keys")
+    scratchpads = ("radix_passes", "radix_keys", "transposition_rounds", "transposition_marked", "transposition_keys",
+                   "transposition_flags")
     _marked = ("transposition_marked", "transposition_keys")  # round r's label at slot r in upper case
+    _cased = _marked + ("transposition_flags",)  # labels in upper case too
     _rounds = ("transposition_rounds",) + _marked  # a line per round of an odd-even transposition sort
     item_list = True
     digit_answers = False  # labels
@@ -46,12 +49,12 @@ class Sort(Task):
     def check_format(self, fmt):
         if fmt.answer_width:
             raise FormatError("answer_width does not apply to sorting (the answer is a list of labels)")
-        if fmt.scratchpad in self._marked and fmt.base > 10:
+        if fmt.scratchpad in self._cased and fmt.base > 10:
             raise FormatError(f"{fmt.scratchpad} writes marked labels in upper case, which base "
                               f"{fmt.base} uses for digits: it needs base 10 or less")
 
     def symbols(self, fmt):
-        marked = list(SORT_LABELS[: fmt.max_items].upper()) if fmt.scratchpad in self._marked else []
+        marked = list(SORT_LABELS[: fmt.max_items].upper()) if fmt.scratchpad in self._cased else []
         return [":", ","] + list(SORT_LABELS[: fmt.max_items]) + marked
 
     def answer_digits(self, lengths):
@@ -66,12 +69,14 @@ class Sort(Task):
             return places * (2 * items + 1) + items + end  # a line of label-digit pairs per place, then the labels
         if fmt.scratchpad == "transposition_keys":
             return places * items * (2 * items + 1) - 1 + end  # a line of label-digit pairs per round
+        if fmt.scratchpad == "transposition_flags":  # at most items + 2 rounds a place (`flagged_rounds`)
+            return places * (items + 2) * (2 * items + 1) - 1 + end
         if fmt.scratchpad in self._rounds:
             return places * items * (items + 1) - 1 + end  # a line of labels per round, one round per item and place
         return items + end
 
     def answer_run_tokens(self, fmt, lengths):
-        if fmt.scratchpad == "radix_keys":
+        if fmt.scratchpad in ("radix_keys", "transposition_flags"):
             return 2 * fmt.max_answer_digits(lengths)  # a line of labels, each with its digit
         return super().answer_run_tokens(fmt, lengths)
 
@@ -232,6 +237,8 @@ class Sort(Task):
     def answer_segments(self, problems, fmt, vocab):
         label_ids = np.array([vocab[c] for c in SORT_LABELS[: problems.answer.shape[1]]])
         segments = []
+        if fmt.scratchpad == "transposition_flags":
+            return _flagged_lines(problems, label_ids, vocab)
         if fmt.scratchpad == "radix_passes" or fmt.scratchpad in self._rounds:
             lines = radix_passes(problems) if fmt.scratchpad == "radix_passes" else transposition_rounds(problems)
             rounds = max(int(problems.answer_lengths.max()), 1) if len(problems) else 1
@@ -273,6 +280,13 @@ class Sort(Task):
                     "neighbours whose digit is out of order, round r writing the label at slot r in upper case, the "
                     "lines separated by '='; a place ends with the round that marks its last slot, and the last "
                     "line, read in lower case, is the sorted order")
+        if fmt.scratchpad == "transposition_flags":
+            return ("it sorts as a radix sort does, each digit place by an odd-even transposition sort: per place, "
+                    "lowest first, one line per round of the labels, each followed by its item's digit at that "
+                    "place, each round swapping neighbours whose digit is out of order (rounds alternate across "
+                    "every line written), a label in upper case from the round's first swap on, the lines "
+                    "separated by '='; a place ends after two rounds in a row that swapped nothing, and the last "
+                    "line's labels, read in lower case, are the sorted order")
         if fmt.scratchpad == "transposition_keys":
             return ("it sorts as a radix sort does, each digit place by an odd-even transposition sort: per place, "
                     "lowest first, one line per round (as many rounds as items) of the labels, each followed by its "
@@ -293,6 +307,8 @@ class Sort(Task):
     def read_answer(self, text, fmt, operand_lengths=None):
         labels = SORT_LABELS[: fmt.max_items]
         lines = text.split(PROMPT_END) if fmt.scratchpad != "none" else [text]
+        if fmt.scratchpad == "transposition_flags":
+            return _read_flagged(lines, fmt, operand_lengths)
         if fmt.scratchpad in ("radix_keys", "transposition_keys"):
             # Label-digit pairs (radix_keys: every line but the last); they are checked as the labels they order.
             digits = set(DIGIT_CHARS[: fmt.base])
@@ -350,6 +366,97 @@ def transposition_rounds(problems) -> list[tuple[np.ndarray, np.ndarray]]:
             order[:, first + 1] = np.where(swap, left, right)
             lines.append((order.copy(), (p < longest) & (r < items)))
     return lines
+
+
+def flagged_rounds(problems) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """For each line i that transposition_flags writes: the item order after round i of an odd-even
+    transposition sort ([n, k] item indices, the row's items first, absent ones last), the digit place that
+    round compares in each row ([n]), which slots lie at or after the round's first swap ([n, k], the labels
+    written in upper case) and which rows write line i ([n]). Round i compares the neighbours at places
+    (j, j + 1) with j of i's parity, counting every line written, and swaps them only where the first digit
+    is larger (equal digits keep the line before's order). A place ends after two rounds in a row that
+    swapped nothing (the list is then sorted by that digit), the next place going on from that order, and
+    a row's last line ends its longest item's last place. At most items + 2 rounds a place: n rounds sort
+    n items. Why: every label depends on its neighbours in the line before and on the label before it in
+    its own line (the case), and a round's end on its last slot and the line before's, never on how far
+    a marker has come along the line, which a list of 5 items cannot show for a list of 20."""
+    present = problems.lengths > 0
+    n, k = present.shape
+    items, longest = present.sum(axis=1), problems.lengths.max(axis=1)
+    order = np.argsort(~present, axis=1, kind="stable")  # a moved list's items first, in label order
+    rows, slots = np.arange(n)[:, None], np.arange(k)[None, :]
+    place = np.zeros(n, dtype=np.int64)
+    quiet = np.zeros(n, dtype=bool)  # the line before, in the same place, swapped nothing
+    active = longest > 0
+    lines = []
+    while active.any():
+        p = np.minimum(place, problems.operands.shape[2] - 1)  # a row past its last place writes nothing
+        key = problems.operands[rows, order, p[:, None]]  # 0 past an item's length
+        first = np.arange(len(lines) % 2, k - 1, 2)
+        swap = (key[:, first] > key[:, first + 1]) & (first[None, :] + 1 < items[:, None]) & active[:, None]
+        before = order.copy()
+        left, right = order[:, first].copy(), order[:, first + 1].copy()
+        order[:, first] = np.where(swap, right, left)
+        order[:, first + 1] = np.where(swap, left, right)
+        flags = np.cumsum(order != before, axis=1) > 0
+        lines.append((order.copy(), p, flags & (slots < items[:, None]), active.copy()))
+        swapped = flags[:, -1]
+        ends = active & quiet & ~swapped
+        quiet = ~swapped & ~ends
+        place = place + ends
+        active &= place < longest
+    return lines
+
+
+def _flagged_lines(problems, label_ids: np.ndarray, vocab: dict) -> list:
+    """The segments of transposition_flags' lines (`flagged_rounds`), joined by '=': each label (upper case
+    from its round's first swap on) followed by its item's digit at the round's place."""
+    marked_ids = np.array([vocab[c.upper()] for c in SORT_LABELS[: len(label_ids)]])
+    digit_ids = np.array([vocab[c] for c in DIGIT_CHARS[: problems.base]])
+    n = len(problems)
+    rows = np.arange(n)[:, None]
+    segments = []
+    for i, (order, place, flags, has_line) in enumerate(flagged_rounds(problems)):
+        if i:
+            segments.append(const_segment(vocab[PROMPT_END], has_line))
+        labels = np.where(flags, marked_ids[order], label_ids[order])
+        digits = digit_ids[problems.operands[rows, order, place[:, None]]]
+        pairs = np.stack([labels, digits], axis=-1).reshape(n, -1)
+        segments.append((pairs, np.where(has_line, 2 * problems.answer_lengths, 0)))
+    return segments
+
+
+def _read_flagged(lines: list[str], fmt, operand_lengths) -> str | None:
+    """The sorted labels of a transposition_flags answer split into lines, or None where the working is not
+    well formed: label-digit pairs, each line the same labels once each, the upper-case labels exactly those
+    from the first slot that differs from the line before (the first line: from label order), and the last
+    line the end of a place (with `operand_lengths`: of the longest item's last place)."""
+    digits = set(DIGIT_CHARS[: fmt.base])
+    if any(len(line) % 2 or not line or not set(line[1::2]) <= digits for line in lines):
+        return None
+    lines = [line[0::2] for line in lines]
+    first = lines[0].lower()
+    if operand_lengths is not None:
+        items = int((np.asarray(operand_lengths) > 0).sum())
+        if sorted(first) != list(SORT_LABELS[:items]):
+            return None
+    before, quiet, places, ended = "".join(sorted(first)), False, 0, False
+    for line in lines:
+        plain = line.lower()
+        if sorted(plain) != sorted(before) or len(set(plain)) != len(plain) or not set(plain) <= set(SORT_LABELS):
+            return None
+        changed = [a != b for a, b in zip(plain, before, strict=True)]
+        swapped = any(changed)
+        flags = [c.isupper() for c in line]
+        if flags != [any(changed[: j + 1]) for j in range(len(line))]:
+            return None
+        ended = quiet and not swapped
+        places += ended
+        quiet = not swapped and not ended
+        before = plain
+    if not ended or (operand_lengths is not None and places != int(np.max(operand_lengths))):
+        return None
+    return before
 
 
 def radix_passes(problems) -> list[tuple[np.ndarray, np.ndarray]]:
