@@ -731,6 +731,18 @@ def test_pair_roles_name_each_slots_neighbour_in_its_round_and_restart_at_each_p
     slot = torch.tensor([[1, 2, 3, 0, 1, 0, 1, 1, 0, 1, 1]])
     in_prompt = torch.tensor([[True] * 3 + [False] * 8])
     assert pair_roles(line, slot, in_prompt).tolist() == [[0, 0, 0, 1, 2, 2, 1, 2, 1, 2, 1]]
+    # "every_line" (transposition_flags): the rounds go on alternating, so line 4 is round 3, not round 0.
+    assert pair_roles(line, slot, in_prompt, per_place=False).tolist() == [[0, 0, 0, 1, 2, 2, 1, 2, 2, 1, 2]]
+    flags_fmt = NumberFormat(task="sort", scratchpad="transposition_flags", max_items=8)
+    every, _ = make(**{**settings, "fmt": flags_fmt}, abacus_pair_roles="every_line")
+    text = list("a:3,b:1,c:2=B1A3c2=b1C2A3=b1c2a3=b1c2a3") + ["<eos>"]
+    ids = torch.tensor([ArithTokenizer(number_format=flags_fmt).convert_tokens_to_ids(text)])
+    placed = unpack_positions(every.position_ids_from_input_ids(ids), every.config.abacus_max_digits)[1]
+    role = unpack_roles(unpack_rows(placed, 16)[0], 16)[0][0]
+    odd, even = [1, 2, 2, 1, 1, 2, 2], [2, 1, 1, 2, 2, 1, 1]  # a line's `=`, then its label-digit pairs
+    assert role[11:].tolist() == odd + even + odd + even + [2]  # line 4 is round 3, where per place it is round 0
+    with pytest.raises(ValueError, match="abacus_pair_roles must be true, false or 'every_line', got 'odd'"):
+        make(**settings, abacus_pair_roles="odd")
     torch.manual_seed(0)
     with torch.no_grad():
         model.transformer.role.weight.zero_()

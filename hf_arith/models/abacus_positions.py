@@ -177,18 +177,21 @@ def closed_slots(input_ids: torch.Tensor, line_token_id: int, segment: torch.Ten
     return torch.where(input_ids == line_token_id, before + 1, torch.zeros_like(segment))
 
 
-def pair_roles(line: torch.Tensor, slot: torch.Tensor, in_prompt: torch.Tensor) -> torch.Tensor:
+def pair_roles(line: torch.Tensor, slot: torch.Tensor, in_prompt: torch.Tensor, per_place: bool = True) -> torch.Tensor:
     """Each answer token's role in its round of an odd-even transposition sort: 1 + the parity of its slot
-    plus its round, where line L (1 for the first) is round (L - 1) mod the list's items (the rounds
-    restart at each digit place); a prompt token 0. `line` and `slot` as `line_positions` gives them
-    (unshifted) and prompt tokens' slots their items, so the list's items are the prompt's largest.
+    plus its round, where line L (1 for the first) is round (L - 1) mod the list's items (`per_place`: the
+    rounds restart at each digit place, as transposition_marked and _keys write them) or round L - 1 (the
+    rounds alternate over every line, as transposition_flags writes them); a prompt token 0. `line` and
+    `slot` as `line_positions` gives them (unshifted) and prompt tokens' slots their items, so the list's
+    items are the prompt's largest.
 
     Why: round r pairs the slots of r's parity with their right neighbour, so this role says which
     neighbour a slot is compared with, the same at every slot of every list, where the line's marker
     (one slot further each round) is out of a far slot's window.
     """
-    items = torch.where(in_prompt, slot, torch.zeros_like(slot)).amax(dim=-1, keepdim=True).clamp(min=1)
-    round_ = (line - 1).clamp(min=0) % items
+    round_ = (line - 1).clamp(min=0)
+    if per_place:
+        round_ = round_ % torch.where(in_prompt, slot, torch.zeros_like(slot)).amax(dim=-1, keepdim=True).clamp(min=1)
     return torch.where(in_prompt, torch.zeros_like(slot), 1 + (slot + round_) % 2)
 
 

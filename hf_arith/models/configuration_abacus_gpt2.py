@@ -106,7 +106,8 @@ class AbacusGPT2Config(ArithConfig):
             place; `abacus_positions.pair_roles`). A round pairs the slots of one parity with their right
             neighbour, so without it a slot far from the round's marker must tell the round's parity from
             its line's id alone, which lists of at most 5 items barely train. Measured on one-digit lists,
-            it does not help (docs/findings.md); kept so the recorded probe reruns.
+            it does not help there (docs/findings.md). "every_line": the round is the line's number less
+            one, for transposition_flags, whose rounds alternate over every line and which has no marker.
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
@@ -161,7 +162,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_line_window: bool = False,
         abacus_marked_labels: int = 0,
         abacus_line_end: bool = False,
-        abacus_pair_roles: bool = False,
+        abacus_pair_roles: bool | str = False,
         abacus_window_layers: int = 0,
         abacus_period: int = 0,
         absolute_position_embedding: bool = False,
@@ -267,6 +268,8 @@ class AbacusGPT2Config(ArithConfig):
         if self.abacus_marked_labels and not (self.abacus_line_window and self.abacus_marked_labels < self.vocab_size):
             raise ValueError(f"{name}.abacus_marked_labels ({self.abacus_marked_labels}) applies with abacus_line_window, "
                              f"below vocab_size ({self.vocab_size})")
+        if self.abacus_pair_roles not in (False, True, "every_line"):
+            raise ValueError(f"{name}.abacus_pair_roles must be true, false or 'every_line', got {self.abacus_pair_roles!r}")
         for flag in ("abacus_line_end", "abacus_pair_roles"):
             if getattr(self, flag) and not self.abacus_line_window:
                 raise ValueError(f"{name}.{flag} applies with abacus_line_window")

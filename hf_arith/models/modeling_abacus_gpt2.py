@@ -188,7 +188,8 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
                     if c.abacus_line_end:
                         items = items + closed_slots(input_ids, c.answer_start_token_id, segment)
                     if c.abacus_pair_roles:  # computed here, where the whole list is in view, and carried
-                        items = pack_roles(pair_roles(index, segment, in_prompt), items, c.abacus_num_segments)
+                        roles = pair_roles(index, segment, in_prompt, per_place=c.abacus_pair_roles != "every_line")
+                        items = pack_roles(roles, items, c.abacus_num_segments)
                     segment = pack_rows(items, segment, c.abacus_num_segments)
         else:
             segment = segment_ids(input_ids, c.num_digit_tokens, c.pad_token_id, c.abacus_num_segments,

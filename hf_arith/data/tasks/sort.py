@@ -76,7 +76,7 @@ class Sort(Task):
         return items + end
 
     def answer_run_tokens(self, fmt, lengths):
-        if fmt.scratchpad in ("radix_keys", "transposition_flags"):
+        if fmt.scratchpad == "radix_keys":
             return 2 * fmt.max_answer_digits(lengths)  # a line of labels, each with its digit
         return super().answer_run_tokens(fmt, lengths)
 
