@@ -19,6 +19,7 @@ from hf_arith.models.abacus_positions import (
     label_items,
     line_positions,
     line_window_allowed,
+    line_window_relations,
     offset_answer_segments,
     operand_line_rows,
     pair_roles,
@@ -752,6 +753,47 @@ def test_pair_roles_name_each_slots_neighbour_in_its_round_and_restart_at_each_p
     assert_cached_decoding_matches(model, tok, ["a:3,b:1,c:2", "a:5,b:5", "a:9,b:0,c:7,d:1"], 14)
     with pytest.raises(ValueError, match="abacus_pair_roles applies with abacus_line_window"):
         make(abacus_pair_roles=True)
+
+
+def test_relation_bias_tells_window_keys_apart_by_relation_and_embeds_no_slot():
+    # abacus_relation_bias: each key the line window lets a token see gets a code for what it is to that
+    # token, each head adds its learned bias for that code, and no slot or item id is embedded.
+    fmt = NumberFormat(task="sort", scratchpad="transposition_keys", max_items=8)
+    tok = ArithTokenizer(number_format=fmt)
+    settings = dict(fmt=fmt, num_hidden_layers=2, abacus_window_layers=1, abacus_line_positions=True,
+                    abacus_marked_labels=8, answer_start_token_id=tok.convert_tokens_to_ids("="),
+                    abacus_num_segments=16, abacus_prompt_segments=True, abacus_line_window=True,
+                    abacus_line_end=True, abacus_pair_roles=True, abacus_offset_items=True, abacus_max_offset=0)
+    model, _ = make(**settings, abacus_relation_bias=True)
+    text = list("a:3,b:1,c:2=B1a3c2=b1C2a3=b1c2A3") + ["<eos>"]
+    ids = torch.tensor([tok.convert_tokens_to_ids(text)])
+    index, item, segment = model.transformer.placement(model.position_ids_from_input_ids(ids))
+    is_answer = after_prompt(index, segment)
+    window = (index, item, segment, is_answer)
+    relations = line_window_relations(window, window, True)[0]
+    assert torch.equal(relations > 0, line_window_allowed(window, window, True)[0])
+    # line 2's first digit (slot 1): line 1's `=` and slots 1-3 (offsets -1..2), item b (named), itself
+    assert relations[20].tolist()[:21] == [0, 0, 0, 0, 11, 11, 11, 11] + [0] * 3 + [2, 3, 3, 4, 4, 5, 5, 0, 6, 6]
+    assert relations[6, 4:8].tolist() == [6] * 4 and relations[6, :4].tolist() == [0] * 4  # a prompt token: its item
+    assert relations[24, 18].item() == 21  # line 2's last digit: the `=` that ends line 1 (line_end)
+    assert model.transformer.segment is None
+    # Offsets that move every item and slot in training (the digit and line indices stay) change nothing:
+    # no absolute slot is embedded.
+    plain, _ = make(**settings)
+    with torch.no_grad():
+        for m, moves in ((model, False), (plain, True)):
+            m.eval()
+            still = m(ids).logits
+            m.train()
+            torch.manual_seed(1)
+            assert torch.allclose(m(ids).logits, still, atol=1e-5) != moves
+            m.eval()
+        model.transformer.relation_bias.weight.zero_()
+        assert not torch.allclose(model(ids).logits, still, atol=1e-3)  # the bias is read
+    model.transformer.relation_bias.weight.data.normal_(0, 2.0)
+    assert_cached_decoding_matches(model, tok, ["a:3,b:1,c:2", "a:5,b:5", "a:9,b:0,c:7,d:1"], 14)
+    with pytest.raises(ValueError, match="abacus_relation_bias applies with abacus_line_window"):
+        make(abacus_relation_bias=True)
 
 
 def test_line_window_moves_prompt_items_and_line_slots_by_one_offset_in_training():

@@ -212,9 +212,16 @@ def after_prompt(index: torch.Tensor, segment: torch.Tensor) -> torch.Tensor:
     return ((segment == 0) & (index > 0)).long().cummax(dim=-1).values.bool()
 
 
-def line_window_allowed(query: tuple, key: tuple, line_end: bool = False) -> torch.Tensor:
+# Relation codes of `line_window_relations`: 0 unseen; a seen key 1 + its slot offset in the line before
+# (0: not there, 1-4: q - 1 .. q + 2) + 5 if it is the query's own slot (or, for a prompt query, item)
+# + 10 if it is the prompt item the query's label names + 20 if it is the `=` that ends the line before.
+LINE_WINDOW_RELATIONS = 41
+
+
+def line_window_relations(query: tuple, key: tuple, line_end: bool = False) -> torch.Tensor:
     """What each token may see in a sort written as lines of labels (transposition rounds) under the
-    line window: bool [batch, queries, keys]. Causality and padding are applied elsewhere.
+    line window, and as what: int [batch, queries, keys], 0 where unseen, else a relation code
+    (LINE_WINDOW_RELATIONS). Causality and padding are applied elsewhere.
 
     `query` and `key` are (index, item, segment, is_answer) of the unshifted ids: an answer token's
     index is its line L, its segment its slot q (0 for the `=` that opens the line) and its item the
@@ -224,8 +231,8 @@ def line_window_allowed(query: tuple, key: tuple, line_end: bool = False) -> tor
     or its neighbour. So it sees slots q - 1 to q + 2 of the line before (line 1: the prompt's items
     q - 1 to q + 2, the list as given), itself, the prompt item its label names, where it finds that
     item's digits, and with `line_end`, where the line before ends at slot q + 1, the `=` that ends it
-    (its own line's first token). A prompt token sees its own item. Each key set is the same in a list
-    of 20 items as in one of 5.
+    (its own line's first token). A prompt token sees its own item. Each key set, and each key's code,
+    is the same in a list of 20 items as in one of 5.
     """
     (q_index, q_item, q_segment, q_answer), (k_index, k_item, k_segment, k_answer) = query, key
     q_line = torch.where(q_answer, q_index, 0)[:, :, None]
@@ -235,10 +242,19 @@ def line_window_allowed(query: tuple, key: tuple, line_end: bool = False) -> tor
     line_before = (k_line == q_line - 1) & (slots_up >= -1) & (slots_up <= 2)  # line 1: the prompt's items
     itself = ~prompt & (k_line == q_line) & (slots_up == 0)
     named = prompt & (k_item[:, None, :] == q_item[:, :, None]) & (q_segment > 0)[:, :, None]
-    seen = line_before | itself | named
+    ends = torch.zeros_like(itself)
     if line_end:
-        seen |= ~prompt & (k_line == q_line) & (k_segment == 0)[:, None, :] & (k_item[:, None, :] == q_segment[:, :, None] + 1)
-    return torch.where(q_answer[:, :, None], seen, prompt & (slots_up == 0))
+        ends = ~prompt & (k_line == q_line) & (k_segment == 0)[:, None, :] & (k_item[:, None, :] == q_segment[:, :, None] + 1)
+    code = (torch.where(line_before, slots_up + 2, 0) + 5 * itself.long() + 10 * named.long() + 20 * ends.long())
+    seen = line_before | itself | named | ends
+    answer_code = torch.where(seen, code + 1, 0)
+    prompt_code = torch.where(prompt & (slots_up == 0), 6, 0)  # a prompt token's own item: "itself"
+    return torch.where(q_answer[:, :, None], answer_code, prompt_code)
+
+
+def line_window_allowed(query: tuple, key: tuple, line_end: bool = False) -> torch.Tensor:
+    """The keys `line_window_relations` lets each query see: bool [batch, queries, keys]."""
+    return line_window_relations(query, key, line_end) > 0
 
 
 def operand_line_rows(input_ids: torch.Tensor, answer_start_token_id: int, num_digit_tokens: int,
@@ -386,7 +402,8 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     return torch.where(position_ids > 0, position_ids + k, position_ids)
 
 
-__all__ = ["abacus_position_ids", "after_prompt", "b_digits", "check_abacus_range", "closed_slots", "label_items",
-           "line_positions", "line_window_allowed", "offset_answer_segments", "offset_item_segments",
+__all__ = ["LINE_WINDOW_RELATIONS", "abacus_position_ids", "after_prompt", "b_digits", "check_abacus_range",
+           "closed_slots", "label_items", "line_positions", "line_window_allowed", "line_window_relations",
+           "offset_answer_segments", "offset_item_segments",
            "operand_line_rows", "pack_positions", "pack_rows", "problem_ids", "random_offsets", "row_window_allowed",
            "segment_ids", "unpack_positions", "unpack_rows", "window_allowed"]

@@ -108,6 +108,12 @@ class AbacusGPT2Config(ArithConfig):
             its line's id alone, which lists of at most 5 items barely train. Measured on one-digit lists,
             it does not help there (docs/findings.md). "every_line": the round is the line's number less
             one, for transposition_flags, whose rounds alternate over every line and which has no marker.
+        abacus_relation_bias: with abacus_line_window, the window's keys are told apart by what they are to
+            the query (slot q - 1, q, q + 1 or q + 2 of the line before, itself, its named item, the line
+            end: `abacus_positions.line_window_relations`) through a learned bias per head and relation,
+            added to the windowed blocks' attention scores, and the slots and items are not embedded. A
+            token's computation then holds no absolute slot or item at all, so it is the same at slot 15
+            of a list of 20 as at slot 3 of a list of 5, by construction rather than by training offsets.
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
@@ -163,6 +169,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_marked_labels: int = 0,
         abacus_line_end: bool = False,
         abacus_pair_roles: bool | str = False,
+        abacus_relation_bias: bool = False,
         abacus_window_layers: int = 0,
         abacus_period: int = 0,
         absolute_position_embedding: bool = False,
@@ -201,6 +208,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_marked_labels = abacus_marked_labels
         self.abacus_line_end = abacus_line_end
         self.abacus_pair_roles = abacus_pair_roles
+        self.abacus_relation_bias = abacus_relation_bias
         self.abacus_window_layers = abacus_window_layers
         self.abacus_period = abacus_period
         self.absolute_position_embedding = absolute_position_embedding
@@ -270,7 +278,7 @@ class AbacusGPT2Config(ArithConfig):
                              f"below vocab_size ({self.vocab_size})")
         if self.abacus_pair_roles not in (False, True, "every_line"):
             raise ValueError(f"{name}.abacus_pair_roles must be true, false or 'every_line', got {self.abacus_pair_roles!r}")
-        for flag in ("abacus_line_end", "abacus_pair_roles"):
+        for flag in ("abacus_line_end", "abacus_pair_roles", "abacus_relation_bias"):
             if getattr(self, flag) and not self.abacus_line_window:
                 raise ValueError(f"{name}.{flag} applies with abacus_line_window")
         windowed = self.abacus_attention_window or self.abacus_row_window or self.abacus_line_window

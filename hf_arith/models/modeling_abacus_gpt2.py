@@ -23,6 +23,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .abacus_positions import (
+    LINE_WINDOW_RELATIONS,
     abacus_position_ids,
     after_prompt,
     b_digits,
@@ -30,7 +31,7 @@ from .abacus_positions import (
     closed_slots,
     label_items,
     line_positions,
-    line_window_allowed,
+    line_window_relations,
     offset_answer_segments,
     offset_item_segments,
     operand_line_rows,
@@ -228,11 +229,14 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
         # row 0: not a digit; with abacus_period the rows repeat along a number (table_rows)
         self.abacus = nn.Embedding((config.abacus_period or config.abacus_max_digits) + 1, config.hidden_size)
+        # with abacus_relation_bias the line window's slots and items are read as relations, not embedded
         self.segment = (nn.Embedding(config.abacus_num_segments, config.hidden_size)
-                        if config.abacus_num_segments else None)
+                        if config.abacus_num_segments and not config.abacus_relation_bias else None)
         self.row = (nn.Embedding(config.abacus_max_digits + 1, config.hidden_size)
                     if config.abacus_operand_rows else None)
         self.role = nn.Embedding(3, config.hidden_size) if config.abacus_pair_roles else None  # pair_roles
+        self.relation_bias = (nn.Embedding(LINE_WINDOW_RELATIONS, config.num_attention_heads)
+                              if config.abacus_relation_bias else None)  # line_window_relations, per head
         self.wpe = (nn.Embedding(config.max_position_embeddings, config.hidden_size)
                     if config.absolute_position_embedding else None)
         self.drop = nn.Dropout(config.embd_pdrop)
@@ -260,7 +264,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                 raise ValueError("with a KV cache, pass position_ids computed from the whole sequence "
                                  "(model.position_ids_from_input_ids); generate() does this itself")
             position_ids = self.position_ids_from_input_ids(input_ids)
-        index, segment = unpack_positions(position_ids, c.abacus_max_digits) if self.segment is not None \
+        index, segment = unpack_positions(position_ids, c.abacus_max_digits) if c.abacus_num_segments \
             else (position_ids, None)
         row = role = None
         if self.row is not None:  # rows share the segment slot (position_ids_from_input_ids)
@@ -295,7 +299,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                 # the trained number of lines (docs/findings.md)
                 row = random_offsets(row, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence)
         hidden = self.wte(input_ids) + self.abacus(table_rows(index, c.abacus_period))
-        if segment is not None:
+        if self.segment is not None:
             hidden = hidden + self.segment(segment)
         if row is not None:
             hidden = hidden + self.row(row)
@@ -308,7 +312,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
     def placement(self, position_ids: torch.Tensor) -> tuple:
         """(index, row, segment) of unshifted position ids; row and segment are None where the model has none."""
         c = self.config
-        if self.segment is None:
+        if not c.abacus_num_segments:
             return position_ids, None, None
         index, segment = unpack_positions(position_ids, c.abacus_max_digits)
         row = None
@@ -329,7 +333,9 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
 
         `key_index` (None, or [batch, n]) is set when cached decoding under a window: a query sees a few
         dozen keys whatever the sequence's length, so attention reads only those (and the mask covers
-        only them). Attention maps want every key, so `output_attentions` keeps them all."""
+        only them). Attention maps want every key, so `output_attentions` keeps them all. With
+        abacus_relation_bias the mask is [batch, heads, queries, keys]: each head's learned bias for each
+        key's relation to its query (`line_window_relations`) is added to it."""
         c = self.config
         if not (c.abacus_attention_window or c.abacus_row_window or c.abacus_line_window):
             return causal_mask(c, hidden_states, attention_mask, past_key_values, past_length), None
@@ -345,12 +351,18 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             allowed = row_window_allowed(queries, keys)
         elif c.abacus_line_window:  # the answer starts in the keys' sequence; the queries are its last tokens
             is_answer = after_prompt(keys[0], keys[2])
-            allowed = line_window_allowed((*queries, is_answer[:, -position_ids.shape[1]:]), (*keys, is_answer),
-                                          c.abacus_line_end)
+            relations = line_window_relations((*queries, is_answer[:, -position_ids.shape[1]:]), (*keys, is_answer),
+                                              c.abacus_line_end)
+            allowed = relations > 0
         else:
             allowed = window_allowed(queries[0], keys[0], c.abacus_attention_window)
-        return restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype,
-                                      gather_keys=bool(past_length) and not output_attentions)
+        mask, key_index = restricted_causal_mask(allowed, attention_mask, past_length, hidden_states.dtype,
+                                                 gather_keys=bool(past_length) and not output_attentions)
+        if self.relation_bias is not None:  # [batch, heads, queries, keys]: each head's score for each relation
+            if key_index is not None:
+                relations = relations.gather(2, key_index[:, None, :].expand(-1, relations.shape[1], -1))
+            mask = mask + self.relation_bias(relations).permute(0, 3, 1, 2).to(mask.dtype)
+        return mask, key_index
 
     def self_only_mask(self, hidden_states, attention_mask, past_length: int, output_attentions: bool = False):
         """(mask, key_index) of the blocks above `abacus_window_layers`: each token sees only itself."""
