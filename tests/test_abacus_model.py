@@ -764,7 +764,7 @@ def test_relation_bias_tells_window_keys_apart_by_relation_and_embeds_no_slot():
                     abacus_marked_labels=8, answer_start_token_id=tok.convert_tokens_to_ids("="),
                     abacus_num_segments=16, abacus_prompt_segments=True, abacus_line_window=True,
                     abacus_line_end=True, abacus_pair_roles=True, abacus_offset_items=True, abacus_max_offset=0)
-    model, _ = make(**settings, abacus_relation_bias=True)
+    model, _ = make(**settings, abacus_relation_bias=True, seed=1)
     text = list("a:3,b:1,c:2=B1a3c2=b1C2a3=b1c2A3") + ["<eos>"]
     ids = torch.tensor([tok.convert_tokens_to_ids(text)])
     index, item, segment = model.transformer.placement(model.position_ids_from_input_ids(ids))
@@ -777,6 +777,8 @@ def test_relation_bias_tells_window_keys_apart_by_relation_and_embeds_no_slot():
     assert relations[6, 4:8].tolist() == [6] * 4 and relations[6, :4].tolist() == [0] * 4  # a prompt token: its item
     assert relations[24, 18].item() == 21  # line 2's last digit: the `=` that ends line 1 (line_end)
     assert model.transformer.segment is None
+    embedded = table_inputs(model, ids, ("abacus",), 0)["abacus"][0]
+    assert embedded[11:].eq(0).all() and embedded[[2, 6, 10]].tolist() == [1, 1, 1]  # lines not, prompt digits are
     # Offsets that move every item and slot in training (the digit and line indices stay) change nothing:
     # no absolute slot is embedded.
     plain, _ = make(**settings)
@@ -794,6 +796,8 @@ def test_relation_bias_tells_window_keys_apart_by_relation_and_embeds_no_slot():
     assert_cached_decoding_matches(model, tok, ["a:3,b:1,c:2", "a:5,b:5", "a:9,b:0,c:7,d:1"], 14)
     with pytest.raises(ValueError, match="abacus_relation_bias applies with abacus_line_window"):
         make(abacus_relation_bias=True)
+    with pytest.raises(ValueError, match="abacus_relation_bias needs abacus_pair_roles"):
+        make(**{**settings, "abacus_pair_roles": False}, abacus_relation_bias=True)
 
 
 def test_line_window_moves_prompt_items_and_line_slots_by_one_offset_in_training():

@@ -111,9 +111,11 @@ class AbacusGPT2Config(ArithConfig):
         abacus_relation_bias: with abacus_line_window, the window's keys are told apart by what they are to
             the query (slot q - 1, q, q + 1 or q + 2 of the line before, itself, its named item, the line
             end: `abacus_positions.line_window_relations`) through a learned bias per head and relation,
-            added to the windowed blocks' attention scores, and the slots and items are not embedded. A
-            token's computation then holds no absolute slot or item at all, so it is the same at slot 15
-            of a list of 20 as at slot 3 of a list of 5, by construction rather than by training offsets.
+            added to the windowed blocks' attention scores, and the slots and items are not embedded; an
+            answer token's line number is not embedded either (the window reads it). A token's computation
+            then holds no absolute slot, item or line, so it is the same at slot 15 of round 12 of a list of
+            20 as at slot 3 of round 2 of a list of 5, by construction rather than by training offsets.
+            Needs abacus_pair_roles, which then alone tells a slot's pairing (and which tokens are answers).
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
@@ -281,6 +283,9 @@ class AbacusGPT2Config(ArithConfig):
         for flag in ("abacus_line_end", "abacus_pair_roles", "abacus_relation_bias"):
             if getattr(self, flag) and not self.abacus_line_window:
                 raise ValueError(f"{name}.{flag} applies with abacus_line_window")
+        if self.abacus_relation_bias and not self.abacus_pair_roles:
+            raise ValueError(f"{name}.abacus_relation_bias needs abacus_pair_roles (with no slot or line embedded, "
+                             "the role is what tells a slot's pairing)")
         windowed = self.abacus_attention_window or self.abacus_row_window or self.abacus_line_window
         if self.abacus_window_layers and not (windowed and self.abacus_window_layers <= self.num_hidden_layers):
             raise ValueError(f"{name}.abacus_window_layers ({self.abacus_window_layers}) needs abacus_attention_window, "

@@ -298,6 +298,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                 # with a share left at k = 0, rows from 1 up became a regime of their own, learnt only up to
                 # the trained number of lines (docs/findings.md)
                 row = random_offsets(row, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence)
+        if self.relation_bias is not None:  # an answer token's index is its line: read by the window, not embedded
+            index = torch.where(role > 0, 0, index)
         hidden = self.wte(input_ids) + self.abacus(table_rows(index, c.abacus_period))
         if self.segment is not None:
             hidden = hidden + self.segment(segment)
