@@ -245,7 +245,7 @@ def line_window_relations(query: tuple, key: tuple, line_end: bool = False) -> t
     ends = torch.zeros_like(itself)
     if line_end:
         ends = ~prompt & (k_line == q_line) & (k_segment == 0)[:, None, :] & (k_item[:, None, :] == q_segment[:, :, None] + 1)
-    code = (torch.where(line_before, slots_up + 2, 0) + 5 * itself.long() + 10 * named.long() + 20 * ends.long())
+    code = torch.where(line_before, slots_up + 2, 0) + 5 * itself.long() + 10 * named.long() + 20 * ends.long()
     seen = line_before | itself | named | ends
     answer_code = torch.where(seen, code + 1, 0)
     prompt_code = torch.where(prompt & (slots_up == 0), 6, 0)  # a prompt token's own item: "itself"
@@ -404,6 +404,6 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
 
 __all__ = ["LINE_WINDOW_RELATIONS", "abacus_position_ids", "after_prompt", "b_digits", "check_abacus_range",
            "closed_slots", "label_items", "line_positions", "line_window_allowed", "line_window_relations",
-           "offset_answer_segments", "offset_item_segments",
-           "operand_line_rows", "pack_positions", "pack_rows", "problem_ids", "random_offsets", "row_window_allowed",
-           "segment_ids", "unpack_positions", "unpack_rows", "window_allowed"]
+           "offset_answer_segments", "offset_item_segments", "operand_line_rows", "pack_positions", "pack_rows",
+           "problem_ids", "random_offsets", "row_window_allowed", "segment_ids", "unpack_positions", "unpack_rows",
+           "window_allowed"]

@@ -290,7 +290,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
             if c.abacus_offset_segments:
                 segment = offset_answer_segments(input_ids, segment, shifted - index, c.answer_start_token_id,
                                                  c.abacus_num_segments, c.abacus_offset_segments)
-            if c.abacus_offset_items:  # under the line window, items and slots move together
+            if c.abacus_offset_items:  # under the line window, items and slots move together (drawn with relation bias
+                # too, unembedded, so the random stream of a recorded run stays the same)
                 segment = offset_item_segments(input_ids, segment, c.answer_start_token_id, c.abacus_num_segments,
                                                c.pad_token_id, c.abacus_even_offsets, c.abacus_line_window)
             index = shifted
