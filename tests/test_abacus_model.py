@@ -13,12 +13,15 @@ import hf_arith
 from hf_arith import AbacusGPT2Config, AbacusGPT2ForCausalLM, ArithTokenizer, NumberFormat
 from hf_arith.data.formatting import FormatError
 from hf_arith.models.abacus_positions import (
+    AT_PLACE,
     abacus_position_ids,
     after_prompt,
+    answer_lines,
     check_abacus_range,
     label_items,
     line_positions,
     line_window_allowed,
+    line_window_codes,
     line_window_relations,
     offset_answer_segments,
     operand_line_rows,
@@ -798,6 +801,51 @@ def test_relation_bias_tells_window_keys_apart_by_relation_and_embeds_no_slot():
         make(abacus_relation_bias=True)
     with pytest.raises(ValueError, match="abacus_relation_bias needs abacus_pair_roles"):
         make(**{**settings, "abacus_pair_roles": False}, abacus_relation_bias=True)
+
+
+def test_digit_places_mark_the_prompt_digit_each_line_writes_and_count_lines_past_the_abacus_table():
+    # abacus_digit_places (transposition_next_keys): line L of a list of n items writes each label's digit at
+    # place L // n, so a place's last round already holds the next place's digits. The prompt digit at that
+    # place gets a code of its own (+ AT_PLACE) among the keys a token sees; the last line's roles say so.
+    fmt = NumberFormat(task="sort", scratchpad="transposition_next_keys", max_items=8)
+    tok = ArithTokenizer(number_format=fmt)
+    settings = dict(fmt=fmt, num_hidden_layers=2, abacus_window_layers=1, abacus_line_positions=True,
+                    abacus_marked_labels=8, answer_start_token_id=tok.convert_tokens_to_ids("="),
+                    abacus_num_segments=16, abacus_prompt_segments=True, abacus_line_window=True,
+                    abacus_line_end=True, abacus_pair_roles=True, abacus_relation_bias=True, abacus_max_digits=8)
+    model, _ = make(**settings, abacus_digit_places=True, seed=2)
+    answer = "A1b7c0=a1C0b7=c2a3B0=C2a3b0=c2B0a3=b0c1A0=B0c1a0=b0A0c1=b0a0C0"  # 31, 7, 120: nine lines
+    text = list("a:13,b:7,c:021=" + answer) + ["<eos>"]
+    ids = torch.tensor([tok.convert_tokens_to_ids(text)])
+    placed = model.position_ids_from_input_ids(ids)  # nine lines, more than the table's 8 indices
+    index, item, segment = model.transformer.placement(placed)
+    is_answer = after_prompt(index, segment)
+    assert index[0, 15:].eq(1).all()  # no answer token carries its line: the window counts them
+    assert answer_lines(segment, is_answer)[0, 15:].tolist() == [(i + 1) // 7 + 1 for i in range(len(answer))] + [9]
+    window = (index, item, segment, is_answer)
+    relations = line_window_relations(window, window, True, True)[0]
+
+    def at_place(query):
+        return [text[k] for k in range(query + 1) if relations[query, k] > AT_PLACE]
+
+    # the prompt "a:13,b:7,c:021=" at 0-14, line 1 "A1b7c0" at 15-20, each line 7 tokens with its `=`
+    assert at_place(14) == ["1", "7"]  # line 1's `=`: the place-0 digits of items 1-2, the line before
+    assert at_place(15) == ["1", "7", "0"]  # line 1's label A: items 1-3's; a's is also the one it writes
+    assert [text[29], at_place(29)] == ["c", ["2"]]  # line 3, the place's last round: c's digit at place 1
+    assert [text[52], at_place(52)] == ["c", ["1"]]  # line 6: c's digit at place 2
+    assert [text[54], at_place(54)] == ["A", []]  # 31 has no place 2: its 0 is written from no digit
+    assert [text[75], at_place(75)] == ["C", []]  # line 9 writes place 3, past the longest item
+    assert relations[15:, 15:].gt(AT_PLACE).sum() == 0  # written tokens are never at a place
+    role = unpack_roles(unpack_rows(unpack_positions(placed, 8)[1], 16)[0], 16)[0][0]
+    lines = answer_lines(segment, is_answer)[0]
+    first, last = (lines[14:] - 1) % 3 == 0, lines[14:] == 9  # a place's first round (lines 1, 4, 7), line 9
+    assert torch.equal((role[14:] - 1) // 2, first.long() + 2 * last.long())  # + 2, + 4 on the parity's 1 or 2
+    assert role[:14].eq(0).all() and set(role[14:].tolist()) == {1, 2, 3, 4, 5, 6}  # from the prompt's `=` on
+    assert relations.max() < line_window_codes(True) == model.transformer.relation_bias.num_embeddings == 81
+    assert model.transformer.role.num_embeddings == 7
+    assert_cached_decoding_matches(model, tok, ["a:13,b:7,c:021", "a:5,b:5", "a:9,b:0,c:7,d:1"], 30)
+    with pytest.raises(ValueError, match="abacus_digit_places needs abacus_relation_bias"):
+        make(**{**settings, "abacus_relation_bias": False}, abacus_digit_places=True)
 
 
 def test_line_window_moves_prompt_items_and_line_slots_by_one_offset_in_training():

@@ -258,6 +258,18 @@ def test_transposition_keys_write_each_marked_round_with_every_label_s_digit_at_
         NumberFormat(task="sort", scratchpad="transposition_keys", base=16)
 
 
+def test_transposition_next_keys_write_a_place_s_last_round_with_the_next_place_s_digits():
+    # As transposition_keys, but each place's last round (its last slot marked) carries the digits the next
+    # round compares: place 1's after place 0's last round, and 0s (no place 3) after the last.
+    assert rendered("sort", [[31, 7, 120], [5, 5]], scratchpad="transposition_next_keys") == [
+        ("a:13,b:7,c:021=", "A1b7c0=a1C0b7=c2a3B0=C2a3b0=c2B0a3=b0c1A0=B0c1a0=b0A0c1=b0a0C0$"), ("a:5,b:5=", "A5b5=a0B0$")]
+    fmt = NumberFormat(task="sort", scratchpad="transposition_next_keys")
+    answer = "A1b7c0=a1C0b7=c2a3B0=C2a3b0=c2B0a3=b0c1A0=B0c1a0=b0A0c1=b0a0C0"
+    assert decode_answer(list(answer) + [EOS_TOKEN], fmt, [2, 1, 3]) == "bac"
+    for malformed in (answer[:-1], answer.replace("a3B0", "a3b0"), answer[:-10]):
+        assert decode_answer(list(malformed) + [EOS_TOKEN], fmt, [2, 1, 3]) is None, malformed
+
+
 def test_transposition_flags_write_a_round_s_swaps_in_upper_case_and_end_a_place_after_two_quiet_rounds():
     # 31, 7, 120, units 1 7 0: round 0 pairs (a, b), no swap; round 1 (b, c), 7 > 0, upper case from
     # slot 1 on; round 2 (a, c), 1 > 0; rounds 3 and 4 swap nothing, which ends the place. The tens 3 0 2
@@ -350,7 +362,7 @@ def test_transposition_rounds_end_each_place_where_a_radix_pass_does_and_swap_on
 
 
 @pytest.mark.parametrize("scratchpad", ["radix_passes", "radix_keys", "transposition_rounds", "transposition_marked",
-                                        "transposition_keys"])
+                                        "transposition_keys", "transposition_next_keys"])
 def test_sort_scratchpad_budget_is_exact(scratchpad):
     fmt = NumberFormat(task="sort", scratchpad=scratchpad)
     spec = ProblemSpec(task="sort", min_digits=1, max_digits=7, min_items=2, max_items=8)
@@ -480,6 +492,7 @@ FORMATS = [
     dict(scratchpad="transposition_rounds"),
     dict(scratchpad="transposition_marked"),
     dict(scratchpad="transposition_keys"),
+    dict(scratchpad="transposition_next_keys"),
 ]
 
 

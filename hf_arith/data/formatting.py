@@ -188,6 +188,9 @@ class NumberFormat:
       "transposition_keys" writes the marked rounds with each label followed by its item's digit at
       the line's place (A1b7c0=a1C0b7=c0a1B7=C2a3b0=...): a round's comparisons then read two digits
       written in the line before instead of looking each label's item up in the prompt.
+      "transposition_next_keys" writes each place's last round with the next place's digits instead
+      (A1b7c0=a1C0b7=c2a3B0=C2a3b0=...; the last line's are 0s), so every round compares two digits of
+      the line before, the first round of a place too, and each written digit is one look-up in the prompt.
       "transposition_flags" writes the same rounds with each label's digit, but counts the rounds over
       every line written (so a place may start with an odd round), writes a label in upper case from its
       round's first swap on, and ends a place after two rounds in a row that swapped nothing

@@ -177,22 +177,32 @@ def closed_slots(input_ids: torch.Tensor, line_token_id: int, segment: torch.Ten
     return torch.where(input_ids == line_token_id, before + 1, torch.zeros_like(segment))
 
 
-def pair_roles(line: torch.Tensor, slot: torch.Tensor, in_prompt: torch.Tensor, per_place: bool = True) -> torch.Tensor:
+def pair_roles(line: torch.Tensor, slot: torch.Tensor, in_prompt: torch.Tensor, per_place: bool = True,
+               place_ends: bool = False) -> torch.Tensor:
     """Each answer token's role in its round of an odd-even transposition sort: 1 + the parity of its slot
     plus its round, where line L (1 for the first) is round (L - 1) mod the list's items (`per_place`: the
     rounds restart at each digit place, as transposition_marked and _keys write them) or round L - 1 (the
-    rounds alternate over every line, as transposition_flags writes them); a prompt token 0. `line` and
-    `slot` as `line_positions` gives them (unshifted) and prompt tokens' slots their items, so the list's
+    rounds alternate over every line, as transposition_flags writes them); with `place_ends` (per place),
+    + 2 in a place's first round and + 4 in the list's last line (L at least the longest item's digits
+    times the items); a prompt token 0. `line` and `slot` as `line_positions` gives them (unshifted: a
+    prompt digit's index, an answer token's line) and prompt tokens' slots their items, so the list's
     items are the prompt's largest.
 
     Why: round r pairs the slots of r's parity with their right neighbour, so this role says which
     neighbour a slot is compared with, the same at every slot of every list, where the line's marker
-    (one slot further each round) is out of a far slot's window.
+    (one slot further each round) is out of a far slot's window. A place's first round marks slot 1 after
+    a round that marked the last slot, out of slot 1's window; and the last line is where a list ends
+    (`<eos>`), which a round that sees only its neighbours cannot tell from the end of any other place.
     """
     round_ = (line - 1).clamp(min=0)
+    items = torch.where(in_prompt, slot, torch.zeros_like(slot)).amax(dim=-1, keepdim=True).clamp(min=1)
     if per_place:
-        round_ = round_ % torch.where(in_prompt, slot, torch.zeros_like(slot)).amax(dim=-1, keepdim=True).clamp(min=1)
-    return torch.where(in_prompt, torch.zeros_like(slot), 1 + (slot + round_) % 2)
+        round_ = round_ % items
+    role = 1 + (slot + round_) % 2
+    if place_ends:
+        longest = torch.where(in_prompt, line, torch.zeros_like(line)).amax(dim=-1, keepdim=True)
+        role = role + 2 * (round_ == 0).long() + 4 * (line >= longest * items).long()
+    return torch.where(in_prompt, torch.zeros_like(slot), role)
 
 
 def pack_roles(role: torch.Tensor, items: torch.Tensor, num_segments: int) -> torch.Tensor:
@@ -214,29 +224,50 @@ def after_prompt(index: torch.Tensor, segment: torch.Tensor) -> torch.Tensor:
 
 # Relation codes of `line_window_relations`: 0 unseen; a seen key 1 + its slot offset in the line before
 # (0: not there, 1-4: q - 1 .. q + 2) + 5 if it is the query's own slot (or, for a prompt query, item)
-# + 10 if it is the prompt item the query's label names + 20 if it is the `=` that ends the line before.
+# + 10 if it is the prompt item the query's label names + 20 if it is the `=` that ends the line before
+# (41 codes), and with `places` + 40 if it is a prompt digit at the place the query's line writes (81).
 LINE_WINDOW_RELATIONS = 41
+AT_PLACE = 40
 
 
-def line_window_relations(query: tuple, key: tuple, line_end: bool = False) -> torch.Tensor:
+def line_window_codes(places: bool) -> int:
+    """How many relation codes `line_window_relations` gives, with or without `places`."""
+    return LINE_WINDOW_RELATIONS + places * AT_PLACE
+
+
+def answer_lines(segment: torch.Tensor, is_answer: torch.Tensor) -> torch.Tensor:
+    """Each token's line (1 for the first answer line), counted from the `=`s that open lines: the answer
+    tokens of slot 0 that follow a token with a slot or item (a digit written right after an `=`, malformed,
+    shares its slot 0 and opens nothing); prompt tokens 0. Segments as `line_positions` gives them.
+
+    Why: counted, a line number has no table to fit, so a list may take more lines than any number has digits."""
+    before = torch.cat([torch.ones_like(segment[:, :1]), segment[:, :-1]], dim=-1)
+    return (is_answer & (segment == 0) & (before > 0)).long().cumsum(-1)
+
+
+def line_window_relations(query: tuple, key: tuple, line_end: bool = False, places: bool = False) -> torch.Tensor:
     """What each token may see in a sort written as lines of labels (transposition rounds) under the
     line window, and as what: int [batch, queries, keys], 0 where unseen, else a relation code
-    (LINE_WINDOW_RELATIONS). Causality and padding are applied elsewhere.
+    (`line_window_codes`). Causality and padding are applied elsewhere.
 
-    `query` and `key` are (index, item, segment, is_answer) of the unshifted ids: an answer token's
-    index is its line L, its segment its slot q (0 for the `=` that opens the line) and its item the
-    prompt item its label names (`label_items`; with `line_end`, an `=`: the slot it closes); a prompt
-    token's segment and item are its item j. The token at slot q predicts slot q + 1, which a round
-    fills from slot q + 1 of the line before or its neighbour; the token's own label came from slot q
-    or its neighbour. So it sees slots q - 1 to q + 2 of the line before (line 1: the prompt's items
-    q - 1 to q + 2, the list as given), itself, the prompt item its label names, where it finds that
-    item's digits, and with `line_end`, where the line before ends at slot q + 1, the `=` that ends it
-    (its own line's first token). A prompt token sees its own item. Each key set, and each key's code,
-    is the same in a list of 20 items as in one of 5.
+    `query` and `key` are (index, item, segment, is_answer) of the unshifted ids, the queries the keys'
+    last tokens: an answer token's segment is its slot q (0 for the `=` that opens the line; its line L
+    is counted, `answer_lines`) and its item the prompt item its label names (`label_items`; with
+    `line_end`, an `=`: the slot it closes); a prompt token's segment and item are its item j, a prompt
+    digit's index its place + 1 (operands written lowest digit first). The token at slot q predicts slot
+    q + 1, which a round fills from slot q + 1 of the line before or its neighbour; the token's own label
+    came from slot q or its neighbour. So it sees slots q - 1 to q + 2 of the line before (line 1: the
+    prompt's items q - 1 to q + 2, the list as given), itself, the prompt item its label names, where it
+    finds that item's digits, and with `line_end`, where the line before ends at slot q + 1, the `=`
+    that ends it (its own line's first token). With `places`, a prompt digit it sees at the place its
+    line writes (line L of a list of n items: L // n, transposition_next_keys) has a code of its own, so
+    the digit to write is one relation at every place. A prompt token sees its own item. Each key set,
+    and each key's code, is the same in a list of 20 items of 20 digits as in one of 5 of 5.
     """
-    (q_index, q_item, q_segment, q_answer), (k_index, k_item, k_segment, k_answer) = query, key
-    q_line = torch.where(q_answer, q_index, 0)[:, :, None]
-    k_line = torch.where(k_answer, k_index, 0)[:, None, :]
+    (_, q_item, q_segment, q_answer), (k_index, k_item, k_segment, k_answer) = query, key
+    k_lines = answer_lines(k_segment, k_answer)
+    q_lines = k_lines[:, -q_segment.shape[1]:]
+    q_line, k_line = q_lines[:, :, None], k_lines[:, None, :]
     slots_up = k_segment[:, None, :] - q_segment[:, :, None]
     prompt = ~k_answer[:, None, :]
     line_before = (k_line == q_line - 1) & (slots_up >= -1) & (slots_up <= 2)  # line 1: the prompt's items
@@ -246,6 +277,10 @@ def line_window_relations(query: tuple, key: tuple, line_end: bool = False) -> t
     if line_end:
         ends = ~prompt & (k_line == q_line) & (k_segment == 0)[:, None, :] & (k_item[:, None, :] == q_segment[:, :, None] + 1)
     code = torch.where(line_before, slots_up + 2, 0) + 5 * itself.long() + 10 * named.long() + 20 * ends.long()
+    if places:
+        items = torch.where(k_answer, 0, k_segment).amax(dim=-1, keepdim=True).clamp(min=1)
+        place = (q_lines // items)[:, :, None]
+        code = code + AT_PLACE * (prompt & (k_index > 0)[:, None, :] & (k_index[:, None, :] - 1 == place)).long()
     seen = line_before | itself | named | ends
     answer_code = torch.where(seen, code + 1, 0)
     prompt_code = torch.where(prompt & (slots_up == 0), 6, 0)  # a prompt token's own item: "itself"
@@ -402,8 +437,8 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     return torch.where(position_ids > 0, position_ids + k, position_ids)
 
 
-__all__ = ["LINE_WINDOW_RELATIONS", "abacus_position_ids", "after_prompt", "b_digits", "check_abacus_range",
-           "closed_slots", "label_items", "line_positions", "line_window_allowed", "line_window_relations",
+__all__ = ["AT_PLACE", "LINE_WINDOW_RELATIONS", "abacus_position_ids", "after_prompt", "answer_lines", "b_digits", "check_abacus_range",
+           "closed_slots", "label_items", "line_positions", "line_window_allowed", "line_window_codes", "line_window_relations",
            "offset_answer_segments", "offset_item_segments", "operand_line_rows", "pack_positions", "pack_rows",
            "problem_ids", "random_offsets", "row_window_allowed", "segment_ids", "unpack_positions", "unpack_rows",
            "window_allowed"]

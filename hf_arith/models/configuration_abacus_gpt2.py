@@ -116,6 +116,14 @@ class AbacusGPT2Config(ArithConfig):
             then holds no absolute slot, item or line, so it is the same at slot 15 of round 12 of a list of
             20 as at slot 3 of round 2 of a list of 5, by construction rather than by training offsets.
             Needs abacus_pair_roles, which then alone tells a slot's pairing (and which tokens are answers).
+            The window counts the lines (`abacus_positions.answer_lines`), so a list may take more lines than
+            abacus_max_digits.
+        abacus_digit_places: with abacus_relation_bias, for transposition_next_keys (line L of a list of n
+            items writes each label's digit at place L // n): a prompt digit at the place the query's line
+            writes is a relation of its own, and the role also says whether the line is a place's first
+            round (which marks slot 1) or the list's last line (where it ends). The digit to write is then one relation at every place, so what lists of 6-digit
+            numbers train holds for 20 digits. Prompt digits' places are read as written lowest first
+            (format.reverse_operands).
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
@@ -172,6 +180,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_line_end: bool = False,
         abacus_pair_roles: bool | str = False,
         abacus_relation_bias: bool = False,
+        abacus_digit_places: bool = False,
         abacus_window_layers: int = 0,
         abacus_period: int = 0,
         absolute_position_embedding: bool = False,
@@ -211,6 +220,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_line_end = abacus_line_end
         self.abacus_pair_roles = abacus_pair_roles
         self.abacus_relation_bias = abacus_relation_bias
+        self.abacus_digit_places = abacus_digit_places
         self.abacus_window_layers = abacus_window_layers
         self.abacus_period = abacus_period
         self.absolute_position_embedding = absolute_position_embedding
@@ -286,6 +296,9 @@ class AbacusGPT2Config(ArithConfig):
         if self.abacus_relation_bias and not self.abacus_pair_roles:
             raise ValueError(f"{name}.abacus_relation_bias needs abacus_pair_roles (with no slot or line embedded, "
                              "the role is what tells a slot's pairing)")
+        if self.abacus_digit_places and not (self.abacus_relation_bias and self.abacus_pair_roles is True):
+            raise ValueError(f"{name}.abacus_digit_places needs abacus_relation_bias and abacus_pair_roles: true (rounds "
+                             f"per place); got {self.abacus_relation_bias!r}, {self.abacus_pair_roles!r}")
         windowed = self.abacus_attention_window or self.abacus_row_window or self.abacus_line_window
         if self.abacus_window_layers and not (windowed and self.abacus_window_layers <= self.num_hidden_layers):
             raise ValueError(f"{name}.abacus_window_layers ({self.abacus_window_layers}) needs abacus_attention_window, "

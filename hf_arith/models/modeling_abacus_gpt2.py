@@ -23,7 +23,6 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .abacus_positions import (
-    LINE_WINDOW_RELATIONS,
     abacus_position_ids,
     after_prompt,
     b_digits,
@@ -31,6 +30,7 @@ from .abacus_positions import (
     closed_slots,
     label_items,
     line_positions,
+    line_window_codes,
     line_window_relations,
     offset_answer_segments,
     offset_item_segments,
@@ -169,6 +169,9 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
         if c.abacus_line_positions:
             index, slot = line_positions(input_ids, c.answer_start_token_id, c.num_digit_tokens, index,
                                          pairs=c.abacus_line_window)
+            line = index
+            if c.abacus_relation_bias:  # the window counts the lines (answer_lines), so their number has no table
+                index = torch.where((input_ids == c.answer_start_token_id).long().cumsum(-1) > 0, 1, index)
         if generated_from is not None:
             check_abacus_range(index[:, :generated_from], c.abacus_max_digits)
             index = index.clamp(max=c.abacus_max_digits)
@@ -189,7 +192,8 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
                     if c.abacus_line_end:
                         items = items + closed_slots(input_ids, c.answer_start_token_id, segment)
                     if c.abacus_pair_roles:  # computed here, where the whole list is in view, and carried
-                        roles = pair_roles(index, segment, in_prompt, per_place=c.abacus_pair_roles != "every_line")
+                        roles = pair_roles(line, segment, in_prompt, per_place=c.abacus_pair_roles != "every_line",
+                                           place_ends=c.abacus_digit_places)
                         items = pack_roles(roles, items, c.abacus_num_segments)
                     segment = pack_rows(items, segment, c.abacus_num_segments)
         else:
@@ -234,8 +238,9 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                         if config.abacus_num_segments and not config.abacus_relation_bias else None)
         self.row = (nn.Embedding(config.abacus_max_digits + 1, config.hidden_size)
                     if config.abacus_operand_rows else None)
-        self.role = nn.Embedding(3, config.hidden_size) if config.abacus_pair_roles else None  # pair_roles
-        self.relation_bias = (nn.Embedding(LINE_WINDOW_RELATIONS, config.num_attention_heads)
+        roles = 7 if config.abacus_digit_places else 3  # pair_roles: 0, 1 + parity (+ 2 first round, + 4 last line)
+        self.role = nn.Embedding(roles, config.hidden_size) if config.abacus_pair_roles else None
+        self.relation_bias = (nn.Embedding(line_window_codes(config.abacus_digit_places), config.num_attention_heads)
                               if config.abacus_relation_bias else None)  # line_window_relations, per head
         self.wpe = (nn.Embedding(config.max_position_embeddings, config.hidden_size)
                     if config.absolute_position_embedding else None)
@@ -355,7 +360,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         elif c.abacus_line_window:  # the answer starts in the keys' sequence; the queries are its last tokens
             is_answer = after_prompt(keys[0], keys[2])
             relations = line_window_relations((*queries, is_answer[:, -position_ids.shape[1]:]), (*keys, is_answer),
-                                              c.abacus_line_end)
+                                              c.abacus_line_end, c.abacus_digit_places)
             allowed = relations > 0
         else:
             allowed = window_allowed(queries[0], keys[0], c.abacus_attention_window)

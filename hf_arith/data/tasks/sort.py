@@ -32,8 +32,9 @@ _SORT_ITEM = re.compile(r"([a-z]):([0-9]+)")
 class Sort(Task):
     name, title, hash_id = "sort", "sorting", 4
     scratchpads = ("radix_passes", "radix_keys", "transposition_rounds", "transposition_marked", "transposition_keys",
-                   "transposition_flags")
-    _marked = ("transposition_marked", "transposition_keys")  # round r's label at slot r in upper case
+                   "transposition_next_keys", "transposition_flags")
+    _keyed = ("transposition_keys", "transposition_next_keys")  # each label followed by its item's digit
+    _marked = ("transposition_marked",) + _keyed  # round r's label at slot r in upper case
     _cased = _marked + ("transposition_flags",)  # labels in upper case too
     _rounds = ("transposition_rounds",) + _marked  # a line per round of an odd-even transposition sort
     item_list = True
@@ -67,7 +68,7 @@ class Sort(Task):
             return places * items + (places - 1) + end  # one line of labels per digit place
         if fmt.scratchpad == "radix_keys":
             return places * (2 * items + 1) + items + end  # a line of label-digit pairs per place, then the labels
-        if fmt.scratchpad == "transposition_keys":
+        if fmt.scratchpad in self._keyed:
             return places * items * (2 * items + 1) - 1 + end  # a line of label-digit pairs per round
         if fmt.scratchpad == "transposition_flags":  # at most items + 2 rounds a place (`flagged_rounds`)
             return places * (items + 2) * (2 * items + 1) - 1 + end
@@ -245,16 +246,17 @@ class Sort(Task):
             marked_ids = np.array([vocab[c.upper()] for c in SORT_LABELS[: problems.answer.shape[1]]]) \
                 if fmt.scratchpad in self._marked else None
             digit_ids = np.array([vocab[c] for c in DIGIT_CHARS[: problems.base]])
-            rows = np.arange(len(problems))[:, None]
+            items = (problems.lengths > 0).sum(axis=1)
             for i, (order, has_line) in enumerate(lines):
                 if i:
                     segments.append(const_segment(vocab[PROMPT_END], has_line))
                 ids, width = label_ids[order], problems.answer_lengths
                 if marked_ids is not None:  # round r marks slot r (transposition_rounds: rounds up to the most items)
                     ids[:, i % rounds] = marked_ids[order[:, i % rounds]]
-                if fmt.scratchpad == "transposition_keys":  # each label followed by its digit at this line's place
-                    digits = digit_ids[problems.operands[:, :, i // rounds][rows, order]]  # 0 past an item's length
-                    ids, width = np.stack([ids, digits], axis=-1).reshape(len(problems), -1), 2 * width
+                if fmt.scratchpad in self._keyed:  # each label followed by its digit at this line's place
+                    digits = _line_digits(problems, order, i // rounds,
+                                          fmt.scratchpad == "transposition_next_keys" and (i % rounds == items - 1))
+                    ids, width = np.stack([ids, digit_ids[digits]], axis=-1).reshape(len(problems), -1), 2 * width
                 segments.append((ids, np.where(has_line, width, 0)))
             return segments
         if fmt.scratchpad == "radix_keys":
@@ -293,6 +295,11 @@ class Sort(Task):
                     "item's digit at that place, each round swapping neighbours whose digit is out of order, round "
                     "r writing the label at slot r in upper case, the lines separated by '='; a place ends with the "
                     "round that marks its last slot, and the last line's labels, read in lower case, are the sorted order")
+        if fmt.scratchpad == "transposition_next_keys":
+            return ("it sorts as transposition_keys does (per digit place, lowest first, one line per round of the "
+                    "labels, each followed by its item's digit, round r writing the label at slot r in upper case), "
+                    "but a place's last round writes each label's digit at the next place (0 past the longest), so "
+                    "every round compares two digits written in the line before")
         return None
 
     @staticmethod
@@ -309,7 +316,7 @@ class Sort(Task):
         lines = text.split(PROMPT_END) if fmt.scratchpad != "none" else [text]
         if fmt.scratchpad == "transposition_flags":
             return _read_flagged(lines, fmt, operand_lengths)
-        if fmt.scratchpad in ("radix_keys", "transposition_keys"):
+        if fmt.scratchpad == "radix_keys" or fmt.scratchpad in self._keyed:
             # Label-digit pairs (radix_keys: every line but the last); they are checked as the labels they order.
             digits = set(DIGIT_CHARS[: fmt.base])
             keyed, lines = (lines[:-1], lines[-1:]) if fmt.scratchpad == "radix_keys" else (lines, [])
@@ -366,6 +373,16 @@ def transposition_rounds(problems) -> list[tuple[np.ndarray, np.ndarray]]:
             order[:, first + 1] = np.where(swap, left, right)
             lines.append((order.copy(), (p < longest) & (r < items)))
     return lines
+
+
+def _line_digits(problems, order, place: int, next_place: np.ndarray | bool) -> np.ndarray:
+    """Each slot's digit in a keyed line ([n, k]): the digit at `place` of the item `order` puts there, or
+    where `next_place` (per row) at place + 1; 0 past an item's length, and past the longest item."""
+    rows = np.arange(len(problems))[:, None]
+    at = place + np.broadcast_to(np.asarray(next_place, dtype=np.int64), (len(problems),))
+    width = problems.operands.shape[2]
+    digits = problems.operands[rows, order, np.minimum(at, width - 1)[:, None]]
+    return np.where((at < width)[:, None], digits, 0)
 
 
 def flagged_rounds(problems) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
