@@ -836,6 +836,17 @@ def test_digit_places_mark_the_prompt_digit_each_line_writes_and_count_lines_pas
     assert [text[54], at_place(54)] == ["A", []]  # 31 has no place 2: its 0 is written from no digit
     assert [text[75], at_place(75)] == ["C", []]  # line 9 writes place 3, past the longest item
     assert relations[15:, 15:].gt(AT_PLACE).sum() == 0  # written tokens are never at a place
+    # "narrow": of the prompt, an answer token sees only the items' labels and the digits at its place.
+    narrow = line_window_relations(window, window, True, "narrow")[0]
+
+    def prompt_seen(query):
+        return "".join(t if narrow[query, k] > 0 else "." for k, t in enumerate(text[:15]))
+
+    assert prompt_seen(15) == "a.1..b.7.c.0..."  # line 1's label A: items 1-3's labels and place-0 digits
+    assert prompt_seen(52) == ".........c...1."  # line 6's label c: its item's label and digit at place 2
+    assert prompt_seen(54) == "a.............."  # line 6's label A: 31 has no place 2
+    assert torch.equal(narrow[narrow > 0], relations[narrow > 0])  # what it keeps, it codes as before
+    assert prompt_seen(6) == ".....b:7,......"  # a prompt token still sees its own item (causality aside)
     role = unpack_roles(unpack_rows(unpack_positions(placed, 8)[1], 16)[0], 16)[0][0]
     lines = answer_lines(segment, is_answer)[0]
     first, last = (lines[14:] - 1) % 3 == 0, lines[14:] == 9  # a place's first round (lines 1, 4, 7), line 9
@@ -844,8 +855,12 @@ def test_digit_places_mark_the_prompt_digit_each_line_writes_and_count_lines_pas
     assert relations.max() < line_window_codes(True) == model.transformer.relation_bias.num_embeddings == 81
     assert model.transformer.role.num_embeddings == 7
     assert_cached_decoding_matches(model, tok, ["a:13,b:7,c:021", "a:5,b:5", "a:9,b:0,c:7,d:1"], 30)
+    assert_cached_decoding_matches(make(**settings, abacus_digit_places="narrow", seed=2)[0], tok,
+                                   ["a:13,b:7,c:021", "a:5,b:5", "a:9,b:0,c:7,d:1"], 30)
     with pytest.raises(ValueError, match="abacus_digit_places needs abacus_relation_bias"):
         make(**{**settings, "abacus_relation_bias": False}, abacus_digit_places=True)
+    with pytest.raises(ValueError, match="abacus_digit_places must be true, false or 'narrow', got 'wide'"):
+        make(**settings, abacus_digit_places="wide")
 
 
 def test_line_window_moves_prompt_items_and_line_slots_by_one_offset_in_training():

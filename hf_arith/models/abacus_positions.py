@@ -245,7 +245,7 @@ def answer_lines(segment: torch.Tensor, is_answer: torch.Tensor) -> torch.Tensor
     return (is_answer & (segment == 0) & (before > 0)).long().cumsum(-1)
 
 
-def line_window_relations(query: tuple, key: tuple, line_end: bool = False, places: bool = False) -> torch.Tensor:
+def line_window_relations(query: tuple, key: tuple, line_end: bool = False, places: bool | str = False) -> torch.Tensor:
     """What each token may see in a sort written as lines of labels (transposition rounds) under the
     line window, and as what: int [batch, queries, keys], 0 where unseen, else a relation code
     (`line_window_codes`). Causality and padding are applied elsewhere.
@@ -261,8 +261,10 @@ def line_window_relations(query: tuple, key: tuple, line_end: bool = False, plac
     finds that item's digits, and with `line_end`, where the line before ends at slot q + 1, the `=`
     that ends it (its own line's first token). With `places`, a prompt digit it sees at the place its
     line writes (line L of a list of n items: L // n, transposition_next_keys) has a code of its own, so
-    the digit to write is one relation at every place. A prompt token sees its own item. Each key set,
-    and each key's code, is the same in a list of 20 items of 20 digits as in one of 5 of 5.
+    the digit to write is one relation at every place; with `places` "narrow", those digits and the items'
+    labels are all an answer token sees of the prompt, so it sees as many keys in a list of 20-digit numbers
+    as in one of 1-digit numbers. A prompt token sees its own item. Each key set, and each key's code, is
+    the same in a list of 20 items as in one of 5.
     """
     (_, q_item, q_segment, q_answer), (k_index, k_item, k_segment, k_answer) = query, key
     k_lines = answer_lines(k_segment, k_answer)
@@ -280,7 +282,12 @@ def line_window_relations(query: tuple, key: tuple, line_end: bool = False, plac
     if places:
         items = torch.where(k_answer, 0, k_segment).amax(dim=-1, keepdim=True).clamp(min=1)
         place = (q_lines // items)[:, :, None]
-        code = code + AT_PLACE * (prompt & (k_index > 0)[:, None, :] & (k_index[:, None, :] - 1 == place)).long()
+        at_place = prompt & (k_index > 0)[:, None, :] & (k_index[:, None, :] - 1 == place)
+        code = code + AT_PLACE * at_place.long()
+        if places == "narrow":  # of the prompt: those digits and each item's first token, its label
+            before = torch.cat([torch.zeros_like(k_segment[:, :1]), k_segment[:, :-1]], dim=-1)
+            kept = ~prompt | at_place | (prompt & ((k_segment > 0) & (k_segment != before))[:, None, :])
+            line_before, named = line_before & kept, named & kept
     seen = line_before | itself | named | ends
     answer_code = torch.where(seen, code + 1, 0)
     prompt_code = torch.where(prompt & (slots_up == 0), 6, 0)  # a prompt token's own item: "itself"

@@ -123,7 +123,8 @@ class AbacusGPT2Config(ArithConfig):
             writes is a relation of its own, and the role also says whether the line is a place's first
             round (which marks slot 1) or the list's last line (where it ends). The digit to write is then one relation at every place, so what lists of 6-digit
             numbers train holds for 20 digits. Prompt digits' places are read as written lowest first
-            (format.reverse_operands).
+            (format.reverse_operands). "narrow": those digits and the items' labels are all an answer token
+            sees of the prompt, so its keys do not grow with the numbers' length.
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
@@ -180,7 +181,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_line_end: bool = False,
         abacus_pair_roles: bool | str = False,
         abacus_relation_bias: bool = False,
-        abacus_digit_places: bool = False,
+        abacus_digit_places: bool | str = False,
         abacus_window_layers: int = 0,
         abacus_period: int = 0,
         absolute_position_embedding: bool = False,
@@ -296,6 +297,8 @@ class AbacusGPT2Config(ArithConfig):
         if self.abacus_relation_bias and not self.abacus_pair_roles:
             raise ValueError(f"{name}.abacus_relation_bias needs abacus_pair_roles (with no slot or line embedded, "
                              "the role is what tells a slot's pairing)")
+        if self.abacus_digit_places not in (False, True, "narrow"):
+            raise ValueError(f"{name}.abacus_digit_places must be true, false or 'narrow', got {self.abacus_digit_places!r}")
         if self.abacus_digit_places and not (self.abacus_relation_bias and self.abacus_pair_roles is True):
             raise ValueError(f"{name}.abacus_digit_places needs abacus_relation_bias and abacus_pair_roles: true (rounds "
                              f"per place); got {self.abacus_relation_bias!r}, {self.abacus_pair_roles!r}")

@@ -193,7 +193,7 @@ class AbacusGPT2PreTrainedModel(ArithModelMixin, PreTrainedModel):
                         items = items + closed_slots(input_ids, c.answer_start_token_id, segment)
                     if c.abacus_pair_roles:  # computed here, where the whole list is in view, and carried
                         roles = pair_roles(line, segment, in_prompt, per_place=c.abacus_pair_roles != "every_line",
-                                           place_ends=c.abacus_digit_places)
+                                           place_ends=bool(c.abacus_digit_places))
                         items = pack_roles(roles, items, c.abacus_num_segments)
                     segment = pack_rows(items, segment, c.abacus_num_segments)
         else:
@@ -240,7 +240,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                     if config.abacus_operand_rows else None)
         roles = 7 if config.abacus_digit_places else 3  # pair_roles: 0, 1 + parity (+ 2 first round, + 4 last line)
         self.role = nn.Embedding(roles, config.hidden_size) if config.abacus_pair_roles else None
-        self.relation_bias = (nn.Embedding(line_window_codes(config.abacus_digit_places), config.num_attention_heads)
+        self.relation_bias = (nn.Embedding(line_window_codes(bool(config.abacus_digit_places)), config.num_attention_heads)
                               if config.abacus_relation_bias else None)  # line_window_relations, per head
         self.wpe = (nn.Embedding(config.max_position_embeddings, config.hidden_size)
                     if config.absolute_position_embedding else None)
