@@ -758,15 +758,21 @@ def test_pair_roles_name_each_slots_neighbour_in_its_round_and_restart_at_each_p
         make(abacus_pair_roles=True)
 
 
+def relation_window_settings(scratchpad: str, **overrides) -> tuple[ArithTokenizer, dict]:
+    """The tokenizer and `make` settings of a two-block model under the line window (read in the first block),
+    with line ends and pair roles, for sorts written as `scratchpad` (label-digit pairs, marked rounds)."""
+    fmt = NumberFormat(task="sort", scratchpad=scratchpad, max_items=8)
+    tok = ArithTokenizer(number_format=fmt)
+    return tok, dict(fmt=fmt, num_hidden_layers=2, abacus_window_layers=1, abacus_line_positions=True,
+                     abacus_marked_labels=8, answer_start_token_id=tok.convert_tokens_to_ids("="),
+                     abacus_num_segments=16, abacus_prompt_segments=True, abacus_line_window=True,
+                     abacus_line_end=True, abacus_pair_roles=True, **overrides)
+
+
 def test_relation_bias_tells_window_keys_apart_by_relation_and_embeds_no_slot():
     # abacus_relation_bias: each key the line window lets a token see gets a code for what it is to that
     # token, each head adds its learned bias for that code, and no slot or item id is embedded.
-    fmt = NumberFormat(task="sort", scratchpad="transposition_keys", max_items=8)
-    tok = ArithTokenizer(number_format=fmt)
-    settings = dict(fmt=fmt, num_hidden_layers=2, abacus_window_layers=1, abacus_line_positions=True,
-                    abacus_marked_labels=8, answer_start_token_id=tok.convert_tokens_to_ids("="),
-                    abacus_num_segments=16, abacus_prompt_segments=True, abacus_line_window=True,
-                    abacus_line_end=True, abacus_pair_roles=True, abacus_offset_items=True, abacus_max_offset=0)
+    tok, settings = relation_window_settings("transposition_keys", abacus_offset_items=True, abacus_max_offset=0)
     model, _ = make(**settings, abacus_relation_bias=True, seed=1)
     text = list("a:3,b:1,c:2=B1a3c2=b1C2a3=b1c2A3") + ["<eos>"]
     ids = torch.tensor([tok.convert_tokens_to_ids(text)])
@@ -807,12 +813,7 @@ def test_digit_places_mark_the_prompt_digit_each_line_writes_and_count_lines_pas
     # abacus_digit_places (transposition_next_keys): line L of a list of n items writes each label's digit at
     # place L // n, so a place's last round already holds the next place's digits. The prompt digit at that
     # place gets a code of its own (+ AT_PLACE) among the keys a token sees; the last line's roles say so.
-    fmt = NumberFormat(task="sort", scratchpad="transposition_next_keys", max_items=8)
-    tok = ArithTokenizer(number_format=fmt)
-    settings = dict(fmt=fmt, num_hidden_layers=2, abacus_window_layers=1, abacus_line_positions=True,
-                    abacus_marked_labels=8, answer_start_token_id=tok.convert_tokens_to_ids("="),
-                    abacus_num_segments=16, abacus_prompt_segments=True, abacus_line_window=True,
-                    abacus_line_end=True, abacus_pair_roles=True, abacus_relation_bias=True, abacus_max_digits=8)
+    tok, settings = relation_window_settings("transposition_next_keys", abacus_relation_bias=True, abacus_max_digits=8)
     model, _ = make(**settings, abacus_digit_places=True, seed=2)
     answer = "A1b7c0=a1C0b7=c2a3B0=C2a3b0=c2B0a3=b0c1A0=B0c1a0=b0A0c1=b0a0C0"  # 31, 7, 120: nine lines
     text = list("a:13,b:7,c:021=" + answer) + ["<eos>"]
