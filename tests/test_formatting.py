@@ -268,6 +268,13 @@ def test_transposition_next_keys_write_a_place_s_last_round_with_the_next_place_
     assert decode_answer(list(answer) + [EOS_TOKEN], fmt, [2, 1, 3]) == "bac"
     for malformed in (answer[:-1], answer.replace("a3B0", "a3b0"), answer[:-10]):
         assert decode_answer(list(malformed) + [EOS_TOKEN], fmt, [2, 1, 3]) is None, malformed
+    # transposition_next_unmarked: the same lines, no label in upper case (a model's roles say where a place ends)
+    assert rendered("sort", [[31, 7, 120]], scratchpad="transposition_next_unmarked") == [
+        ("a:13,b:7,c:021=", answer.lower() + "$")]
+    fmt = NumberFormat(task="sort", scratchpad="transposition_next_unmarked", base=16)  # no upper-case labels
+    assert decode_answer(list(answer.lower()) + [EOS_TOKEN], fmt, [2, 1, 3]) == "bac"
+    for malformed in (answer.lower()[:-7], answer.lower().replace("c2a3b0", "c2a3a0"), answer):
+        assert decode_answer(list(malformed) + [EOS_TOKEN], fmt, [2, 1, 3]) is None, malformed
 
 
 def test_transposition_flags_write_a_round_s_swaps_in_upper_case_and_end_a_place_after_two_quiet_rounds():
@@ -362,7 +369,8 @@ def test_transposition_rounds_end_each_place_where_a_radix_pass_does_and_swap_on
 
 
 @pytest.mark.parametrize("scratchpad", ["radix_passes", "radix_keys", "transposition_rounds", "transposition_marked",
-                                        "transposition_keys", "transposition_next_keys"])
+                                        "transposition_keys", "transposition_next_keys",
+                                        "transposition_next_unmarked"])
 def test_sort_scratchpad_budget_is_exact(scratchpad):
     fmt = NumberFormat(task="sort", scratchpad=scratchpad)
     spec = ProblemSpec(task="sort", min_digits=1, max_digits=7, min_items=2, max_items=8)
@@ -493,6 +501,7 @@ FORMATS = [
     dict(scratchpad="transposition_marked"),
     dict(scratchpad="transposition_keys"),
     dict(scratchpad="transposition_next_keys"),
+    dict(scratchpad="transposition_next_unmarked"),
 ]
 
 

@@ -191,6 +191,8 @@ class NumberFormat:
       "transposition_next_keys" writes each place's last round with the next place's digits instead
       (A1b7c0=a1C0b7=c2a3B0=C2a3b0=...; the last line's are 0s), so every round compares two digits of
       the line before, the first round of a place too, and each written digit is one look-up in the prompt.
+      "transposition_next_unmarked" writes the same lines in lower case (a1b7c0=a1c0b7=c2a3b0=...), for
+      models that tell a place's rounds apart by role (abacus_digit_places) rather than by a marker.
       "transposition_flags" writes the same rounds with each label's digit, but counts the rounds over
       every line written (so a place may start with an odd round), writes a label in upper case from its
       round's first swap on, and ends a place after two rounds in a row that swapped nothing

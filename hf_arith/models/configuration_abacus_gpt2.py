@@ -118,13 +118,14 @@ class AbacusGPT2Config(ArithConfig):
             Needs abacus_pair_roles, which then alone tells a slot's pairing (and which tokens are answers).
             The window counts the lines (`abacus_positions.answer_lines`), so a list may take more lines than
             abacus_max_digits.
-        abacus_digit_places: with abacus_relation_bias, for transposition_next_keys (line L of a list of n
-            items writes each label's digit at place L // n): a prompt digit at the place the query's line
-            writes is a relation of its own, and the role also says whether the line is a place's first
-            round (which marks slot 1) or the list's last line (where it ends). The digit to write is then one relation at every place, so what lists of 6-digit
-            numbers train holds for 20 digits. Prompt digits' places are read as written lowest first
-            (format.reverse_operands). "narrow": those digits and the items' labels are all an answer token
-            sees of the prompt, so its keys do not grow with the numbers' length.
+        abacus_digit_places: with abacus_relation_bias, for transposition_next_keys or _unmarked (line L of
+            a list of n items writes each label's digit at place L // n): a prompt digit at the place the
+            query's line writes is a relation of its own, and the role also says whether the line is a
+            place's first round (which marks slot 1) or the list's last line (where it ends). The digit to
+            write is then one relation at every place, so what lists of 6-digit numbers train holds for 20
+            digits. Prompt digits' places are read as written lowest first (format.reverse_operands).
+            "narrow": those digits and the items' labels are all an answer token sees of the prompt, so
+            its keys do not grow with the numbers' length.
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read

@@ -32,11 +32,12 @@ _SORT_ITEM = re.compile(r"([a-z]):([0-9]+)")
 class Sort(Task):
     name, title, hash_id = "sort", "sorting", 4
     scratchpads = ("radix_passes", "radix_keys", "transposition_rounds", "transposition_marked", "transposition_keys",
-                   "transposition_next_keys", "transposition_flags")
-    _keyed = ("transposition_keys", "transposition_next_keys")  # each label followed by its item's digit
-    _marked = ("transposition_marked",) + _keyed  # round r's label at slot r in upper case
+                   "transposition_next_keys", "transposition_next_unmarked", "transposition_flags")
+    _next = ("transposition_next_keys", "transposition_next_unmarked")  # a place's last round: the next place's digits
+    _keyed = ("transposition_keys",) + _next  # each label followed by its item's digit
+    _marked = ("transposition_marked", "transposition_keys", "transposition_next_keys")  # round r's slot r upper case
     _cased = _marked + ("transposition_flags",)  # labels in upper case too
-    _rounds = ("transposition_rounds",) + _marked  # a line per round of an odd-even transposition sort
+    _rounds = ("transposition_rounds", "transposition_next_unmarked") + _marked  # a line per round of an odd-even sort
     item_list = True
     digit_answers = False  # labels
     default_digits = (1, 5)
@@ -255,7 +256,7 @@ class Sort(Task):
                     ids[:, i % rounds] = marked_ids[order[:, i % rounds]]
                 if fmt.scratchpad in self._keyed:  # each label followed by its digit at this line's place
                     digits = _line_digits(problems, order, i // rounds,
-                                          fmt.scratchpad == "transposition_next_keys" and (i % rounds == items - 1))
+                                          fmt.scratchpad in self._next and (i % rounds == items - 1))
                     ids, width = np.stack([ids, digit_ids[digits]], axis=-1).reshape(len(problems), -1), 2 * width
                 segments.append((ids, np.where(has_line, width, 0)))
             return segments
@@ -300,6 +301,10 @@ class Sort(Task):
                     "labels, each followed by its item's digit, round r writing the label at slot r in upper case), "
                     "but a place's last round writes each label's digit at the next place (0 past the longest), so "
                     "every round compares two digits written in the line before")
+        if fmt.scratchpad == "transposition_next_unmarked":
+            return ("it sorts as transposition_next_keys does, with no label in upper case: per digit place, lowest "
+                    "first, as many rounds as items, one line per round of the labels, each followed by its item's "
+                    "digit (a place's last round: at the next place), the last line's labels the sorted order")
         return None
 
     @staticmethod
