@@ -143,6 +143,12 @@ def offset_item_segments(input_ids: torch.Tensor, segment: torch.Tensor, answer_
     return segment + moved
 
 
+def item_starts(item: torch.Tensor) -> torch.Tensor:
+    """Which tokens open their item (a sort item's label): an item id > 0 that the token before does not have."""
+    before = torch.cat([torch.zeros_like(item[:, :1]), item[:, :-1]], dim=-1)
+    return (item > 0) & (item != before)
+
+
 def label_items(input_ids: torch.Tensor, item: torch.Tensor, in_prompt: torch.Tensor, vocab_size: int,
                 num_digit_tokens: int, marked_shift: int = 0) -> torch.Tensor:
     """Which prompt item each token names: a prompt token its own `item`; an answer label the item whose
@@ -153,8 +159,7 @@ def label_items(input_ids: torch.Tensor, item: torch.Tensor, in_prompt: torch.Te
     Why: under the line window, an answer label finds its item's digits by this id, whatever the list's
     length, where a learned match over the prompt spreads over more keys as the list grows.
     """
-    before = torch.cat([torch.zeros_like(item[:, :1]), item[:, :-1]], dim=-1)
-    label = in_prompt & (item > 0) & (item != before)
+    label = in_prompt & item_starts(item)
     table = torch.zeros(input_ids.shape[0], vocab_size, dtype=item.dtype, device=item.device)
     table.scatter_reduce_(1, torch.where(label, input_ids, 0), torch.where(label, item, 0), reduce="amax")
     named = table.gather(1, input_ids.clamp(0, vocab_size - 1))
@@ -203,6 +208,11 @@ def pair_roles(line: torch.Tensor, slot: torch.Tensor, in_prompt: torch.Tensor, 
         longest = torch.where(in_prompt, line, torch.zeros_like(line)).amax(dim=-1, keepdim=True)
         role = role + 2 * (round_ == 0).long() + 4 * (line >= longest * items).long()
     return torch.where(in_prompt, torch.zeros_like(slot), role)
+
+
+def pair_role_codes(place_ends: bool) -> int:
+    """How many role ids `pair_roles` gives: 0 and 1 + parity, with `place_ends` + 2 and + 4 on those."""
+    return 7 if place_ends else 3
 
 
 def pack_roles(role: torch.Tensor, items: torch.Tensor, num_segments: int) -> torch.Tensor:
@@ -285,8 +295,7 @@ def line_window_relations(query: tuple, key: tuple, line_end: bool = False, plac
         at_place = prompt & (k_index > 0)[:, None, :] & (k_index[:, None, :] - 1 == place)
         code = code + AT_PLACE * at_place.long()
         if places == "narrow":  # of the prompt: those digits and each item's first token, its label
-            before = torch.cat([torch.zeros_like(k_segment[:, :1]), k_segment[:, :-1]], dim=-1)
-            kept = ~prompt | at_place | (prompt & ((k_segment > 0) & (k_segment != before))[:, None, :])
+            kept = ~prompt | at_place | (prompt & item_starts(k_segment)[:, None, :])
             line_before, named = line_before & kept, named & kept
     seen = line_before | itself | named | ends
     answer_code = torch.where(seen, code + 1, 0)
@@ -444,8 +453,9 @@ def random_offsets(position_ids: torch.Tensor, max_offset: int, max_digits: int,
     return torch.where(position_ids > 0, position_ids + k, position_ids)
 
 
-__all__ = ["AT_PLACE", "LINE_WINDOW_RELATIONS", "abacus_position_ids", "after_prompt", "answer_lines", "b_digits", "check_abacus_range",
-           "closed_slots", "label_items", "line_positions", "line_window_allowed", "line_window_codes", "line_window_relations",
-           "offset_answer_segments", "offset_item_segments", "operand_line_rows", "pack_positions", "pack_rows",
+__all__ = ["AT_PLACE", "LINE_WINDOW_RELATIONS", "abacus_position_ids", "after_prompt", "answer_lines", "b_digits",
+           "check_abacus_range", "closed_slots", "item_starts", "label_items", "line_positions",
+           "line_window_allowed", "line_window_codes", "line_window_relations", "offset_answer_segments",
+           "offset_item_segments", "operand_line_rows", "pack_positions", "pack_rows", "pair_role_codes",
            "problem_ids", "random_offsets", "row_window_allowed", "segment_ids", "unpack_positions", "unpack_rows",
            "window_allowed"]

@@ -38,6 +38,7 @@ from .abacus_positions import (
     pack_positions,
     pack_roles,
     pack_rows,
+    pair_role_codes,
     pair_roles,
     problem_ids,
     random_offsets,
@@ -238,8 +239,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                         if config.abacus_num_segments and not config.abacus_relation_bias else None)
         self.row = (nn.Embedding(config.abacus_max_digits + 1, config.hidden_size)
                     if config.abacus_operand_rows else None)
-        roles = 7 if config.abacus_digit_places else 3  # pair_roles: 0, 1 + parity (+ 2 first round, + 4 last line)
-        self.role = nn.Embedding(roles, config.hidden_size) if config.abacus_pair_roles else None
+        self.role = (nn.Embedding(pair_role_codes(bool(config.abacus_digit_places)), config.hidden_size)
+                     if config.abacus_pair_roles else None)  # pair_roles
         self.relation_bias = (nn.Embedding(line_window_codes(bool(config.abacus_digit_places)), config.num_attention_heads)
                               if config.abacus_relation_bias else None)  # line_window_relations, per head
         self.wpe = (nn.Embedding(config.max_position_embeddings, config.hidden_size)
