@@ -855,6 +855,11 @@ def test_digit_places_mark_the_prompt_digit_each_line_writes_and_count_lines_pas
     assert role[:14].eq(0).all() and set(role[14:].tolist()) == {1, 2, 3, 4, 5, 6}  # from the prompt's `=` on
     assert relations.max() < line_window_codes(True) == model.transformer.relation_bias.num_embeddings == 81
     assert model.transformer.role.num_embeddings == 7
+    # a model may write on past the list's last line before it fails: those lines are last lines, in the table
+    runaway = torch.tensor([tok.convert_tokens_to_ids(text[:-1] + list("=a0b0c0=b0a0c0"))])
+    placed = model.position_ids_from_input_ids(runaway)
+    role = unpack_roles(unpack_rows(unpack_positions(placed, 8)[1], 16)[0], 16)[0][0]
+    assert set(role[-14:].tolist()) == {5, 6} and torch.isfinite(model(input_ids=runaway).logits).all()
     assert_cached_decoding_matches(model, tok, ["a:13,b:7,c:021", "a:5,b:5", "a:9,b:0,c:7,d:1"], 30)
     assert_cached_decoding_matches(make(**settings, abacus_digit_places="narrow", seed=2)[0], tok,
                                    ["a:13,b:7,c:021", "a:5,b:5", "a:9,b:0,c:7,d:1"], 30)

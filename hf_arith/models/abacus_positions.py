@@ -189,7 +189,8 @@ def pair_roles(line: torch.Tensor, slot: torch.Tensor, in_prompt: torch.Tensor, 
     rounds restart at each digit place, as transposition_marked and _keys write them) or round L - 1 (the
     rounds alternate over every line, as transposition_flags writes them); with `place_ends` (per place),
     + 2 in a place's first round and + 4 in the list's last line (L at least the longest item's digits
-    times the items); a prompt token 0. `line` and `slot` as `line_positions` gives them (unshifted: a
+    times the items, so a line past it, which a model may write before it fails, stays in the table); a
+    prompt token 0. `line` and `slot` as `line_positions` gives them (unshifted: a
     prompt digit's index, an answer token's line) and prompt tokens' slots their items, so the list's
     items are the prompt's largest.
 
@@ -206,7 +207,8 @@ def pair_roles(line: torch.Tensor, slot: torch.Tensor, in_prompt: torch.Tensor, 
     role = 1 + (slot + round_) % 2
     if place_ends:
         longest = torch.where(in_prompt, line, torch.zeros_like(line)).amax(dim=-1, keepdim=True)
-        role = role + 2 * (round_ == 0).long() + 4 * (line >= longest * items).long()
+        last = line >= longest * items  # lines a model writes past the list's last are last lines too
+        role = role + 2 * ((round_ == 0) & ~last).long() + 4 * last.long()
     return torch.where(in_prompt, torch.zeros_like(slot), role)
 
 
