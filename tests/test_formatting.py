@@ -244,6 +244,13 @@ def test_transposition_marked_writes_the_rounds_with_a_marker_one_slot_further_e
         NumberFormat(task="sort", scratchpad="transposition_marked", base=16)
 
 
+def assert_working_of_31_7_120(fmt: NumberFormat, answer: str, malformed: tuple[str, ...]) -> None:
+    """The list 31, 7, 120 (lengths 2, 1, 3) written as `answer` decodes to "bac"; each of `malformed` to None."""
+    assert decode_answer(list(answer) + [EOS_TOKEN], fmt, [2, 1, 3]) == "bac"
+    for text in malformed:
+        assert decode_answer(list(text) + [EOS_TOKEN], fmt, [2, 1, 3]) is None, text
+
+
 def test_transposition_keys_write_each_marked_round_with_every_label_s_digit_at_its_place():
     # The marked rounds above, each label followed by its item's digit at the line's place (0 past its
     # length): 31, 7, 120 by place 0 are 1, 7, 0, by place 1 are 3, 0, 2, by place 2 are 0, 0, 1.
@@ -251,9 +258,8 @@ def test_transposition_keys_write_each_marked_round_with_every_label_s_digit_at_
         ("a:13,b:7,c:021=", "A1b7c0=a1C0b7=c0a1B7=C2a3b0=c2B0a3=b0c2A3=B0c1a0=b0A0c1=b0a0C1$"), ("a:5,b:5=", "A5b5=a5B5$")]
     fmt = NumberFormat(task="sort", scratchpad="transposition_keys")
     answer = "A1b7c0=a1C0b7=c0a1B7=C2a3b0=c2B0a3=b0c2A3=B0c1a0=b0A0c1=b0a0C1"
-    assert decode_answer(list(answer) + [EOS_TOKEN], fmt, [2, 1, 3]) == "bac"
-    for malformed in (answer[:-1], answer.replace("A3", "Ax"), answer.replace("b0c2A3", "b0c2a3"), answer[:-10]):
-        assert decode_answer(list(malformed) + [EOS_TOKEN], fmt, [2, 1, 3]) is None, malformed
+    assert_working_of_31_7_120(fmt, answer, (answer[:-1], answer.replace("A3", "Ax"),
+                                             answer.replace("b0c2A3", "b0c2a3"), answer[:-10]))
     with pytest.raises(FormatError, match="upper case"):
         NumberFormat(task="sort", scratchpad="transposition_keys", base=16)
 
@@ -265,16 +271,13 @@ def test_transposition_next_keys_write_a_place_s_last_round_with_the_next_place_
         ("a:13,b:7,c:021=", "A1b7c0=a1C0b7=c2a3B0=C2a3b0=c2B0a3=b0c1A0=B0c1a0=b0A0c1=b0a0C0$"), ("a:5,b:5=", "A5b5=a0B0$")]
     fmt = NumberFormat(task="sort", scratchpad="transposition_next_keys")
     answer = "A1b7c0=a1C0b7=c2a3B0=C2a3b0=c2B0a3=b0c1A0=B0c1a0=b0A0c1=b0a0C0"
-    assert decode_answer(list(answer) + [EOS_TOKEN], fmt, [2, 1, 3]) == "bac"
-    for malformed in (answer[:-1], answer.replace("a3B0", "a3b0"), answer[:-10]):
-        assert decode_answer(list(malformed) + [EOS_TOKEN], fmt, [2, 1, 3]) is None, malformed
+    assert_working_of_31_7_120(fmt, answer, (answer[:-1], answer.replace("a3B0", "a3b0"), answer[:-10]))
     # transposition_next_unmarked: the same lines, no label in upper case (a model's roles say where a place ends)
     assert rendered("sort", [[31, 7, 120]], scratchpad="transposition_next_unmarked") == [
         ("a:13,b:7,c:021=", answer.lower() + "$")]
     fmt = NumberFormat(task="sort", scratchpad="transposition_next_unmarked", base=16)  # no upper-case labels
-    assert decode_answer(list(answer.lower()) + [EOS_TOKEN], fmt, [2, 1, 3]) == "bac"
-    for malformed in (answer.lower()[:-7], answer.lower().replace("c2a3b0", "c2a3a0"), answer):
-        assert decode_answer(list(malformed) + [EOS_TOKEN], fmt, [2, 1, 3]) is None, malformed
+    assert_working_of_31_7_120(fmt, answer.lower(), (answer.lower()[:-7], answer.lower().replace("c2a3b0", "c2a3a0"),
+                                                     answer))
 
 
 def test_transposition_flags_write_a_round_s_swaps_in_upper_case_and_end_a_place_after_two_quiet_rounds():
