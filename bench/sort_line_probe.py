@@ -2,6 +2,7 @@
 
     python bench/sort_line_probe.py runs/abacus-gpt2-sort-10/checkpoint-1000
     python bench/sort_line_probe.py CHECKPOINT --digits 1:4 --samples 200
+    python bench/sort_line_probe.py runs/sort-unmarked/final --rounds 20x6 5x6 --samples 300 [--spread]
 
 Each set's held-out lists are rendered with their written answers and scored in one forward pass:
 for every answer token, whether the model's most likely next token is the written one. Printed per
@@ -10,6 +11,16 @@ label tokens, and of each line's tokens (line 0 is the first pass; the last is t
 During training this separates a form whose keys are learned but whose labels are not, which the
 mean loss of a keyed form hides (half its tokens are digits). Sets: lists of 2-10 items with each
 length drawn on its own (--digits), ten items of the longest length, ten one-digit items.
+
+With --rounds (forms that write a place's last round with the next place's digits, so every round
+compares two digits of the line before): lists of exactly ITEMS items of DIGITS digits, fed one at a
+time, and each label of every line after the first counted by the comparison that wrote it: a slot
+paired in its round whose two digits in the line before tie or differ (by where the round lies in its
+place: first, middle, last), or a slot left unpaired at a line's end. A miss is a label whose most
+likely token is not the written one. Why: a tie kept is the one comparison a list's later places cannot
+mend when the higher digits tie too, and long lists hold far more ties than short ones, so the rate per
+tie, not per token, says what a long list asks for. --spread moves each list's items to random places
+among the model's labels (far apart in the alphabet, as in training with data.item_spread).
 """
 
 from __future__ import annotations
@@ -20,7 +31,8 @@ from common import script_parser
 from machine import command_line, machine_info
 
 from hf_arith.data.formatting import PROMPT_END, SORT_LABELS, get_task, render
-from hf_arith.data.problems import ProblemSpec, sample
+from hf_arith.data.problems import ProblemSpec, sample, with_items_moved
+from hf_arith.data.tasks.sort import Sort, transposition_rounds
 from hf_arith.runtime.loading import load_checkpoint
 
 SEED = 7
@@ -60,12 +72,65 @@ def line_scores(model, fmt, spec: ProblemSpec, n: int) -> dict:
             "label_tokens_by_line": {str(k): mean(v) for k, v in sorted(lines.items())}}
 
 
+def round_census(model, fmt, items: int, digits: int, n: int, spread: bool = False) -> dict:
+    """Teacher-forced misses of `n` held-out lists of `items` items of `digits` digits, by comparison
+    (module docstring): per class its labels and misses; the ties again by how many of the four slots of
+    the line before that the label's query sees (slots - 2 to + 1: its own line's token before it sees
+    its own slot's neighbours) hold the tied digit; and each miss's line, place, round and slot."""
+    spec = ProblemSpec(task="sort", min_digits=digits, max_digits=digits, min_items=items, max_items=items)
+    rng = np.random.default_rng(SEED)
+    problems = sample(spec, n, rng, split="test")
+    if spread:
+        problems = with_items_moved(problems, fmt.max_items, rng, spread=True)
+    ids, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
+    lines = transposition_rounds(problems)
+    start_order = np.argsort(~(problems.lengths > 0), axis=1, kind="stable")
+    width = 2 * items + 1  # a line's label-digit pairs and the `=` that follows
+    counts, misses, where = {}, {}, []
+    for row in range(n):
+        row_ids = torch.tensor(ids[row: row + 1, : lengths[row]], dtype=torch.long)
+        with torch.no_grad():
+            predicted = model(input_ids=row_ids).logits[0].argmax(-1)
+        start = int(prompt_lengths[row])
+        before = start_order[row]
+        for i, (order, _) in enumerate(lines):
+            place, round_ = divmod(i, items)
+            digit = problems.operands[row, before, place]
+            stage = "first" if round_ == 0 else "last" if round_ == items - 1 else "middle"
+            for slot in range(items if i else 0):  # the first line compares the prompt's digits
+                partner = slot + 1 if slot % 2 == round_ % 2 else slot - 1
+                kinds = ["unpaired"]
+                if 0 <= partner < items:
+                    tie = digit[slot] == digit[partner]
+                    kinds = [f"{'tie' if tie else 'differ'}, {stage} round"]
+                    if tie:
+                        assert order[row, slot] == before[slot], "a tie the reference swapped"
+                        seen = digit[max(slot - 2, 0): slot + 2]
+                        kinds.append(f"tie, {int((seen == digit[slot]).sum())} of the window's digits equal")
+                at = start + i * width + 2 * slot
+                missed = int(predicted[at - 1]) != int(row_ids[0, at])
+                for kind in kinds:
+                    counts[kind] = counts.get(kind, 0) + 1
+                    misses[kind] = misses.get(kind, 0) + missed
+                if missed:
+                    where.append({"list": row, "line": i, "place": place, "round": round_, "slot": slot,
+                                  "kind": kinds[-1]})
+            before = order[row]
+    classes = {k: {"labels": counts[k], "misses": misses[k], "rate": round(misses[k] / counts[k], 6)}
+               for k in sorted(counts)}
+    return {"lists": n, "label_tokens": sum(v["labels"] for k, v in classes.items() if "window" not in k),
+            "misses": len(where), "classes": classes, "where": where}
+
+
 def main(argv=None) -> None:
     parser = script_parser(__doc__)
     parser.add_argument("model", help="checkpoint folder or bundled name of a sorting model")
     parser.add_argument("--digits", default="1:10", help="A:B, the lengths of the first set (default 1:10)")
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", nargs="+", metavar="ITEMSxDIGITS",
+                        help="instead: the miss census by comparison on lists of that shape (module docstring)")
+    parser.add_argument("--spread", action="store_true", help="with --rounds: items moved to random places among the labels")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     model, tok = load_checkpoint(args.model)
@@ -74,6 +139,17 @@ def main(argv=None) -> None:
     low, high = (int(x) for x in args.digits.split(":"))
     print(command_line())
     print(machine_info())
+    if args.rounds:
+        if fmt.scratchpad not in Sort._next:
+            parser.error(f"--rounds needs a form that compares digits of the line before ({', '.join(Sort._next)}), "
+                         f"not {fmt.scratchpad}")
+        for shape in args.rounds:
+            items, digits = (int(x) for x in shape.split("x"))
+            census = round_census(model, fmt, items, digits, args.samples, args.spread)
+            where = census.pop("where")
+            print(f"{items} items of {digits} digits{' (spread)' if args.spread else ''}: {census}")
+            print(f"  misses (list, line, place, round, slot, kind): {[tuple(w.values()) for w in where[:40]]}")
+        return
     sets = {f"2-10 items of {low}-{high} digits": ProblemSpec(task="sort", min_digits=low, max_digits=high,
                                                              min_items=2, max_items=10),
             f"10 items of {high} digits": ProblemSpec(task="sort", min_digits=high, max_digits=high,
