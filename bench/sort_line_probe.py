@@ -76,7 +76,9 @@ def round_census(model, fmt, items: int, digits: int, n: int, spread: bool = Fal
     """Teacher-forced misses of `n` held-out lists of `items` items of `digits` digits, by comparison
     (module docstring): per class its labels and misses; the ties again by how many of the four slots of
     the line before that the label's query sees (slots - 2 to + 1: its own line's token before it sees
-    its own slot's neighbours) hold the tied digit; and each miss's line, place, round and slot."""
+    its own slot's neighbours) hold the tied digit, and by whether the slot before the pair has just taken
+    a larger digit from the slot before it (the query is that digit, moving right one slot a round, as a
+    large digit does for many rounds in a long list); and each miss's line, place, round and slot."""
     spec = ProblemSpec(task="sort", min_digits=digits, max_digits=digits, min_items=items, max_items=items)
     rng = np.random.default_rng(SEED)
     problems = sample(spec, n, rng, split="test")
@@ -86,7 +88,8 @@ def round_census(model, fmt, items: int, digits: int, n: int, spread: bool = Fal
     lines = transposition_rounds(problems)
     start_order = np.argsort(~(problems.lengths > 0), axis=1, kind="stable")
     width = 2 * items + 1  # a line's label-digit pairs and the `=` that follows
-    counts, misses, where = {}, {}, []
+    tally = {"classes": {}, "ties_by_window": {}, "ties_by_carry": {}}  # each: kind -> [labels, misses]
+    where = []
     for row in range(n):
         row_ids = torch.tensor(ids[row: row + 1, : lengths[row]], dtype=torch.long)
         with torch.no_grad():
@@ -99,27 +102,29 @@ def round_census(model, fmt, items: int, digits: int, n: int, spread: bool = Fal
             stage = "first" if round_ == 0 else "last" if round_ == items - 1 else "middle"
             for slot in range(items if i else 0):  # the first line compares the prompt's digits
                 partner = slot + 1 if slot % 2 == round_ % 2 else slot - 1
-                kinds = ["unpaired"]
+                kinds = {"classes": "unpaired"}
                 if 0 <= partner < items:
                     tie = digit[slot] == digit[partner]
-                    kinds = [f"{'tie' if tie else 'differ'}, {stage} round"]
+                    kinds["classes"] = f"{'tie' if tie else 'differ'}, {stage} round"
                     if tie:
                         assert order[row, slot] == before[slot], "a tie the reference swapped"
                         seen = digit[max(slot - 2, 0): slot + 2]
-                        kinds.append(f"tie, {int((seen == digit[slot]).sum())} of the window's digits equal")
+                        kinds["ties_by_window"] = f"{int((seen == digit[slot]).sum())} of the window's digits equal"
+                        carried = slot >= 2 and order[row, slot - 1] == before[slot - 2] and digit[slot - 2] > digit[slot]
+                        kinds["ties_by_carry"] = f"{'after' if carried else 'not after'} a larger digit moved in"
                 at = start + i * width + 2 * slot
                 missed = int(predicted[at - 1]) != int(row_ids[0, at])
-                for kind in kinds:
-                    counts[kind] = counts.get(kind, 0) + 1
-                    misses[kind] = misses.get(kind, 0) + missed
+                for table, kind in kinds.items():
+                    counts = tally[table].setdefault(kind, [0, 0])
+                    counts[0], counts[1] = counts[0] + 1, counts[1] + missed
                 if missed:
                     where.append({"list": row, "line": i, "place": place, "round": round_, "slot": slot,
-                                  "kind": kinds[-1]})
+                                  "kind": "; ".join(kinds.values())})
             before = order[row]
-    classes = {k: {"labels": counts[k], "misses": misses[k], "rate": round(misses[k] / counts[k], 6)}
-               for k in sorted(counts)}
-    return {"lists": n, "label_tokens": sum(v["labels"] for k, v in classes.items() if "window" not in k),
-            "misses": len(where), "classes": classes, "where": where}
+    record = {"lists": n, "label_tokens": sum(c[0] for c in tally["classes"].values()), "misses": len(where)}
+    for table, kinds in tally.items():
+        record[table] = {k: {"labels": c[0], "misses": c[1], "rate": round(c[1] / c[0], 6)} for k, c in sorted(kinds.items())}
+    return record | {"where": where}
 
 
 def main(argv=None) -> None:

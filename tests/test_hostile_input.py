@@ -408,7 +408,7 @@ def test_the_cli_note_counts_digits_without_leading_zeros(capsys):
     ("data.hard_fraction_fade=7", "data.hard_fraction_fade must be [start, end] steps"),
     ("data.hard_fraction_fade=[1,2]", "data.hard_fraction_fade needs data.hard_fraction > 0"),
     ("data.hard_kind=easy", "data.hard_kind must be one of ('repeated', 'chains', 'hard', 'carries', 'tie_heavy', 'near_ties', "
-                              "'ties'), got 'easy'"),
+                              "'ties', 'carried_ties'), got 'easy'"),
     ("data.sample_by=digit", "data.sample_by must be one of ('length', 'value', 'mixed', 'longest', 'length_longest'), got 'digit'"),
     ("optim.wd_drop_exact=0.01", "optim.wd_drop_exact (0.01) lowers the weight decay, but optim.weight_decay is"),
     ("eval.samples=100000000000", "eval.samples must be from 1 to 1,000,000"),

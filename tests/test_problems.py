@@ -486,3 +486,29 @@ def test_sampling_by_longest_makes_every_longest_length_and_list_size_as_common(
     pair = sample(ProblemSpec("add", 3, 6, sample_by="longest"), 20_000, np.random.default_rng(2), split=None).lengths
     assert pair.min() >= 3 and pair.max() <= 6
     assert np.bincount(pair.max(axis=1), minlength=7)[3:] / len(pair) == pytest.approx([0.25] * 4, abs=0.015)
+
+
+def test_carried_tie_lists_move_a_larger_digit_up_to_two_equal_ones_at_every_place():
+    from hf_arith.data.tasks.sort import transposition_rounds
+
+    problems = sample(TIE_SPEC, 400, np.random.default_rng(8), split="train", kind="carried_ties")
+    values = problems.operand_values()
+    assert problems.answer_text() == [_label_order(v) for v in values]
+    assert all(len({len(str(x)) for x in v}) == 1 for v in values)  # one length per list
+    items, longest = (problems.lengths > 0).sum(axis=1), problems.lengths.max(axis=1)
+    start = np.broadcast_to(np.arange(problems.lengths.shape[1]), problems.lengths.shape)
+    lines = [start] + [order for order, _ in transposition_rounds(problems)]
+    rounds = int(items.max())
+    for row in np.flatnonzero(items >= 4):
+        for place in range(longest[row]):
+            # the line a place's rounds start from, and the round that should meet big, x, (y,) t, t
+            first = place * rounds
+            before = lines[first + (items[row] >= 5)][row]
+            after = lines[first + 1 + (items[row] >= 5)][row]
+            slot = 2 + (items[row] >= 5)  # the pair (slot, slot + 1) ties, a larger digit moved into slot - 1
+            digit = problems.operands[row, before, place].astype(int)
+            assert digit[slot] == digit[slot + 1] and digit[slot - 2] > digit[slot]
+            assert after[slot - 1] == before[slot - 2] and list(after[slot: slot + 2]) == list(before[slot: slot + 2])
+    assert (items >= 4).mean() > 0.4
+    with pytest.raises(FormatError, match="problem kind 'carried_ties' applies to sorting, not addition"):
+        sample(ProblemSpec(task="add"), 10, np.random.default_rng(0), kind="carried_ties")

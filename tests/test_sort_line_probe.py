@@ -46,6 +46,10 @@ def test_a_model_that_never_swaps_misses_only_labels_whose_digits_differ(probe, 
     assert all(classes[k]["misses"] == 0 for k in classes if k.startswith("tie") or k == "unpaired")
     assert sum(classes[k]["misses"] for k in classes if k.startswith("differ")) > 0
     assert all(w["kind"].startswith("differ") for w in census["where"])
+    ties = sum(classes[k]["labels"] for k in classes if k.startswith("tie"))
+    for table in ("ties_by_window", "ties_by_carry"):  # every tie once more, none missed
+        assert sum(c["labels"] for c in census[table].values()) == ties > 0
+        assert all(c["misses"] == 0 for c in census[table].values())
 
 
 def test_an_oracle_misses_nothing(probe):

@@ -124,10 +124,11 @@ def _fix_leading(digits: np.ndarray, lengths: np.ndarray, base: int, rng: np.ran
     digits[np.arange(width)[None, None, :] >= lengths[..., None]] = 0
 
 
-# The last three are drawn by the sort task itself (`Task.draw_kind`): lists with repeated values,
-# lists whose values differ in one digit, and "ties": half the one, half the other.
-HARD_KINDS = ("repeated", "chains", "hard", "carries", "tie_heavy", "near_ties", "ties")
-TASK_KINDS = ("tie_heavy", "near_ties", "ties")
+# The last four are drawn by the sort task itself (`Task.draw_kind`): lists with repeated values,
+# lists whose values differ in one digit, "ties" (half the one, half the other), and lists whose every
+# place moves a larger digit up to two equal ones.
+HARD_KINDS = ("repeated", "chains", "hard", "carries", "tie_heavy", "near_ties", "ties", "carried_ties")
+TASK_KINDS = ("tie_heavy", "near_ties", "ties", "carried_ties")
 KINDS = ("uniform", *HARD_KINDS)
 
 

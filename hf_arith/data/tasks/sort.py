@@ -42,7 +42,7 @@ class Sort(Task):
     digit_answers = False  # labels
     default_digits = (1, 5)
     grid_axes = ("items", "digits")
-    hard_kinds = ("repeated", "hard", "tie_heavy", "near_ties", "ties")
+    hard_kinds = ("repeated", "hard", "tie_heavy", "near_ties", "ties", "carried_ties")
     stress_kinds = ("tie_heavy", "near_ties")
     # Near ties and repeated values the bundled abacus-gpt2-sort answered wrong at confidence >= 0.9 (issue 57).
     views_note = "the list relabelled: its items in another order, equal values kept in label order"
@@ -135,7 +135,13 @@ class Sort(Task):
         - "near_ties": k items of one length L, each a base number with one digit changed (maybe to
           the same digit, a tie); in half the lists every item changes the same digit place, so
           any two items differ in that one digit, in the other half each item its own place;
-        - "ties": each list one of the two, half and half.
+        - "ties": each list one of the two, half and half;
+        - "carried_ties": k items of one length L, and lists of 4 or more items written so that at every
+          digit place, in the order that place's odd-even rounds start from (the items stably sorted by
+          their lower places), the slots read big, x, t, t (4 items) or big, x, y, t, t (5 or more), with
+          x, y < t < big: a larger digit moves right into the slot before two equal digits, which the
+          next round must keep in order (round 0 with 4 items, round 1 with 5): rare in uniform lists
+          of up to 5 items, common in every place of a list of 20 (base 4 or more).
         """
         base, width = spec.base, spec.max_digits
         count = rng.integers(spec.min_items, spec.max_items + 1, size=n)
@@ -155,6 +161,13 @@ class Sort(Task):
             pick = (rng.random((n, k)) * distinct[:, None]).astype(np.int64)
             digits = np.take_along_axis(pool, pick[..., None], axis=1)
             lengths = np.take_along_axis(pool_lengths, pick, axis=1)
+        elif kind == "carried_ties":
+            if base < 4:
+                raise FormatError(f"carried_ties writes four distinct digits a place, which base {base} does not have")
+            length = rng.integers(spec.min_digits, spec.max_digits + 1, size=n)
+            lengths = np.broadcast_to(length[:, None], (n, k)).copy()
+            digits = rng.integers(1, base, size=(n, k, width))
+            _carry_into_ties(digits, length, count, base, rng)
         elif kind == "near_ties":
             length = rng.integers(spec.min_digits, spec.max_digits + 1, size=n)
             lengths = np.broadcast_to(length[:, None], (n, k)).copy()
@@ -378,6 +391,29 @@ def transposition_rounds(problems) -> list[tuple[np.ndarray, np.ndarray]]:
             order[:, first + 1] = np.where(swap, left, right)
             lines.append((order.copy(), (p < longest) & (r < items)))
     return lines
+
+
+def _carry_into_ties(digits: np.ndarray, length: np.ndarray, count: np.ndarray, base: int, rng) -> None:
+    """Writes "carried_ties" columns in place ([n, k, width] digits, each list's items `count` and length):
+    at each place, for lists of 4 or more items, slot by slot of the order that place's rounds start
+    from, big, x, (y,) t, t with 1 <= x, y < t < big <= base - 1 (no 0, so every leading digit stays
+    non-zero); other slots and shorter lists keep their digits."""
+    n, k, width = digits.shape
+    rows = np.arange(n)[:, None]
+    order = np.broadcast_to(np.arange(k), (n, k))  # place 0's rounds start from the list as given
+    for p in range(width):
+        t = rng.integers(2, base - 1, size=n)
+        big = t + 1 + (rng.random(n) * (base - 1 - t)).astype(np.int64)
+        x, y = (1 + (rng.random((2, n)) * (t - 1)).astype(np.int64))
+        five = count >= 5
+        column = digits[rows, order, p].astype(np.int64)  # by slot
+        pattern = np.stack([big, x, np.where(five, y, t), t, np.where(five, t, column[:, 4 % k])], axis=1)
+        slots = min(k, 5)
+        column[:, :slots] = np.where(((count >= 4) & (p < length))[:, None], pattern[:, :slots], column[:, :slots])
+        digits[rows, order, p] = column
+        # the next place's rounds start from this place's stable sort by digit p (absent items last)
+        key = column + base * (np.arange(k)[None, :] >= count[:, None])
+        order = np.take_along_axis(order, np.argsort(key, axis=1, kind="stable"), axis=1)
 
 
 def _line_digits(problems, order, place: int, next_place: np.ndarray | bool) -> np.ndarray:
