@@ -3,6 +3,7 @@
     python bench/sort_line_probe.py runs/abacus-gpt2-sort-10/checkpoint-1000
     python bench/sort_line_probe.py CHECKPOINT --digits 1:4 --samples 200
     python bench/sort_line_probe.py runs/sort-unmarked/final --rounds 20x6 5x6 --samples 300 [--spread]
+    python bench/sort_line_probe.py --kinds uniform tie_heavy carried_ties --samples 2000
 
 Each set's held-out lists are rendered with their written answers and scored in one forward pass:
 for every answer token, whether the model's most likely next token is the written one. Printed per
@@ -20,7 +21,10 @@ place: first, middle, last), or a slot left unpaired at a line's end. A miss is 
 likely token is not the written one. Why: a tie kept is the one comparison a list's later places cannot
 mend when the higher digits tie too, and long lists hold far more ties than short ones, so the rate per
 tie, not per token, says what a long list asks for. --spread moves each list's items to random places
-among the model's labels (far apart in the alphabet, as in training with data.item_spread).
+among the model's labels (far apart in the alphabet, as in training with data.item_spread). The ties
+are counted again by whether a larger digit has just moved into the slot before the pair, the tie a long
+list meets far more often than a short one; --kinds counts, with no model, how often training lists of
+each problem kind hold it.
 """
 
 from __future__ import annotations
@@ -72,6 +76,29 @@ def line_scores(model, fmt, spec: ProblemSpec, n: int) -> dict:
             "label_tokens_by_line": {str(k): mean(v) for k, v in sorted(lines.items())}}
 
 
+def carried_tie(order, before, digit, slot: int) -> bool:
+    """Whether the tie at a pair's left `slot` comes just after a larger digit moved into the slot before it:
+    `before` and `order` the item order of the line before and of the label's line, `digit` the line before's
+    digits at the place, by slot."""
+    return slot >= 2 and order[slot - 1] == before[slot - 2] and digit[slot - 2] > digit[slot]
+
+
+def carried_ties_per_list(problems) -> float:
+    """How many labels of the written working, per list, keep a tie just after a larger digit moved in."""
+    present = problems.lengths > 0
+    items, rounds = present.sum(axis=1), int(present.sum(axis=1).max())
+    before = np.argsort(~present, axis=1, kind="stable")
+    count = 0
+    for i, (order, has_line) in enumerate(transposition_rounds(problems)):
+        place, round_ = divmod(i, rounds)
+        for row in np.flatnonzero(has_line) if i else ():
+            digit = problems.operands[row, before[row], place]
+            count += sum(digit[s] == digit[s + 1] and carried_tie(order[row], before[row], digit, s)
+                         for s in range(round_ % 2, items[row] - 1, 2))
+        before = np.where(has_line[:, None], order, before)
+    return count / len(problems)
+
+
 def round_census(model, fmt, items: int, digits: int, n: int, spread: bool = False) -> dict:
     """Teacher-forced misses of `n` held-out lists of `items` items of `digits` digits, by comparison
     (module docstring): per class its labels and misses; the ties again by how many of the four slots of
@@ -110,7 +137,7 @@ def round_census(model, fmt, items: int, digits: int, n: int, spread: bool = Fal
                         assert order[row, slot] == before[slot], "a tie the reference swapped"
                         seen = digit[max(slot - 2, 0): slot + 2]
                         kinds["ties_by_window"] = f"{int((seen == digit[slot]).sum())} of the window's digits equal"
-                        carried = slot >= 2 and order[row, slot - 1] == before[slot - 2] and digit[slot - 2] > digit[slot]
+                        carried = carried_tie(order[row], before, digit, slot)
                         kinds["ties_by_carry"] = f"{'after' if carried else 'not after'} a larger digit moved in"
                 at = start + i * width + 2 * slot
                 missed = int(predicted[at - 1]) != int(row_ids[0, at])
@@ -129,14 +156,26 @@ def round_census(model, fmt, items: int, digits: int, n: int, spread: bool = Fal
 
 def main(argv=None) -> None:
     parser = script_parser(__doc__)
-    parser.add_argument("model", help="checkpoint folder or bundled name of a sorting model")
+    parser.add_argument("model", nargs="?", help="checkpoint folder or bundled name of a sorting model")
     parser.add_argument("--digits", default="1:10", help="A:B, the lengths of the first set (default 1:10)")
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", nargs="+", metavar="ITEMSxDIGITS",
                         help="instead: the miss census by comparison on lists of that shape (module docstring)")
     parser.add_argument("--spread", action="store_true", help="with --rounds: items moved to random places among the labels")
+    parser.add_argument("--kinds", nargs="+", metavar="KIND",
+                        help="instead, no model: how often lists of 2-5 items of 1-6 digits of each problem kind "
+                             "(uniform, tie_heavy, carried_ties, ...) hold a tie just after a larger digit moved in")
     args = parser.parse_args(argv)
+    if args.kinds:
+        spec = ProblemSpec(task="sort", min_digits=1, max_digits=6, min_items=2, max_items=5)
+        print(command_line())
+        for kind in args.kinds:
+            problems = sample(spec, args.samples, np.random.default_rng(0), split=None, kind=kind)
+            print(f"{kind}: {carried_ties_per_list(problems):.2f} a list ({args.samples} lists)")
+        return
+    if args.model is None:
+        parser.error("name a model (or ask --kinds)")
     torch.set_num_threads(args.threads)
     model, tok = load_checkpoint(args.model)
     model.eval()

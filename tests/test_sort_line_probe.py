@@ -56,3 +56,16 @@ def test_an_oracle_misses_nothing(probe):
     fmt = NumberFormat(task="sort", scratchpad="transposition_next_unmarked", max_items=20)
     census = probe.round_census(Copier(len(fmt.vocab()), 0), fmt, 4, 2, 10)
     assert census["misses"] == 0 and census["label_tokens"] == 10 * 7 * 4
+
+
+def test_carried_ties_are_rare_in_short_uniform_lists_and_common_in_the_kind_that_writes_them(probe):
+    import numpy as np
+
+    from hf_arith.data.problems import ProblemSpec, sample
+
+    spec = ProblemSpec(task="sort", min_digits=1, max_digits=6, min_items=2, max_items=5)
+    uniform = probe.carried_ties_per_list(sample(spec, 400, np.random.default_rng(0), split=None))
+    carried = probe.carried_ties_per_list(sample(spec, 400, np.random.default_rng(0), split=None, kind="carried_ties"))
+    assert uniform < 0.3 < 1.0 < carried
+    three = ProblemSpec(task="sort", min_digits=1, max_digits=6, min_items=2, max_items=3)
+    assert probe.carried_ties_per_list(sample(three, 200, np.random.default_rng(0), split=None, kind="carried_ties")) == 0
