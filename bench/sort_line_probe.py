@@ -83,19 +83,30 @@ def carried_tie(order, before, digit, slot: int) -> bool:
     return slot >= 2 and order[slot - 1] == before[slot - 2] and digit[slot - 2] > digit[slot]
 
 
+def compared_lines(problems, lines, row: int):
+    """For each line after the first that list `row` writes (`lines` from `transposition_rounds`): its index,
+    place and round, the item order of the line before and of its own, and the line before's digits at the
+    place, by slot: what the line's comparisons read."""
+    present = problems.lengths > 0
+    rounds = int(present.sum(axis=1).max())
+    before = np.argsort(~present[row], kind="stable")
+    for i, (order, has_line) in enumerate(lines):
+        if not has_line[row]:
+            continue
+        place, round_ = divmod(i, rounds)
+        if i:
+            yield i, place, round_, before, order[row], problems.operands[row, before, place]
+        before = order[row]
+
+
 def carried_ties_per_list(problems) -> float:
     """How many labels of the written working, per list, keep a tie just after a larger digit moved in."""
-    present = problems.lengths > 0
-    items, rounds = present.sum(axis=1), int(present.sum(axis=1).max())
-    before = np.argsort(~present, axis=1, kind="stable")
+    items, lines = (problems.lengths > 0).sum(axis=1), transposition_rounds(problems)
     count = 0
-    for i, (order, has_line) in enumerate(transposition_rounds(problems)):
-        place, round_ = divmod(i, rounds)
-        for row in np.flatnonzero(has_line) if i else ():
-            digit = problems.operands[row, before[row], place]
-            count += sum(digit[s] == digit[s + 1] and carried_tie(order[row], before[row], digit, s)
+    for row in range(len(problems)):
+        for _, _, round_, before, order, digit in compared_lines(problems, lines, row):
+            count += sum(digit[s] == digit[s + 1] and carried_tie(order, before, digit, s)
                          for s in range(round_ % 2, items[row] - 1, 2))
-        before = np.where(has_line[:, None], order, before)
     return count / len(problems)
 
 
@@ -113,7 +124,6 @@ def round_census(model, fmt, items: int, digits: int, n: int, spread: bool = Fal
         problems = with_items_moved(problems, fmt.max_items, rng, spread=True)
     ids, lengths, prompt_lengths = render(problems, fmt, with_answer=True)
     lines = transposition_rounds(problems)
-    start_order = np.argsort(~(problems.lengths > 0), axis=1, kind="stable")
     width = 2 * items + 1  # a line's label-digit pairs and the `=` that follows
     tally = {"classes": {}, "ties_by_window": {}, "ties_by_carry": {}}  # each: kind -> [labels, misses]
     where = []
@@ -122,22 +132,20 @@ def round_census(model, fmt, items: int, digits: int, n: int, spread: bool = Fal
         with torch.no_grad():
             predicted = model(input_ids=row_ids).logits[0].argmax(-1)
         start = int(prompt_lengths[row])
-        before = start_order[row]
-        for i, (order, _) in enumerate(lines):
-            place, round_ = divmod(i, items)
-            digit = problems.operands[row, before, place]
+        # the first line compares the prompt's digits, which no line before holds
+        for i, place, round_, before, order, digit in compared_lines(problems, lines, row):
             stage = "first" if round_ == 0 else "last" if round_ == items - 1 else "middle"
-            for slot in range(items if i else 0):  # the first line compares the prompt's digits
+            for slot in range(items):
                 partner = slot + 1 if slot % 2 == round_ % 2 else slot - 1
                 kinds = {"classes": "unpaired"}
                 if 0 <= partner < items:
                     tie = digit[slot] == digit[partner]
                     kinds["classes"] = f"{'tie' if tie else 'differ'}, {stage} round"
                     if tie:
-                        assert order[row, slot] == before[slot], "a tie the reference swapped"
+                        assert order[slot] == before[slot], "a tie the reference swapped"
                         seen = digit[max(slot - 2, 0): slot + 2]
                         kinds["ties_by_window"] = f"{int((seen == digit[slot]).sum())} of the window's digits equal"
-                        carried = carried_tie(order[row], before, digit, slot)
+                        carried = carried_tie(order, before, digit, slot)
                         kinds["ties_by_carry"] = f"{'after' if carried else 'not after'} a larger digit moved in"
                 at = start + i * width + 2 * slot
                 missed = int(predicted[at - 1]) != int(row_ids[0, at])
@@ -147,7 +155,6 @@ def round_census(model, fmt, items: int, digits: int, n: int, spread: bool = Fal
                 if missed:
                     where.append({"list": row, "line": i, "place": place, "round": round_, "slot": slot,
                                   "kind": "; ".join(kinds.values())})
-            before = order[row]
     record = {"lists": n, "label_tokens": sum(c[0] for c in tally["classes"].values()), "misses": len(where)}
     for table, kinds in tally.items():
         record[table] = {k: {"labels": c[0], "misses": c[1], "rate": round(c[1] / c[0], 6)} for k, c in sorted(kinds.items())}
