@@ -869,6 +869,33 @@ def test_digit_places_mark_the_prompt_digit_each_line_writes_and_count_lines_pas
         make(**settings, abacus_digit_places="wide")
 
 
+def test_line_behind_false_takes_the_slot_before_out_of_the_line_window():
+    # abacus_line_behind false: the token at slot q (writing slot q + 1) no longer sees slot q - 1 of the line
+    # before, where a larger digit that just moved into slot q came from; every other key keeps its code.
+    tok, settings = relation_window_settings("transposition_keys", abacus_relation_bias=True)
+    text = list("a:3,b:1,c:2=B1a3c2=b1C2a3=b1c2A3") + ["<eos>"]
+    ids = torch.tensor([tok.convert_tokens_to_ids(text)])
+    model, _ = make(**settings, abacus_line_behind=False, seed=1)
+    index, item, segment = model.transformer.placement(model.position_ids_from_input_ids(ids))
+    window = (index, item, segment, after_prompt(index, segment))
+    full = line_window_relations(window, window, True)[0]
+    narrowed = line_window_relations(window, window, True, behind=False)[0]
+    # line 2's first digit (slot 1): line 1's `=` (slot 0) goes; slots 1-3, item b and itself stay
+    assert full[20, 11].item() == 2 and narrowed[20].tolist()[:21] == [0, 0, 0, 0, 11, 11, 11, 11] + [0] * 4 + [
+        3, 3, 4, 4, 5, 5, 0, 6, 6]
+    # line 2's second digit (slot 2): line 1's slot 1 (B1) goes, slots 2-3 and its line end stay
+    assert full[22, 12:14].tolist() == [2, 2] and narrowed[22, 12:14].tolist() == [0, 0]
+    # every other change is the same key losing that code: alone (2 -> unseen) or beside its named item (12 -> 11)
+    changed = narrowed != full
+    assert set(zip(full[changed].tolist(), narrowed[changed].tolist())) == {(2, 0), (12, 11)}
+    plain, _ = make(**settings, seed=1)
+    with torch.no_grad():
+        assert not torch.allclose(model(ids).logits, plain(ids).logits, atol=1e-4)  # the model reads the flag
+    assert_cached_decoding_matches(model, tok, ["a:3,b:1,c:2", "a:5,b:5", "a:9,b:0,c:7,d:1"], 14)
+    with pytest.raises(ValueError, match="abacus_line_behind: false applies with abacus_line_window"):
+        make(abacus_line_behind=False)
+
+
 def test_line_window_moves_prompt_items_and_line_slots_by_one_offset_in_training():
     """With abacus_offset_items under the line window, every segment > 0 (prompt items, line slots) moves by
     one k a row, so item j and slot j stay one id; that k is drawn apart from the digits' and lines' indices."""

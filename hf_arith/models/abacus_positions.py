@@ -257,7 +257,8 @@ def answer_lines(segment: torch.Tensor, is_answer: torch.Tensor) -> torch.Tensor
     return (is_answer & (segment == 0) & (before > 0)).long().cumsum(-1)
 
 
-def line_window_relations(query: tuple, key: tuple, line_end: bool = False, places: bool | str = False) -> torch.Tensor:
+def line_window_relations(query: tuple, key: tuple, line_end: bool = False, places: bool | str = False,
+                          behind: bool = True) -> torch.Tensor:
     """What each token may see in a sort written as lines of labels (transposition rounds) under the
     line window, and as what: int [batch, queries, keys], 0 where unseen, else a relation code
     (`line_window_codes`). Causality and padding are applied elsewhere.
@@ -275,8 +276,10 @@ def line_window_relations(query: tuple, key: tuple, line_end: bool = False, plac
     line writes (line L of a list of n items: L // n, transposition_next_keys) has a code of its own, so
     the digit to write is one relation at every place; with `places` "narrow", those digits and the items'
     labels are all an answer token sees of the prompt, so it sees as many keys in a list of 20-digit numbers
-    as in one of 1-digit numbers. A prompt token sees its own item. Each key set, and each key's code, is
-    the same in a list of 20 items as in one of 5.
+    as in one of 1-digit numbers. Without `behind`, slot q - 1 of the line before is not seen: slot q + 1
+    never comes from there, and a larger digit that has just moved from it into slot q would otherwise be
+    in view twice while the token compares slots q + 1 and q + 2. A prompt token sees its own item. Each
+    key set, and each key's code, is the same in a list of 20 items as in one of 5.
     """
     (_, q_item, q_segment, q_answer), (k_index, k_item, k_segment, k_answer) = query, key
     k_lines = answer_lines(k_segment, k_answer)
@@ -284,7 +287,7 @@ def line_window_relations(query: tuple, key: tuple, line_end: bool = False, plac
     q_line, k_line = q_lines[:, :, None], k_lines[:, None, :]
     slots_up = k_segment[:, None, :] - q_segment[:, :, None]
     prompt = ~k_answer[:, None, :]
-    line_before = (k_line == q_line - 1) & (slots_up >= -1) & (slots_up <= 2)  # line 1: the prompt's items
+    line_before = (k_line == q_line - 1) & (slots_up >= (-1 if behind else 0)) & (slots_up <= 2)  # line 1: the prompt's items
     itself = ~prompt & (k_line == q_line) & (slots_up == 0)
     named = prompt & (k_item[:, None, :] == q_item[:, :, None]) & (q_segment > 0)[:, :, None]
     ends = torch.zeros_like(itself)

@@ -126,6 +126,11 @@ class AbacusGPT2Config(ArithConfig):
             digits. Prompt digits' places are read as written lowest first (format.reverse_operands).
             "narrow": those digits and the items' labels are all an answer token sees of the prompt, so
             its keys do not grow with the numbers' length.
+        abacus_line_behind: with abacus_line_window, false takes slot q - 1 of the line before out of what the
+            token at slot q sees. That token writes slot q + 1, from slot q + 1 of the line before or a
+            neighbour (q or q + 2), never from q - 1; but a larger digit that has just moved from there into
+            slot q is then in view twice, and in long lists (where such a digit moves on for many rounds) it
+            leaks into the comparison of two equal digits at q + 1 and q + 2 (docs/findings.md).
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
@@ -183,6 +188,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_pair_roles: bool | str = False,
         abacus_relation_bias: bool = False,
         abacus_digit_places: bool | str = False,
+        abacus_line_behind: bool = True,
         abacus_window_layers: int = 0,
         abacus_period: int = 0,
         absolute_position_embedding: bool = False,
@@ -223,6 +229,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_pair_roles = abacus_pair_roles
         self.abacus_relation_bias = abacus_relation_bias
         self.abacus_digit_places = abacus_digit_places
+        self.abacus_line_behind = abacus_line_behind
         self.abacus_window_layers = abacus_window_layers
         self.abacus_period = abacus_period
         self.absolute_position_embedding = absolute_position_embedding
@@ -298,6 +305,8 @@ class AbacusGPT2Config(ArithConfig):
         if self.abacus_relation_bias and not self.abacus_pair_roles:
             raise ValueError(f"{name}.abacus_relation_bias needs abacus_pair_roles (with no slot or line embedded, "
                              "the role is what tells a slot's pairing)")
+        if not self.abacus_line_behind and not self.abacus_line_window:
+            raise ValueError(f"{name}.abacus_line_behind: false applies with abacus_line_window")
         if self.abacus_digit_places not in (False, True, "narrow"):
             raise ValueError(f"{name}.abacus_digit_places must be true, false or 'narrow', got {self.abacus_digit_places!r}")
         if self.abacus_digit_places and not (self.abacus_relation_bias and self.abacus_pair_roles is True):

@@ -361,7 +361,7 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         elif c.abacus_line_window:  # the answer starts in the keys' sequence; the queries are its last tokens
             is_answer = after_prompt(keys[0], keys[2])
             relations = line_window_relations((*queries, is_answer[:, -position_ids.shape[1]:]), (*keys, is_answer),
-                                              c.abacus_line_end, c.abacus_digit_places)
+                                              c.abacus_line_end, c.abacus_digit_places, c.abacus_line_behind)
             allowed = relations > 0
         else:
             allowed = window_allowed(queries[0], keys[0], c.abacus_attention_window)
