@@ -896,6 +896,27 @@ def test_line_behind_false_takes_the_slot_before_out_of_the_line_window():
         make(abacus_line_behind=False)
 
 
+def test_place_rows_false_leaves_no_input_that_depends_on_a_digits_place():
+    # abacus_place_rows false (with abacus_digit_places): prompt digits get no abacus row, so the offsets
+    # drawn in training, which move every digit's row, change nothing; with the rows they do.
+    tok, settings = relation_window_settings("transposition_next_keys", abacus_relation_bias=True,
+                                             abacus_max_digits=12, abacus_max_offset=6, abacus_offset_per_sequence=True)
+    text = list("a:13,b:7,c:021=A1b7c0=a1C0b7=c2a3B0")
+    ids = torch.tensor([tok.convert_tokens_to_ids(text)])
+    for place_rows in (True, False):
+        model, _ = make(**settings, abacus_digit_places="narrow", abacus_place_rows=place_rows, seed=3)
+        assert table_inputs(model, ids, ("abacus",), 0)["abacus"][0].gt(0).any() == place_rows
+        model.eval()
+        with torch.no_grad():
+            still = model(ids).logits
+            model.train()
+            moved = [not torch.allclose(model(ids).logits, still, atol=1e-5) for _ in range(8)]
+        assert any(moved) == place_rows
+    assert_cached_decoding_matches(model, tok, ["a:13,b:7,c:021", "a:5,b:5", "a:9,b:0,c:7,d:1"], 30)
+    with pytest.raises(ValueError, match="abacus_place_rows: false applies with abacus_digit_places"):
+        make(**settings, abacus_place_rows=False)
+
+
 def test_line_window_moves_prompt_items_and_line_slots_by_one_offset_in_training():
     """With abacus_offset_items under the line window, every segment > 0 (prompt items, line slots) moves by
     one k a row, so item j and slot j stay one id; that k is drawn apart from the digits' and lines' indices."""

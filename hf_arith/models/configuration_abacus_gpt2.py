@@ -131,6 +131,10 @@ class AbacusGPT2Config(ArithConfig):
             neighbour (q or q + 2), never from q - 1; but a larger digit that has just moved from there into
             slot q is then in view twice, and in long lists (where such a digit moves on for many rounds) it
             leaks into the comparison of two equal digits at q + 1 and q + 2 (docs/findings.md).
+        abacus_place_rows: with abacus_digit_places, false embeds no abacus row for prompt digits either: the
+            place relation already finds the digit a line reads, so the row only tells a digit at place 12
+            from one at place 2, which lists of at most 6 digits train through the random offsets alone.
+            Without it no input a token sees depends on how far into a number a digit lies.
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
@@ -189,6 +193,7 @@ class AbacusGPT2Config(ArithConfig):
         abacus_relation_bias: bool = False,
         abacus_digit_places: bool | str = False,
         abacus_line_behind: bool = True,
+        abacus_place_rows: bool = True,
         abacus_window_layers: int = 0,
         abacus_period: int = 0,
         absolute_position_embedding: bool = False,
@@ -230,6 +235,7 @@ class AbacusGPT2Config(ArithConfig):
         self.abacus_relation_bias = abacus_relation_bias
         self.abacus_digit_places = abacus_digit_places
         self.abacus_line_behind = abacus_line_behind
+        self.abacus_place_rows = abacus_place_rows
         self.abacus_window_layers = abacus_window_layers
         self.abacus_period = abacus_period
         self.absolute_position_embedding = absolute_position_embedding
@@ -312,6 +318,8 @@ class AbacusGPT2Config(ArithConfig):
         if self.abacus_digit_places and not (self.abacus_relation_bias and self.abacus_pair_roles is True):
             raise ValueError(f"{name}.abacus_digit_places needs abacus_relation_bias and abacus_pair_roles: true (rounds "
                              f"per place); got {self.abacus_relation_bias!r}, {self.abacus_pair_roles!r}")
+        if not self.abacus_place_rows and not self.abacus_digit_places:
+            raise ValueError(f"{name}.abacus_place_rows: false applies with abacus_digit_places")
         windowed = self.abacus_attention_window or self.abacus_row_window or self.abacus_line_window
         if self.abacus_window_layers and not (windowed and self.abacus_window_layers <= self.num_hidden_layers):
             raise ValueError(f"{name}.abacus_window_layers ({self.abacus_window_layers}) needs abacus_attention_window, "

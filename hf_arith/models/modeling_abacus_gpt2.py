@@ -307,6 +307,8 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                 row = random_offsets(row, c.abacus_max_offset, c.abacus_max_digits, c.abacus_offset_per_sequence)
         if self.relation_bias is not None:  # an answer token's index is its line: read by the window, not embedded
             index = torch.where(role > 0, 0, index)
+            if not c.abacus_place_rows:  # nor a prompt digit's place: the place relation finds what a line reads
+                index = torch.zeros_like(index)
         hidden = self.wte(input_ids) + self.abacus(table_rows(index, c.abacus_period))
         if self.segment is not None:
             hidden = hidden + self.segment(segment)
