@@ -134,8 +134,8 @@ class AbacusGPT2Config(ArithConfig):
         abacus_place_rows: with abacus_digit_places, false embeds no abacus row for prompt digits either: the
             place relation already finds the digit a line reads, so the row only tells a digit at place 12
             from one at place 2, which lists of at most 6 digits train through the random offsets alone.
-            Without it no input a token sees depends on how far into a number a digit lies. Measured on one
-            model, it does not lower the misses past 6 digits (docs/findings.md).
+            Without it no input a token sees depends on how far into a number a digit lies. Measured on two
+            chains, it changes the misses past 6 digits little (docs/findings.md).
         abacus_window_layers: with abacus_attention_window, abacus_row_window or abacus_line_window, > 0 lets only the
             first this-many blocks read through the window; the blocks above see only their own
             token. Through every block a window's reach adds up (a token reads a neighbour that read
