@@ -37,6 +37,7 @@ from machine import command_line, machine_info
 from hf_arith.data.formatting import PROMPT_END, SORT_LABELS, get_task, render
 from hf_arith.data.problems import ProblemSpec, sample, with_items_moved
 from hf_arith.data.tasks.sort import Sort, transposition_rounds
+from hf_arith.runtime.decoding import forced_logits
 from hf_arith.runtime.loading import load_checkpoint
 
 SEED = 7
@@ -129,8 +130,7 @@ def round_census(model, fmt, items: int, digits: int, n: int, spread: bool = Fal
     where = []
     for row in range(n):
         row_ids = torch.tensor(ids[row: row + 1, : lengths[row]], dtype=torch.long)
-        with torch.no_grad():
-            predicted = model(input_ids=row_ids).logits[0].argmax(-1)
+        predicted = forced_logits(model, row_ids)[0].argmax(-1)  # in column spans where a list is long
         start = int(prompt_lengths[row])
         # the first line compares the prompt's digits, which no line before holds
         for i, place, round_, before, order, digit in compared_lines(problems, lines, row):

@@ -809,6 +809,23 @@ def test_relation_bias_tells_window_keys_apart_by_relation_and_embeds_no_slot():
         make(**{**settings, "abacus_pair_roles": False}, abacus_relation_bias=True)
 
 
+def test_the_relation_bias_is_read_as_an_embedding_and_learns_as_one():
+    # rows_by_code: the embedding's values, and its gradient summed per code by index_add_ instead of a sort
+    from hf_arith.models.modeling_common import rows_by_code
+
+    torch.manual_seed(0)
+    table = torch.randn(81, 4, requires_grad=True)
+    codes = torch.randint(0, 81, (3, 50, 60))
+    codes[0] = 7  # one code at every pair of a row
+    weights = torch.randn(3, 50, 60, 4)
+    (rows_by_code(table, codes) * weights).sum().backward()
+    embedding = torch.nn.Embedding.from_pretrained(table.detach().clone(), freeze=False)
+    (embedding(codes) * weights).sum().backward()
+    assert torch.equal(rows_by_code(table, codes), embedding(codes))
+    assert torch.allclose(table.grad, embedding.weight.grad, atol=1e-4) and table.grad.abs().sum() > 0
+    assert torch.allclose(table.grad[7], weights[0].sum((0, 1)) + weights[1:][codes[1:] == 7].sum(0), atol=1e-4)
+
+
 def test_digit_places_mark_the_prompt_digit_each_line_writes_and_count_lines_past_the_abacus_table():
     # abacus_digit_places (transposition_next_keys): line L of a list of n items writes each label's digit at
     # place L // n, so a place's last round already holds the next place's digits. The prompt digit at that
@@ -965,6 +982,26 @@ def test_window_layers_bound_what_a_token_depends_on():
     line_3, line_4 = slice(start + 11, start + 17), slice(start + 17, None)
     assert not torch.allclose(near_logits[line_3], far_logits[line_3], atol=1e-3)
     assert torch.allclose(near_logits[line_4], far_logits[line_4], atol=1e-5)
+
+
+def test_blocks_above_the_window_return_their_own_value_with_no_mask(monkeypatch):
+    # Above abacus_window_layers a token sees only itself: its softmax is 1 on its own key, so its attention
+    # output is its own value and no mask is built. Attention maps keep the mask, and give the same logits.
+    model, tok = make(num_hidden_layers=3, abacus_window_layers=1, **ROW_WINDOW)
+    enc = tok(["4321+5678=", "12+9="], padding=True, return_tensors="pt")
+    real = enc.attention_mask.bool()
+    with torch.no_grad():
+        mapped = model(**enc, output_attentions=True)
+        monkeypatch.setattr(model.transformer, "self_only_mask", lambda *a, **k: pytest.fail("a mask was built"))
+        fast = model(**enc).logits
+    assert torch.allclose(fast[real], mapped.logits[real], atol=1e-5)
+    model.transformer.h[1].attn.c_attn.bias.data[-32:] += 1.0  # the values: the upper blocks read them
+    with torch.no_grad():
+        assert not torch.allclose(model(**enc).logits[real], fast[real], atol=1e-3)
+    model.train()
+    model.config.attn_pdrop = 0.5  # dropout on that one weight: the masked path, which applies it
+    with pytest.raises(pytest.fail.Exception, match="a mask was built"):
+        model(**enc)
 
 
 @pytest.mark.parametrize("window_layers", [0, 1])

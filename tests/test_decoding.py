@@ -242,3 +242,75 @@ def test_self_speculative_decoding_of_random_models_writes_what_one_token_per_pa
     assert raw_differs  # unverified drafts write other tokens: a decoder that skipped verification fails here
     assert len(ends) > 2  # rows ended at different times
     assert max(squeezed, default=0) > 0 or commit == "min"  # "min" leaves holes in finished rows only
+
+
+# -- a long teacher-forced pass in column spans (chunked prefill) -------------------------------------
+def forward_widths(model, monkeypatch) -> list[int]:
+    """The number of columns of every forward call `model` gets from now on."""
+    widths, forward = [], model.forward
+
+    def counting(*args, **kwargs):
+        widths.append(kwargs["input_ids"].shape[1])
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counting)
+    return widths
+
+
+def budget_for_span(monkeypatch, model, rows: int, width: int, span: int) -> None:
+    """Set BATCH_MEMORY_BUDGET so that `query_span` gives `span` columns of `rows` rows of `width` tokens."""
+    per_query = rows * (width * decoding.pair_bytes(model) + decoding.TOKEN_BYTES * decoding.widest_layer(model))
+    monkeypatch.setattr(decoding, "BATCH_MEMORY_BUDGET", span * per_query)
+    assert decoding.query_span(model, rows, width) == span
+
+
+@pytest.mark.parametrize("name, spec", [("abacus-gpt2-add", dict(task="add", min_digits=3, max_digits=9)),
+                                        ("looped-add-window", dict(task="add", min_digits=3, max_digits=9)),
+                                        ("abacus-gpt2-sort-10", dict(task="sort", min_digits=1, max_digits=4))])
+def test_a_teacher_forced_pass_too_big_for_the_budget_runs_in_column_spans_with_one_passs_scores(name, spec,
+                                                                                                monkeypatch):
+    # Left-padded rows of several lengths: the spans read the columns before them from the cache, with the
+    # positions one pass computes, so the perplexities and the agreement with greedy decoding are the same.
+    import numpy as np
+
+    from hf_arith.data.formatting import render
+    from hf_arith.data.problems import ProblemSpec, sample, with_answers
+    from hf_arith.evaluation.grid import teacher_forced
+
+    model, tok = load_checkpoint(name)
+    problems = with_answers(sample(ProblemSpec(**spec), 6, np.random.default_rng(3), split="test"))
+    whole_perplexity, whole_agrees = teacher_forced(model, tok, problems, batch_size=6)
+    lengths = render(problems, tok.arith_format, with_answer=True)[1]
+    # A budget below one row of the longest: the rows run one at a time (row_chunks), each in spans.
+    budget_for_span(monkeypatch, model, 1, int(lengths.max()), int(lengths.max()) // 3)
+    widths = forward_widths(model, monkeypatch)
+    perplexity, agrees = teacher_forced(model, tok, problems, batch_size=6)
+    assert sum(widths) == lengths.sum() and len(widths) >= 2 * len(problems)  # every column once, in spans
+    np.testing.assert_allclose(perplexity, whole_perplexity, rtol=1e-4)
+    assert np.array_equal(agrees, whole_agrees) and agrees.any()
+
+
+def test_a_relation_window_models_logits_are_those_of_one_pass_in_any_span(monkeypatch):
+    # The line window with relation bias (what a 20-item sort of 20 digits, 16,860 tokens, runs under): each
+    # span's queries gather their window's keys from the cache, the bias of each key's relation included.
+    from test_abacus_model import make, relation_window_settings
+
+    tok, settings = relation_window_settings("transposition_next_keys", abacus_relation_bias=True, abacus_max_digits=8)
+    model, _ = make(**settings, abacus_digit_places="narrow", seed=2)
+    model.transformer.relation_bias.weight.data.normal_(0, 2.0)
+    text = list("a:13,b:7,c:021=A1b7c0=a1C0b7=c2a3B0=C2a3b0=c2B0a3=b0c1A0=B0c1a0=b0A0c1=b0a0C0") + ["<eos>"]
+    short = list("a:5,b:5,c:9=a5b5c9=a5b5c9=")
+    pad = [tok.pad_token] * (len(text) - len(short))
+    ids = torch.tensor([tok.convert_tokens_to_ids(text), tok.convert_tokens_to_ids(pad + short)])
+    mask = (ids != tok.pad_token_id).long()
+    with torch.no_grad():
+        whole = model(input_ids=ids, attention_mask=mask).logits
+    assert model.config.abacus_relation_bias and decoding.pair_bytes(model) == decoding.PAIR_BYTES + decoding.RELATION_PAIR_BYTES
+    for span in (1, 7, 40):
+        budget_for_span(monkeypatch, model, 2, ids.shape[1], span)
+        widths = forward_widths(model, monkeypatch)
+        got = decoding.forced_logits(model, ids, mask)
+        assert sum(widths) == ids.shape[1] and max(widths) == span
+        real = mask.bool()  # a pad column's own output is never read
+        assert torch.allclose(got[real], whole[real], atol=1e-5)
+        monkeypatch.undo()

@@ -29,8 +29,9 @@ class Copier:
 
     def __init__(self, vocab_size: int, back: int):
         self.vocab_size, self.back = vocab_size, back
+        self.config = SimpleNamespace()  # no width, heads or window: one pass over a whole list
 
-    def __call__(self, input_ids):
+    def __call__(self, input_ids, **kwargs):
         target = torch.roll(input_ids, shifts=self.back - 1, dims=-1)  # position t predicts t + 1 - back
         return SimpleNamespace(logits=torch.nn.functional.one_hot(target, self.vocab_size).float())
 

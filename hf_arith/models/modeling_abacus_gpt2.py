@@ -63,6 +63,7 @@ from .modeling_common import (
     positions_from_mask,
     resolve_cache,
     restricted_causal_mask,
+    rows_by_code,
 )
 
 
@@ -79,9 +80,10 @@ class AbacusGPT2Attention(nn.Module):
         self.resid_dropout = nn.Dropout(config.resid_pdrop)
 
     def forward(self, hidden_states, attention_mask, past_key_values=None, queries: int = 0, key_index=None,
-                **kwargs):
+                own_only: bool = False, **kwargs):
         """`queries` > 0: keys and values for every position, queries (and output) for the last `queries` only.
-        `key_index` [batch, n]: attend over these keys only (the mask covers them; `restricted_causal_mask`)."""
+        `key_index` [batch, n]: attend over these keys only (the mask covers them; `restricted_causal_mask`).
+        `own_only`: each query sees its own key alone, so its softmax is 1 there and the output is its own value."""
         batch, length, _ = hidden_states.shape
         q, k, v = self.c_attn(hidden_states).view(batch, length, 3, self.num_heads, self.head_dim).unbind(2)
         if queries:
@@ -89,6 +91,9 @@ class AbacusGPT2Attention(nn.Module):
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)
+        if own_only:
+            output = v[:, :, -q.shape[2]:].transpose(1, 2)  # [batch, queries, heads, head_dim], as attention returns
+            return self.resid_dropout(self.c_proj(output.reshape(batch, q.shape[2], -1))), None
         k, v = gather_keys(k, v, key_index)
         attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
@@ -372,11 +377,19 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
         if self.relation_bias is not None:  # [batch, heads, queries, keys]: each head's score for each relation
             if key_index is not None:
                 relations = relations.gather(2, key_index[:, None, :].expand(-1, relations.shape[1], -1))
-            mask = mask + self.relation_bias(relations).permute(0, 3, 1, 2).to(mask.dtype)
+            mask = mask + rows_by_code(self.relation_bias.weight, relations).permute(0, 3, 1, 2).to(mask.dtype)
         return mask, key_index
 
+    def self_only_attention(self, hidden_states, attention_mask, past_length: int, output_attentions: bool = False):
+        """(mask, key_index, block flags) of the blocks above `abacus_window_layers`: each token sees only itself.
+        Its attention is then its own value (`own_only`), with no mask built, no attention over the sequence;
+        a mask stays where attention maps are asked for or attention dropout would act on that one weight."""
+        if output_attentions or (self.training and self.config.attn_pdrop):
+            return *self.self_only_mask(hidden_states, attention_mask, past_length, output_attentions), {}
+        return None, None, {"own_only": True}
+
     def self_only_mask(self, hidden_states, attention_mask, past_length: int, output_attentions: bool = False):
-        """(mask, key_index) of the blocks above `abacus_window_layers`: each token sees only itself."""
+        """(mask, key_index) under which each token sees only itself."""
         batch, queries = hidden_states.shape[:2]
         keys = past_length + queries
         own = torch.arange(past_length, keys, device=hidden_states.device)
@@ -401,19 +414,19 @@ class AbacusGPT2Model(AbacusGPT2PreTrainedModel):
                                                   past_length, key_position_ids, output_attentions)
         keep = kept_queries(keep_last, input_ids.shape[1], mask, output_attentions)
         windowed = self.config.abacus_window_layers or len(self.h)
-        upper = (mask, key_index)  # the blocks above the windowed ones, and the extra heads' blocks
+        upper = (mask, key_index, {})  # the blocks above the windowed ones, and the extra heads' blocks
         if self.config.abacus_window_layers:
-            upper = self.self_only_mask(hidden_states, attention_mask, past_length, output_attentions)
+            upper = self.self_only_attention(hidden_states, attention_mask, past_length, output_attentions)
         attentions = []
         for i, block in enumerate(self.h):
             last = i == len(self.h) - 1 and num_future_tokens == 1
-            block_mask, block_keys = (mask, key_index) if i < windowed else upper
+            block_mask, block_keys, flags = (mask, key_index, {}) if i < windowed else upper
             hidden_states, weights = block(hidden_states, block_mask, past_key_values, keep if last else 0,
-                                           key_index=block_keys, **kwargs)
+                                           key_index=block_keys, **flags, **kwargs)
             if output_attentions:
                 attentions.append(weights)
         # The extra heads' blocks sit above the trunk: with abacus_window_layers they see only their token.
-        future = [block(hidden_states, upper[0], past_key_values, keep, key_index=upper[1], **kwargs)[0]
+        future = [block(hidden_states, upper[0], past_key_values, keep, key_index=upper[1], **upper[2], **kwargs)[0]
                   for block in self.future_heads[: num_future_tokens - 1]]
         if future and keep:
             hidden_states = hidden_states[:, -keep:]

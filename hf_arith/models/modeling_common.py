@@ -139,6 +139,31 @@ def repeat_kv(hidden_states: torch.Tensor, n_rep: int) -> torch.Tensor:
     return hidden_states.reshape(batch, heads * n_rep, length, dim)
 
 
+class _RowsByCode(torch.autograd.Function):
+    """`table[codes]`, whose backward adds each gradient into its code's row with `index_add_`."""
+
+    @staticmethod
+    def forward(ctx, table, codes):
+        ctx.save_for_backward(codes)
+        ctx.rows = table.shape[0]
+        return F.embedding(codes, table)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (codes,) = ctx.saved_tensors
+        width = grad.shape[-1]
+        summed = grad.new_zeros(ctx.rows, width).index_add_(0, codes.reshape(-1), grad.reshape(-1, width))
+        return summed, None
+
+
+def rows_by_code(table: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+    """`table[codes]` (as nn.Embedding), for a small table read at millions of places: one code for every
+    (query, key) pair. nn.Embedding's backward sorts the indices first; adding each gradient into its row
+    gives the same sums, and on a CPU took 0.15 s where the embedding took 1.2 s for the 81-code relation
+    table of 64 sorts of 375 tokens (two threads)."""
+    return _RowsByCode.apply(table, codes)
+
+
 def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
     """Attention in plain torch ops, the fallback of ALL_ATTENTION_FUNCTIONS and what draws attention maps."""
     groups = getattr(module, "num_key_value_groups", 1)

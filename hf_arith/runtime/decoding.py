@@ -149,15 +149,34 @@ BATCH_MEMORY_BUDGET = 1 << 30
 # 8 bytes a pair per head.
 PAIR_BYTES = 16
 TOKEN_BYTES = 32
+# A line window with relation bias (abacus_relation_bias) also holds each pair's relation code and every
+# head's bias for it: one teacher-forced pass over a 20-item sort of 6 and 10 digits (5,100 and 8,460
+# tokens) peaked at 50, 76 and 76 bytes a pair with 2, 4 and 8 heads (random weights, one thread).
+RELATION_PAIR_BYTES = 64
 
 
-def row_bytes(model, tokens: int) -> int:
-    """The bytes one row of `tokens` tokens is estimated to take in a forward pass over all of them."""
+def pair_bytes(model) -> int:
+    """The bytes one (query, key) pair is estimated to take in a forward pass (see PAIR_BYTES)."""
     config = model.config
     pair = PAIR_BYTES
     if getattr(config, "_attn_implementation", None) == "eager":
         pair += 8 * (getattr(config, "num_attention_heads", 1) or 1)
-    return int(tokens) ** 2 * pair + int(tokens) * TOKEN_BYTES * widest_layer(model)
+    if getattr(config, "abacus_relation_bias", False):
+        pair += RELATION_PAIR_BYTES
+    return pair
+
+
+def row_bytes(model, tokens: int) -> int:
+    """The bytes one row of `tokens` tokens is estimated to take in a forward pass over all of them."""
+    return int(tokens) ** 2 * pair_bytes(model) + int(tokens) * TOKEN_BYTES * widest_layer(model)
+
+
+def query_span(model, rows: int, tokens: int) -> int:
+    """How many columns of `rows` sequences of `tokens` tokens one pass may take as queries, the columns
+    before them read from a KV cache, within BATCH_MEMORY_BUDGET: all of them when a whole pass fits,
+    at least one."""
+    per_query = int(rows) * (int(tokens) * pair_bytes(model) + TOKEN_BYTES * widest_layer(model))
+    return int(max(1, min(int(tokens), BATCH_MEMORY_BUDGET // per_query)))
 
 
 def rows_within_budget(model, tokens: int) -> int:
@@ -646,6 +665,40 @@ def speculative_decode(model, input_ids: torch.Tensor, attention_mask: torch.Ten
 
 # -- teacher-forced scoring -------------------------------------------------------------------
 @torch.inference_mode()
+def forced_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                  model_kwargs: dict | None = None) -> torch.Tensor:
+    """The first head's logits [batch, T, vocab] of one teacher-forced pass over whole sequences.
+
+    Where that pass would take more than BATCH_MEMORY_BUDGET (`query_span`: even one row of a 20-item
+    sort of 20 digits, 16,860 tokens, took 21 GB in one pass) and the model computes its positions from
+    the whole sequence (`position_inputs`, the abacus and looped families), it runs as a chunked
+    prefill: spans of columns in turn, each reading the columns before it from a KV cache, all with
+    the position ids one pass computes. Every query sees the keys it sees in one pass, so the logits
+    are the same, and memory grows with the span, not the square of the sequence.
+    """
+    extra = dict(model_kwargs or {})
+    batch, width = input_ids.shape
+    span = query_span(model, batch, width)
+    positions_of = getattr(model, "position_inputs", None)
+    if span >= width or positions_of is None:
+        return model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **extra).logits
+    if attention_mask is not None and bool(attention_mask.all()):
+        attention_mask = None
+    whole = positions_of(input_ids, width, generated_from=width)  # every column's, none of them generated
+    cache = decoding_cache(width)
+    logits = []
+    for start in range(0, width, span):
+        end = min(start + span, width)
+        # the new columns' positions; the keys' (with a window) are every column's up to the span's end
+        positions = {name: ids[:, :end] if name == "key_position_ids" else ids[:, start:end]
+                     for name, ids in whole.items()}
+        out = model(input_ids=input_ids[:, start:end], past_key_values=cache, use_cache=True,
+                    attention_mask=None if attention_mask is None else attention_mask[:, :end], **positions, **extra)
+        logits.append(out.logits)
+    return torch.cat(logits, dim=1)
+
+
+@torch.inference_mode()
 def forced_scores(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, scored: torch.Tensor,
                   model_kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One teacher-forced pass over whole sequences, read with the first head.
@@ -656,7 +709,7 @@ def forced_scores(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     token per pass then writes exactly those tokens: it follows the same path step by step (up
     to floating-point ties).
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **(model_kwargs or {})).logits
+    logits = forced_logits(model, input_ids, attention_mask, model_kwargs)
     logits, targets = logits[:, :-1], input_ids[:, 1:]  # column c - 1 scores the token at column c
     log_probabilities = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]
     agrees = ((logits.argmax(-1) == targets) | ~scored).all(1)
