@@ -21,7 +21,13 @@ from hf_arith.data.formatting import FormatError
 from hf_arith.data.problems import problem_hash, split_of
 from hf_arith.evaluation.grid import cell_problems, length_grid, parse_length_list, solved_up_to
 from hf_arith.evaluation.plots import GRID_SIZE, plot_grid
-from hf_arith.runtime.decoding import default_batch_size, row_bytes, row_chunks, rows_within_budget
+from hf_arith.runtime.decoding import (
+    decode_row_bytes,
+    default_batch_size,
+    row_bytes,
+    row_chunks,
+    rows_within_budget,
+)
 from hf_arith.runtime.limits import model_limits
 from hf_arith.runtime.solving import solve
 
@@ -82,8 +88,11 @@ def test_memory_grows_with_the_chunk_not_the_batch(k2, monkeypatch):
     # answers one batch of everything gives.
     model, tok = k2
     texts = [f"{'9' * 99}{i}+{'1' * 100}" for i in range(10)]
-    tokens = int(model_limits(model, tok).sequence_tokens(model_limits(model, tok).check_problems(texts)).max())
-    monkeypatch.setattr(decoding, "BATCH_MEMORY_BUDGET", 3 * row_bytes(model, tokens))
+    limits = model_limits(model, tok)
+    parsed = limits.check_problems(texts)
+    tokens, prompt = int(limits.sequence_tokens(parsed).max()), int(limits.prompt_tokens(parsed).max())
+    # cached decoding: a pass over the prompt and, per token, the cache (decode_row_bytes)
+    monkeypatch.setattr(decoding, "BATCH_MEMORY_BUDGET", 3 * decode_row_bytes(model, prompt, tokens))
     seen = []
     forward = model.forward
 
@@ -99,6 +108,21 @@ def test_memory_grows_with_the_chunk_not_the_batch(k2, monkeypatch):
     seen.clear()
     result = length_grid(model, tok, length_list=[100], samples_per_cell=7)
     assert seen and max(seen) <= 3 and result["summary"]["n"] == 7
+    seen.clear()
+    assert solve(model, tok, texts, warn_beyond_training=False, use_cache=False) == answers
+    assert max(seen) == rows_within_budget(model, tokens)  # without a cache every step is a pass over the rows
+
+
+def test_cached_decoding_takes_as_many_rows_as_its_prompt_pass_and_cache_allow(k2):
+    # A long answer after a short prompt (a long sort's working): a pass over the whole sequence would take
+    # one row at a time, cached decoding holds only the prompt's pass and the cache, so it takes several.
+    model, _ = k2
+    tokens, prompts = [8000] * 40, [300] * 40
+    assert row_bytes(model, 8000) > decoding.BATCH_MEMORY_BUDGET // 2
+    assert [c.stop - c.start for c in row_chunks(tokens, model)] == [1] * 40
+    sizes = [c.stop - c.start for c in row_chunks(tokens, model, prompts=prompts)]
+    n, cost = sizes[0], decode_row_bytes(model, 300, 8000)
+    assert sum(sizes) == 40 and n > 2 and n * cost <= decoding.BATCH_MEMORY_BUDGET < (n + 1) * cost
 
 
 # -- answers that run out of budget ---------------------------------------------------------

@@ -355,8 +355,9 @@ def _answer_all(model, tokenizer, problems: Problems, batch_size, model_kwargs, 
     predictions = [a if ok else None for a, ok in zip(answers, agrees)]
     to_decode = np.flatnonzero(~agrees)
     bar.total = len(texts) + len(to_decode)  # shown at the next update: a refresh here would print a line more
-    tokens = limits.sequence_tokens(problems.select(to_decode)) if len(to_decode) else []
-    for chunk in row_chunks(tokens, model, batch_size):
+    undecided = problems.select(to_decode)
+    tokens, prompts = (limits.sequence_tokens(undecided), limits.prompt_tokens(undecided)) if len(to_decode) else ([], [])
+    for chunk in row_chunks(tokens, model, batch_size, prompts):  # solve decodes them with a KV cache
         rows = to_decode[chunk]
         decoded = solve(model, tokenizer, [texts[r] for r in rows], batch_size=len(rows), model_kwargs=model_kwargs,
                         checked=True, limits=limits, views=views)

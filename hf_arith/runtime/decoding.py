@@ -171,6 +171,14 @@ def row_bytes(model, tokens: int) -> int:
     return int(tokens) ** 2 * pair_bytes(model) + int(tokens) * TOKEN_BYTES * widest_layer(model)
 
 
+def decode_row_bytes(model, prompt: int, tokens: int) -> int:
+    """The bytes one row is estimated to take in cached decoding to `tokens` tokens: its prompt's prefill
+    (a pass over the prompt) and, per token, its cached keys and values and a step's mask over every key.
+    A long answer after a short prompt takes far less than a pass over both: a sorted list of 20 items
+    of 20 digits is 460 prompt tokens of 16,860."""
+    return row_bytes(model, prompt) + int(tokens) * (TOKEN_BYTES * widest_layer(model) + pair_bytes(model))
+
+
 def query_span(model, rows: int, tokens: int) -> int:
     """How many columns of `rows` sequences of `tokens` tokens one pass may take as queries, the columns
     before them read from a KV cache, within BATCH_MEMORY_BUDGET: all of them when a whole pass fits,
@@ -180,28 +188,31 @@ def query_span(model, rows: int, tokens: int) -> int:
 
 
 def rows_within_budget(model, tokens: int) -> int:
-    """How many rows of `tokens` tokens (prompt and answer) one batch may hold: BATCH_MEMORY_BUDGET's
-    worth, at least one. The one rule that makes a batch's size depend on its sequences' length."""
+    """How many rows of `tokens` tokens (prompt and answer) one pass over them may hold: BATCH_MEMORY_BUDGET's
+    worth by `row_bytes`, at least one (`row_chunks` applies the same rule row by row)."""
     return max(1, BATCH_MEMORY_BUDGET // row_bytes(model, tokens))
 
 
-def row_chunks(tokens, model, batch_size: int | None = None) -> Iterator[slice]:
+def row_chunks(tokens, model, batch_size: int | None = None, prompts=None) -> Iterator[slice]:
     """Consecutive slices of rows whose sequences are `tokens` long (prompt and answer budget each), for
     batched decoding and scoring: windows of `batch_size` rows (default: `default_batch_size(model)`;
-    what `limits.check_problems` checks against the context), each cut into chunks no longer than their
-    longest sequence allows (`rows_within_budget`). Rows sorted by length get chunks sized to their own
-    length."""
+    what `limits.check_problems` checks against the context), each cut into chunks of as many rows as
+    fit BATCH_MEMORY_BUDGET (one at least), each row costing a pass over its sequence (`row_bytes`), or
+    with `prompts` (each row's prompt tokens, for cached decoding) `decode_row_bytes`. Rows sorted by
+    length get chunks sized to their own length."""
     tokens = [int(t) for t in tokens]
+    cost = [row_bytes(model, t) for t in tokens] if prompts is None else \
+        [decode_row_bytes(model, int(p), t) for p, t in zip(prompts, tokens)]
     cap = int(batch_size or default_batch_size(model))
     for window in range(0, len(tokens), cap):
         start, end = window, min(window + cap, len(tokens))
         while start < end:
-            # The most rows from `start` that their own longest sequence allows: a longer chunk only has
-            # longer rows, so the sizes that fit run from 1 up to that one, and a bisection finds it.
+            # The most rows from `start` that their own costliest row allows: a longer chunk only has
+            # costlier rows, so the sizes that fit run from 1 up to that one, and a bisection finds it.
             low, high = 1, end - start
             while low < high:
                 mid = (low + high + 1) // 2
-                if rows_within_budget(model, max(tokens[start : start + mid])) >= mid:
+                if mid * max(cost[start : start + mid]) <= BATCH_MEMORY_BUDGET:
                     low = mid
                 else:
                     high = mid - 1

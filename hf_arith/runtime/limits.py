@@ -167,6 +167,10 @@ class ModelLimits:
         _, _, prompt = render(parsed, self.fmt, with_answer=False)
         return prompt, self.answer_budgets(parsed)
 
+    def prompt_tokens(self, parsed: Problems) -> np.ndarray:
+        """Per problem: its prompt in tokens, what a cached decoder's prefill takes (`decoding.row_chunks`)."""
+        return self._tokens(parsed)[0]
+
     def sequence_tokens(self, parsed: Problems) -> np.ndarray:
         """Per problem: its prompt and answer budget in tokens, the longest sequence decoding it makes
         (what sets how many rows run at once: `decoding.row_chunks`)."""

@@ -134,7 +134,8 @@ def _decode(model, tokenizer, problems: list[str], parsed, limits: ModelLimits, 
     model_device = next(model.parameters()).device
     end = tokenizer.eos_token_id if limits.fmt.end_token else None
     bar = progress_bar(len(problems), "solving", "problem", enabled=progress)
-    for rows in row_chunks(limits.sequence_tokens(parsed), model, batch_size):
+    prompts = limits.prompt_tokens(parsed) if decode["use_cache"] else None  # without a cache, every step is a pass
+    for rows in row_chunks(limits.sequence_tokens(parsed), model, batch_size, prompts):
         chunk = problems[rows]
         enc = tokenizer(chunk, padding=True, return_tensors="pt")
         batch = parsed.select(rows)
