@@ -150,8 +150,9 @@ BATCH_MEMORY_BUDGET = 1 << 30
 PAIR_BYTES = 16
 TOKEN_BYTES = 32
 # A line window with relation bias (abacus_relation_bias) also holds each pair's relation code and every
-# head's bias for it: one teacher-forced pass over a 20-item sort of 6 and 10 digits (5,100 and 8,460
-# tokens) peaked at 50, 76 and 76 bytes a pair with 2, 4 and 8 heads (random weights, one thread).
+# head's bias for it: one teacher-forced pass over a 20-item sort of 6 digits (5,100 tokens) peaked at 50,
+# 77 and 76 bytes a pair with 2, 4 and 8 heads, and at 75 with 4 heads at 10 digits (8,460 tokens; random
+# weights, one thread; bench/results/chunk_memory.json's sort_spans measures the 4-head model).
 RELATION_PAIR_BYTES = 64
 
 
